@@ -1,0 +1,22 @@
+// The CPU backend: fp32 and fp64 kernels (fp64 for gradient checks), parallel over OpenMP
+// threads with static partitions so results are bitwise reproducible for a given thread count.
+// GEMMs go through oneDNN; attention is tiled flash-style.
+#pragma once
+
+#include "backends/kernel.h"
+
+namespace lj::cpu {
+
+// The CPU kernel table (every op of graph/ops.def except `input`, which the executor feeds).
+const KernelTable& kernels();
+
+// Per-family registration, one per file; kernels() calls them all.
+void register_source(KernelTable& t);       // source.cc: constant, iota, random_*
+void register_elementwise(KernelTable& t);  // elementwise.cc: unary, binary, compare, where, cast
+void register_reduce(KernelTable& t);       // reduce.cc: sum, mean, max, softmax, log_softmax
+void register_matmul(KernelTable& t);       // matmul.cc
+void register_movement(KernelTable& t);     // movement.cc: permute, slice, concat, expand, gather, scatter_add
+void register_loss(KernelTable& t);         // loss.cc: cross_entropy(_backward)
+void register_attention(KernelTable& t);    // attention.cc: sdpa(_backward)
+
+}  // namespace lj::cpu

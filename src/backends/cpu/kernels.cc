@@ -1,0 +1,20 @@
+#include "backends/cpu/cpu.h"
+
+namespace lj::cpu {
+
+const KernelTable& kernels() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    register_source(t);
+    register_elementwise(t);
+    register_reduce(t);
+    register_matmul(t);
+    register_movement(t);
+    register_loss(t);
+    register_attention(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace lj::cpu

@@ -1,0 +1,63 @@
+// The kernel interface every backend implements. A kernel gets concrete, dense, row-major
+// tensors (inputs and pre-allocated outputs whose shapes the op table inferred), the node's
+// attributes, the thread count, and a way to ask for scratch memory. Kernels are named
+// <op>_forward in their family file (backends/cpu/elementwise.cc, ...) and listed in the
+// backend's table, indexed by Op.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "graph/ir.h"
+
+namespace lj {
+
+// A dense row-major tensor the kernel reads or writes. Does not own memory.
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::vector<int64_t> dims;
+
+  int rank() const { return static_cast<int>(dims.size()); }
+  int64_t numel() const { return numel_of(dims); }
+  int64_t dim(int axis) const { return dims[static_cast<size_t>(axis < 0 ? axis + rank() : axis)]; }
+  size_t bytes() const { return static_cast<size_t>(numel()) * static_cast<size_t>(dtype_size(dtype)); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
+};
+
+// Scratch memory for the duration of one kernel call, counted as workspace.
+class Workspace {
+ public:
+  virtual ~Workspace() = default;
+  // 64-byte aligned; freed when the kernel returns.
+  virtual void* get(size_t bytes) = 0;
+};
+
+struct KernelContext {
+  const Node& node;
+  std::span<const TensorView> in;
+  std::span<TensorView> out;
+  int threads = 1;
+  Workspace* workspace = nullptr;
+
+  const Attrs& attrs() const { return node.attrs; }
+};
+
+// Returns a Status for what data can get wrong (a token id past the vocabulary); shape and
+// dtype invariants were checked when the graph was built and are LJ_CHECKed.
+using KernelFn = Status (*)(KernelContext& c);
+
+// A backend's kernels, indexed by Op. nullptr: the backend has no kernel for that op.
+struct KernelTable {
+  KernelFn fn[kNumOps] = {};
+  KernelFn& operator[](Op op) { return fn[static_cast<int>(op)]; }
+  KernelFn operator[](Op op) const { return fn[static_cast<int>(op)]; }
+};
+
+}  // namespace lj

@@ -1,0 +1,38 @@
+// Logging to stderr with a level set once from the command line (--log-level) or LJ_LOG.
+// LJ_LOG(info) << "..."; Debug lines cost nothing when the level is above debug.
+#pragma once
+
+#include <sstream>
+
+namespace lj {
+
+enum class LogLevel { debug = 0, info = 1, warning = 2, error = 3, off = 4 };
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+// Reads LJ_LOG (debug|info|warning|error|off); unknown values are ignored.
+void init_log_level_from_env();
+
+namespace detail {
+class LogLine {
+ public:
+  explicit LogLine(LogLevel level) : level_(level) {}
+  ~LogLine();
+  template <class T>
+  LogLine& operator<<(const T& v) {
+    os_ << v;
+    return *this;
+  }
+
+ private:
+  LogLevel level_;
+  std::ostringstream os_;
+};
+}  // namespace detail
+
+}  // namespace lj
+
+#define LJ_LOG(level)                                      \
+  if (::lj::LogLevel::level < ::lj::log_level()) {         \
+  } else                                                   \
+    ::lj::detail::LogLine(::lj::LogLevel::level)

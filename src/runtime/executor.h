@@ -1,0 +1,62 @@
+// The eager executor: runs a graph's nodes in order, one kernel each, on the CPU backend.
+// Buffers come from the device's caching allocator and are freed right after their last use;
+// reshape outputs alias their input. Every allocation is counted under a category:
+//   inputs                       -> whatever the caller allocated them as (weights, ...)
+//   forward values read by a backward node -> activations
+//   backward/optimizer values that are graph outputs -> grads / optimizer
+//   everything else              -> temporaries;  kernel scratch -> workspace
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "runtime/tensor.h"
+
+namespace lj {
+
+struct OpProfile {
+  Op op;
+  Phase phase;
+  int64_t calls = 0;
+  double seconds = 0;
+  double flops = 0;
+};
+
+struct ExecutorOptions {
+  bool profile = false;  // time every kernel (adds a clock read per node)
+};
+
+class Executor {
+ public:
+  Executor(const Graph& g, Device& dev, ExecutorOptions options = {});
+
+  // Binds symbols from the inputs' shapes (an input declared (B, T) fed (4, 256) binds B=4,
+  // T=256), checks every input against its declared dtype and shape, runs, and returns the
+  // graph outputs in order. `inputs` follow g.inputs().
+  StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs);
+
+  // Symbols bound by the last run.
+  const SymEnv& env() const { return env_; }
+  // Kernels launched by the last run (nodes that are not inputs or aliases).
+  int64_t kernels_launched() const { return kernels_launched_; }
+  // Accumulated per (op, phase) when options.profile is set.
+  const std::vector<OpProfile>& profile() const { return profile_; }
+  void reset_profile() { profile_.clear(); }
+
+ private:
+  Status bind(std::span<const Tensor> inputs);
+
+  const Graph& g_;
+  Device& dev_;
+  ExecutorOptions options_;
+  std::vector<MemCategory> category_;  // per value
+  std::vector<int> last_use_;          // per value: index of the last node reading it, -1 none
+  std::vector<bool> is_output_;        // per value
+  SymEnv env_;
+  int64_t kernels_launched_ = 0;
+  std::vector<OpProfile> profile_;
+};
+
+}  // namespace lj

@@ -1,0 +1,60 @@
+// Memory owned by the runtime: a caching allocator (what PyTorch's eager mode does: freed blocks
+// are kept and reused by size, never returned to the system until release_cached()), and the
+// accounting every allocation passes through: current and peak bytes per category, and the peak
+// of the total (which is not the sum of the per-category peaks).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace lj {
+
+enum class MemCategory : uint8_t { weights, grads, optimizer, activations, temporaries, workspace };
+inline constexpr int kNumMemCategories = 6;
+const char* mem_category_name(MemCategory c);
+
+struct MemoryStats {
+  std::array<int64_t, kNumMemCategories> bytes_current{};
+  std::array<int64_t, kNumMemCategories> bytes_peak{};
+  // Each category's bytes at the moment the total peaked.
+  std::array<int64_t, kNumMemCategories> bytes_at_peak{};
+  int64_t bytes_total_current = 0;
+  int64_t bytes_total_peak = 0;
+  int64_t bytes_reserved = 0;       // held from the system, in use or cached
+  int64_t bytes_reserved_peak = 0;
+  int64_t num_allocs = 0;           // requests served
+  int64_t num_system_allocs = 0;    // requests that reached the system allocator
+
+  int64_t current(MemCategory c) const { return bytes_current[static_cast<size_t>(c)]; }
+  int64_t peak(MemCategory c) const { return bytes_peak[static_cast<size_t>(c)]; }
+  // A table: category, current, peak, at total peak.
+  std::string to_string() const;
+};
+
+class CachingAllocator {
+ public:
+  // Sizes are rounded up to kRound bytes; blocks are 64-byte aligned.
+  static constexpr size_t kRound = 512;
+
+  CachingAllocator() = default;
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  void* allocate(size_t bytes, MemCategory category);
+  void deallocate(void* p, size_t bytes, MemCategory category);
+  // Returns cached free blocks to the system.
+  void release_cached();
+  const MemoryStats& stats() const { return stats_; }
+  // Starts a new peak window (current values stay).
+  void reset_peaks();
+
+ private:
+  std::multimap<size_t, void*> free_;  // size -> block, best fit by lower_bound
+  MemoryStats stats_;
+};
+
+}  // namespace lj
