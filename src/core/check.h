@@ -10,6 +10,7 @@ class CheckFailure {
  public:
   CheckFailure(const char* file, int line, const char* cond);
   [[noreturn]] ~CheckFailure();
+  CheckFailure& self() { return *this; }  // an lvalue for `<<` and Voidify
   template <class T>
   CheckFailure& operator<<(const T& v) {
     os_ << v;
@@ -29,7 +30,7 @@ struct Voidify {
 
 #define LJ_CHECK(cond)        \
   (cond) ? (void)0            \
-         : ::lj::detail::Voidify() & ::lj::detail::CheckFailure(__FILE__, __LINE__, #cond)
+         : ::lj::detail::Voidify() & ::lj::detail::CheckFailure(__FILE__, __LINE__, #cond).self()
 
 #define LJ_CHECK_EQ(a, b) LJ_CHECK((a) == (b)) << #a " = " << (a) << ", " #b " = " << (b) << " "
 #define LJ_CHECK_LT(a, b) LJ_CHECK((a) < (b)) << #a " = " << (a) << ", " #b " = " << (b) << " "

@@ -18,7 +18,14 @@ Val Builder::add_input(const std::string& name, DType dtype, Shape shape, Role r
     fail(invalid_argument("input '" + name + "' is declared twice"));
     return {};
   }
-  Attrs attrs{{"name", name}, {"role", static_cast<int64_t>(role)}};
+  for (const Dim& d : shape.dims()) {
+    if (d.is_concrete() ? d.coef() < 0 : d.coef() <= 0) {
+      fail(invalid_argument("input '" + name + "': shape " + shape.to_string() + " has an invalid dim"));
+      return {};
+    }
+  }
+  // dtype and shape are attributes too, so verify() can re-infer the node (infer_input).
+  Attrs attrs{{"name", name}, {"role", static_cast<int64_t>(role)}, {"dtype", dtype}, {"shape", shape}};
   const NodeId n = g_->add_node(Op::input, {}, std::move(attrs), {TypedShape{dtype, std::move(shape)}},
                                 scope_, phase_);
   return Val{g_->node(n).outputs[0], this};

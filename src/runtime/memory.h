@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <string>
 
 namespace lj {
@@ -53,7 +54,8 @@ class CachingAllocator {
   void reset_peaks();
 
  private:
-  std::multimap<size_t, void*> free_;  // size -> block, best fit by lower_bound
+  std::multimap<size_t, void*> free_;               // cached: size -> block (best fit)
+  std::unordered_map<void*, size_t> block_size_;    // in use: block -> its rounded size
   MemoryStats stats_;
 };
 

@@ -1,0 +1,442 @@
+// Scaled dot-product attention on the CPU, tiled flash-style: a head's (Tq, Tk) score matrix is
+// never held whole, only kTile x kTile tiles in per-thread scratch.
+//
+//   sdpa(q (B, H, Tq, D), k (B, G, Tk, D), v (B, G, Tk, D)) -> out (B, H, Tq, D), lse (B, H, Tq)
+//   sdpa_backward(q, k, v, out, lse, dout) -> dq, dk, dv
+//
+// q head h reads kv head h / (H / G). causal: query i sees keys 0..i (Tq == Tk). scale <= 0
+// means 1 / sqrt(D).
+//
+// Forward, parallel over (b, h, query tile): online softmax over key tiles (tiles fully above the
+// diagonal skipped); the output rows accumulate in place and are normalised at the end;
+// lse = m + log(l). Scores are computed transposed, St = K_tile Q_tileᵀ (keys x queries), so the
+// row statistics of a query vectorise across queries and no K tile is transposed.
+//
+// Backward, parallel over (b, kv head): Di = rowsum(dO ∘ O); per tile S = Q Kᵀ,
+// P = exp(scale S - lse), dV += Pᵀ dO, dP = dO Vᵀ, dS = scale P ∘ (dP - Di), dQ += dS K,
+// dK += dSᵀ Q. One thread owns a kv head and all its q heads, visited in a fixed order, so dQ, dK
+// and dV need no atomics and every output is bitwise independent of the thread count.
+//
+// The tile products run on a register-blocked micro-kernel (6 rows x 2 vectors of
+// accumulators, FMA) over simd.h's vectors, for f32 and f64 alike.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/simd.h"
+
+namespace lj::cpu {
+namespace {
+
+using simd::V;
+using std::ptrdiff_t;
+
+constexpr int kTile = 64;  // queries and keys per tile
+constexpr int kMr = 6;     // micro-kernel rows
+
+// ---- tile products ---------------------------------------------------------------------------
+
+// c (MR, NV * W) = [c +] a (MR, k) b (k, NV * W); a(i, kk) = a[i * rs_a + kk * cs_a], b row-major
+// with leading dim ldb, c row-major with leading dim ldc.
+template <class T, int MR, int NV>
+inline void micro_kernel(int k, const T* a, ptrdiff_t rs_a, ptrdiff_t cs_a, const T* b,
+                         ptrdiff_t ldb, T* c, ptrdiff_t ldc, bool accumulate) {
+  constexpr int W = simd::kWidth<T>;
+  V<T> acc[MR][NV];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) acc[i][v] = accumulate ? simd::load(c + i * ldc + v * W) : V<T>{};
+  }
+  for (int kk = 0; kk < k; ++kk) {
+    const T* bk = b + kk * ldb;
+    const T* ak = a + kk * cs_a;
+    V<T> bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = simd::load(bk + v * W);
+    for (int i = 0; i < MR; ++i) {
+      const V<T> av = simd::splat(ak[i * rs_a]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = simd::fma(av, bv[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) simd::store(c + i * ldc + v * W, acc[i][v]);
+  }
+}
+
+// All rows of a column panel NV * W wide.
+template <class T, int NV>
+void panel(int m, int k, const T* a, ptrdiff_t rs_a, ptrdiff_t cs_a, const T* b, ptrdiff_t ldb,
+           T* c, ptrdiff_t ldc, bool accumulate) {
+  int i = 0;
+  for (; i + kMr <= m; i += kMr) {
+    micro_kernel<T, kMr, NV>(k, a + i * rs_a, rs_a, cs_a, b, ldb, c + i * ldc, ldc, accumulate);
+  }
+  const T* ai = a + i * rs_a;
+  T* ci = c + i * ldc;
+  switch (m - i) {
+    case 5:
+      micro_kernel<T, 5, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
+      break;
+    case 4:
+      micro_kernel<T, 4, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
+      break;
+    case 3:
+      micro_kernel<T, 3, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
+      break;
+    case 2:
+      micro_kernel<T, 2, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
+      break;
+    case 1:
+      micro_kernel<T, 1, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
+      break;
+    default:
+      break;
+  }
+}
+
+// c (m, n) = [c +] a (m, k) b (k, n), a with arbitrary strides (so a transposed operand is read
+// in place), b and c row-major. Each element sums k in increasing order.
+template <class T>
+void tile_gemm(int m, int n, int k, const T* a, ptrdiff_t rs_a, ptrdiff_t cs_a, const T* b,
+               ptrdiff_t ldb, T* c, ptrdiff_t ldc, bool accumulate) {
+  constexpr int W = simd::kWidth<T>;
+  int j = 0;
+  for (; j + 2 * W <= n; j += 2 * W) {
+    panel<T, 2>(m, k, a, rs_a, cs_a, b + j, ldb, c + j, ldc, accumulate);
+  }
+  if (j + W <= n) {
+    panel<T, 1>(m, k, a, rs_a, cs_a, b + j, ldb, c + j, ldc, accumulate);
+    j += W;
+  }
+  for (; j < n; ++j) {  // fewer than W columns left
+    for (int i = 0; i < m; ++i) {
+      T s = accumulate ? c[i * ldc + j] : T(0);
+      for (int kk = 0; kk < k; ++kk) s += a[i * rs_a + kk * cs_a] * b[kk * ldb + j];
+      c[i * ldc + j] = s;
+    }
+  }
+}
+
+// dst (cols, ld) = srcᵀ for src (rows, cols) row-major; columns rows..ld of dst are zeroed.
+template <class T>
+void transpose(int rows, int cols, const T* src, T* dst, int ld) {
+  for (int d = 0; d < cols; ++d) {
+    T* out = dst + d * ld;
+    for (int r = 0; r < rows; ++r) out[r] = src[r * cols + d];
+    for (int r = rows; r < ld; ++r) out[r] = T(0);
+  }
+}
+
+// Per-call scratch: from the kernel's workspace when there is one.
+template <class T>
+T* scratch(KernelContext& c, size_t count, std::vector<T>* fallback) {
+  if (c.workspace != nullptr) return static_cast<T*>(c.workspace->get(count * sizeof(T)));
+  fallback->assign(count, T(0));
+  return fallback->data();
+}
+
+struct Dims {
+  int64_t b, h, g, tq, tk, d;
+  bool causal;
+  double scale;
+};
+
+Dims read_dims(const KernelContext& c) {
+  const TensorView& q = c.in[0];
+  const TensorView& k = c.in[1];
+  LJ_CHECK(q.rank() == 4 && k.rank() == 4 && c.in[2].rank() == 4) << "sdpa needs rank-4 q, k, v";
+  Dims d{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), false, 0.0};
+  LJ_CHECK(d.g > 0 && d.h % d.g == 0) << "sdpa: H=" << d.h << " is not a multiple of G=" << d.g;
+  LJ_CHECK_EQ(k.dim(3), d.d) << "sdpa head dims";
+  LJ_CHECK(c.in[2].dims == k.dims) << "sdpa: k and v shapes differ";
+  d.causal = c.attrs().b_or("causal", false);
+  LJ_CHECK(!d.causal || d.tq == d.tk) << "causal sdpa needs Tq == Tk";
+  d.scale = c.attrs().f_or("scale", 0.0);
+  if (d.scale <= 0) d.scale = 1.0 / std::sqrt(static_cast<double>(d.d));
+  return d;
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+
+// Per-thread scratch of the forward, in elements.
+template <class T>
+struct FwdScratch {
+  T* qt;     // (D, kTile): the query tile transposed
+  T* st;     // (kTile keys, kTile queries): scores, then probabilities
+  T* m;      // (kTile): running max of scale * score
+  T* l;      // (kTile): running sum of exp
+  T* alpha;  // (kTile): rescale of the previous partial sums
+  static size_t count(int64_t d) { return static_cast<size_t>((d + kTile + 3) * kTile); }
+  FwdScratch(T* base, int64_t d)
+      : qt(base), st(base + d * kTile), m(st + kTile * kTile), l(m + kTile), alpha(l + kTile) {}
+};
+
+// One (b, h, query tile): out rows [i0, i0 + mq) and their lse.
+template <class T>
+void sdpa_tile_forward(const Dims& dm, const T* q, const T* k, const T* v, T* out, T* lse,
+                       int64_t i0, FwdScratch<T>& s) {
+  constexpr int W = simd::kWidth<T>;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const int d = static_cast<int>(dm.d);
+  const int mq = static_cast<int>(std::min<int64_t>(kTile, dm.tq - i0));
+  const T scale = static_cast<T>(dm.scale);
+  transpose(mq, d, q + i0 * d, s.qt, kTile);
+  T* o = out + i0 * d;
+  std::fill(o, o + static_cast<ptrdiff_t>(mq) * d, T(0));
+  for (int i = 0; i < kTile; ++i) {
+    s.m[i] = kNegInf;
+    s.l[i] = T(0);
+  }
+  const int64_t key_end = dm.causal ? i0 + mq : dm.tk;
+  for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
+    const int nk = static_cast<int>(std::min<int64_t>(kTile, key_end - j0));
+    // St (nk, kTile) = K_tile (nk, D) Q_tileᵀ (D, kTile); padded query columns score 0.
+    tile_gemm(nk, kTile, d, k + j0 * d, d, 1, s.qt, kTile, s.st, kTile, false);
+    // New running max per query (vectorised across queries).
+    for (int i = 0; i < kTile; i += W) simd::store(s.alpha + i, simd::load(s.m + i));
+    for (int j = 0; j < nk; ++j) {
+      T* row = s.st + j * kTile;
+      for (int i = 0; i < kTile; i += W) simd::store(row + i, simd::load(row + i) * scale);
+      if (dm.causal && j0 + j > i0) {  // key j0 + j is hidden from queries i0 .. j0 + j - 1
+        const int hidden = static_cast<int>(std::min<int64_t>(kTile, j0 + j - i0));
+        for (int i = 0; i < hidden; ++i) row[i] = kNegInf;
+      }
+      for (int i = 0; i < kTile; i += W) {
+        simd::store(s.alpha + i, simd::max(simd::load(s.alpha + i), simd::load(row + i)));
+      }
+    }
+    // alpha holds the new max; turn it into the rescale factor and p = exp(s - max).
+    for (int i = 0; i < kTile; i += W) {
+      const V<T> m_new = simd::load(s.alpha + i);
+      // A query with nothing visible yet keeps max -inf; use 0 so exp gives 0, not NaN.
+      const V<T> m_use = m_new == simd::splat(kNegInf) ? V<T>{} : m_new;
+      simd::store(s.alpha + i, simd::exp_vec<T>(simd::load(s.m + i) - m_use));
+      simd::store(s.m + i, m_new);
+      V<T> sum{};
+      for (int j = 0; j < nk; ++j) {
+        T* row = s.st + j * kTile + i;
+        const V<T> p = simd::exp_vec<T>(simd::load(row) - m_use);
+        simd::store(row, p);
+        sum += p;
+      }
+      simd::store(s.l + i, simd::fma(simd::load(s.l + i), simd::load(s.alpha + i), sum));
+    }
+    for (int i = 0; i < mq; ++i) {
+      const T a = s.alpha[i];
+      if (a != T(1)) {
+        for (int e = 0; e < d; ++e) o[i * d + e] *= a;
+      }
+    }
+    // O (mq, D) += P (mq, nk) V_tile (nk, D), P read from St transposed.
+    tile_gemm(mq, d, nk, s.st, 1, kTile, v + j0 * d, d, o, d, true);
+  }
+  for (int i = 0; i < mq; ++i) {
+    const T l = s.l[i];
+    const T inv = l > T(0) ? T(1) / l : T(0);
+    for (int e = 0; e < d; ++e) o[i * d + e] *= inv;
+    lse[i0 + i] = l > T(0) ? s.m[i] + std::log(l) : kNegInf;
+  }
+}
+
+template <class T>
+void sdpa_forward_impl(KernelContext& c, const Dims& dm) {
+  const int threads = std::max(1, c.threads);
+  std::vector<T> fallback;
+  const size_t per_thread = FwdScratch<T>::count(dm.d);
+  T* base = scratch<T>(c, per_thread * static_cast<size_t>(threads), &fallback);
+  const int64_t q_tiles = (dm.tq + kTile - 1) / kTile;
+  const int64_t units = dm.b * dm.h * q_tiles;
+  const int64_t group = dm.h / dm.g;
+  const T* q = c.in[0].as<T>();
+  const T* k = c.in[1].as<T>();
+  const T* v = c.in[2].as<T>();
+  T* out = c.out[0].as<T>();
+  T* lse = c.out[1].as<T>();
+  // Each unit writes its own rows, so any schedule gives the same bits; dynamic balances the
+  // causal triangle (late query tiles see more keys). Late tiles first: the longest go first.
+#pragma omp parallel num_threads(threads)
+  {
+    FwdScratch<T> s(base + per_thread * static_cast<size_t>(omp_get_thread_num()), dm.d);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t qt = q_tiles - 1 - u % q_tiles;
+      const int64_t bh = u / q_tiles;
+      const int64_t bg = (bh / dm.h) * dm.g + (bh % dm.h) / group;
+      sdpa_tile_forward(dm, q + bh * dm.tq * dm.d, k + bg * dm.tk * dm.d, v + bg * dm.tk * dm.d,
+                        out + bh * dm.tq * dm.d, lse + bh * dm.tq, qt * kTile, s);
+    }
+  }
+}
+
+// ---- backward --------------------------------------------------------------------------------
+
+// Per-thread scratch of the backward, in elements.
+template <class T>
+struct BwdScratch {
+  T* kt;  // (D, kTile): the key tile transposed
+  T* vt;  // (D, kTile): the value tile transposed
+  T* p;   // (kTile queries, kTile keys): probabilities
+  T* ds;  // (kTile, kTile): dP, then dS
+  T* di;  // (Tq): rowsum(dO ∘ O) of the current head
+  static size_t count(int64_t d, int64_t tq) {
+    return static_cast<size_t>(2 * d * kTile + 2 * kTile * kTile + tq);
+  }
+  BwdScratch(T* base, int64_t d)
+      : kt(base),
+        vt(kt + d * kTile),
+        p(vt + d * kTile),
+        ds(p + kTile * kTile),
+        di(ds + kTile * kTile) {}
+};
+
+// Per-head pointers of the backward; dq, dk, dv are zeroed by the caller.
+template <class T>
+struct HeadPtrs {
+  const T *q, *k, *v, *o, *lse, *dout;
+  T *dq, *dk, *dv;
+};
+
+// One q head against its kv head, all tiles.
+template <class T>
+void sdpa_head_backward(const Dims& dm, const HeadPtrs<T>& h, BwdScratch<T>& s) {
+  constexpr int W = simd::kWidth<T>;
+  const int d = static_cast<int>(dm.d);
+  const T scale = static_cast<T>(dm.scale);
+  for (int64_t i = 0; i < dm.tq; ++i) {
+    T acc = 0;
+    for (int e = 0; e < d; ++e) acc += h.dout[i * d + e] * h.o[i * d + e];
+    s.di[i] = acc;
+  }
+  for (int64_t j0 = 0; j0 < dm.tk; j0 += kTile) {
+    const int nk = static_cast<int>(std::min<int64_t>(kTile, dm.tk - j0));
+    const int nk_pad = (nk + W - 1) / W * W;  // vector width; columns nk..nk_pad are zero
+    transpose(nk, d, h.k + j0 * d, s.kt, kTile);
+    transpose(nk, d, h.v + j0 * d, s.vt, kTile);
+    T* dk = h.dk + j0 * d;
+    T* dv = h.dv + j0 * d;
+    // Causal: query tiles whose last query is before j0 see none of these keys.
+    const int64_t i_begin = dm.causal ? j0 / kTile * kTile : 0;
+    for (int64_t i0 = i_begin; i0 < dm.tq; i0 += kTile) {
+      const int mq = static_cast<int>(std::min<int64_t>(kTile, dm.tq - i0));
+      const T* q = h.q + i0 * d;
+      const T* dout = h.dout + i0 * d;
+      // S (mq, nk_pad) = Q_tile (mq, D) K_tileᵀ (D, nk_pad); P = exp(scale S - lse).
+      tile_gemm(mq, nk_pad, d, q, d, 1, s.kt, kTile, s.p, kTile, false);
+      for (int i = 0; i < mq; ++i) {
+        T* row = s.p + i * kTile;
+        const V<T> lse = simd::splat(h.lse[i0 + i]);
+        for (int j = 0; j < nk_pad; j += W) {
+          simd::store(row + j, simd::exp_vec<T>(simd::load(row + j) * scale - lse));
+        }
+        // Zero the padding and, when causal, keys after query i0 + i.
+        int visible = nk;
+        if (dm.causal) visible = static_cast<int>(std::clamp<int64_t>(i0 + i - j0 + 1, 0, nk));
+        for (int j = visible; j < nk_pad; ++j) row[j] = T(0);
+      }
+      // dV_tile (nk, D) += Pᵀ (nk, mq) dO_tile (mq, D).
+      tile_gemm(nk, d, mq, s.p, 1, kTile, dout, d, dv, d, true);
+      // dP (mq, nk_pad) = dO_tile (mq, D) V_tileᵀ (D, nk_pad); dS = scale P ∘ (dP - Di).
+      tile_gemm(mq, nk_pad, d, dout, d, 1, s.vt, kTile, s.ds, kTile, false);
+      for (int i = 0; i < mq; ++i) {
+        T* ds = s.ds + i * kTile;
+        const T* p = s.p + i * kTile;
+        const V<T> di = simd::splat(s.di[i0 + i]);
+        for (int j = 0; j < nk_pad; j += W) {
+          simd::store(ds + j, simd::load(p + j) * (simd::load(ds + j) - di) * scale);
+        }
+      }
+      // dQ_tile (mq, D) += dS (mq, nk) K_tile (nk, D).
+      tile_gemm(mq, d, nk, s.ds, kTile, 1, h.k + j0 * d, d, h.dq + i0 * d, d, true);
+      // dK_tile (nk, D) += dSᵀ (nk, mq) Q_tile (mq, D).
+      tile_gemm(nk, d, mq, s.ds, 1, kTile, q, d, dk, d, true);
+    }
+  }
+}
+
+template <class T>
+void sdpa_backward_impl(KernelContext& c, const Dims& dm) {
+  const int threads = std::max(1, c.threads);
+  std::vector<T> fallback;
+  const size_t per_thread = BwdScratch<T>::count(dm.d, dm.tq);
+  T* base = scratch<T>(c, per_thread * static_cast<size_t>(threads), &fallback);
+  const int64_t group = dm.h / dm.g;
+  const int64_t q_head = dm.tq * dm.d, kv_head = dm.tk * dm.d;
+  const T* q = c.in[0].as<T>();
+  const T* k = c.in[1].as<T>();
+  const T* v = c.in[2].as<T>();
+  const T* o = c.in[3].as<T>();
+  const T* lse = c.in[4].as<T>();
+  const T* dout = c.in[5].as<T>();
+  T* dq = c.out[0].as<T>();
+  T* dk = c.out[1].as<T>();
+  T* dv = c.out[2].as<T>();
+  // One unit = (b, kv head): it alone writes that kv head's dk, dv and its q heads' dq.
+#pragma omp parallel num_threads(threads)
+  {
+    BwdScratch<T> s(base + per_thread * static_cast<size_t>(omp_get_thread_num()), dm.d);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bg = 0; bg < dm.b * dm.g; ++bg) {
+      std::fill(dk + bg * kv_head, dk + (bg + 1) * kv_head, T(0));
+      std::fill(dv + bg * kv_head, dv + (bg + 1) * kv_head, T(0));
+      const int64_t b = bg / dm.g, g = bg % dm.g;
+      for (int64_t hh = g * group; hh < (g + 1) * group; ++hh) {
+        const int64_t bh = b * dm.h + hh;
+        std::fill(dq + bh * q_head, dq + (bh + 1) * q_head, T(0));
+        const HeadPtrs<T> ptrs{q + bh * q_head,  k + bg * kv_head,  v + bg * kv_head,
+                               o + bh * q_head,  lse + bh * dm.tq,  dout + bh * q_head,
+                               dq + bh * q_head, dk + bg * kv_head, dv + bg * kv_head};
+        sdpa_head_backward(dm, ptrs, s);
+      }
+    }
+  }
+}
+
+// ---- kernels ---------------------------------------------------------------------------------
+
+Status check_float(const KernelContext& c, const char* op) {
+  const DType dt = c.in[0].dtype;
+  for (const TensorView& t : c.in) LJ_CHECK(t.dtype == dt) << op << ": operand dtypes differ";
+  if (dt != DType::f32 && dt != DType::f64) {
+    return unimplemented(std::string(op) + " on the CPU supports f32 and f64, not " +
+                         dtype_name(dt));
+  }
+  return ok_status();
+}
+
+Status sdpa_forward(KernelContext& c) {
+  LJ_RETURN_IF_ERROR(check_float(c, "sdpa"));
+  const Dims dm = read_dims(c);
+  if (c.out[0].numel() == 0) return ok_status();
+  if (c.in[0].dtype == DType::f32) {
+    sdpa_forward_impl<float>(c, dm);
+  } else {
+    sdpa_forward_impl<double>(c, dm);
+  }
+  return ok_status();
+}
+
+Status sdpa_backward(KernelContext& c) {
+  LJ_RETURN_IF_ERROR(check_float(c, "sdpa_backward"));
+  const Dims dm = read_dims(c);
+  if (c.out[0].numel() == 0 && c.out[1].numel() == 0) return ok_status();
+  if (c.in[0].dtype == DType::f32) {
+    sdpa_backward_impl<float>(c, dm);
+  } else {
+    sdpa_backward_impl<double>(c, dm);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+void register_attention(KernelTable& t) {
+  t[Op::sdpa] = sdpa_forward;
+  t[Op::sdpa_backward] = sdpa_backward;
+}
+
+}  // namespace lj::cpu

@@ -1,0 +1,242 @@
+// CPU kernels of the elementwise ops: unary math (neg ... tanh, pow_scalar), cast between any two
+// dtypes, binary arithmetic (add, sub, mul, div) and comparisons (eq, lt, gt -> u8 1/0) with
+// numpy broadcasting, and where(cond u8, a, b) with all three broadcast.
+//
+// Math ops run on f32 and f64 (f64 for gradient checks); comparisons and where also take i32, i64
+// and u8 operands. Operands of a binary op share a dtype (the graph builder enforces it). Every
+// loop is a pure function per element, so the thread count never changes a result. Broadcasting
+// goes through BroadcastPlan (cpu_util.h): equal shapes become one flat row per thread, and a
+// broadcast operand (a bias (C) against (B, T, C), a scalar) is a row with inner stride 0, each
+// specialised below so the inner loop vectorises.
+#include <cmath>
+
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_util.h"
+
+namespace lj::cpu {
+namespace {
+
+// ---- Unary ----
+
+// out[i] = f(x[i]) for the f32 / f64 input; f is a generic lambda.
+template <class Fn>
+Status unary(KernelContext& c, Fn f) {
+  const TensorView& x = c.in[0];
+  TensorView& out = c.out[0];
+  LJ_CHECK(x.dtype == out.dtype && x.numel() == out.numel());
+  dispatch_float(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.as<T>();
+    T* o = out.as<T>();
+    parallel_for(c.threads, x.numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = f(in[i]);
+    });
+  });
+  return ok_status();
+}
+
+Status neg_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return -x; });
+}
+Status exp_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return std::exp(x); });
+}
+Status log_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return std::log(x); });
+}
+Status sqrt_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return std::sqrt(x); });
+}
+Status rsqrt_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return decltype(x){1} / std::sqrt(x); });
+}
+Status reciprocal_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return decltype(x){1} / x; });
+}
+Status square_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return x * x; });
+}
+// x * sigmoid(x) = x / (1 + exp(-x)); exp overflowing to inf gives -0, the right limit.
+Status silu_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return x / (decltype(x){1} + std::exp(-x)); });
+}
+Status sigmoid_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return decltype(x){1} / (decltype(x){1} + std::exp(-x)); });
+}
+Status tanh_forward(KernelContext& c) {
+  return unary(c, [](auto x) { return std::tanh(x); });
+}
+
+// The exponents with an exact cheaper form get it (x * x and 1 / x are what pow rounds to).
+Status pow_scalar_forward(KernelContext& c) {
+  const double e = c.attrs().f("exponent");
+  if (e == 1.0) return unary(c, [](auto x) { return x; });
+  if (e == 2.0) return unary(c, [](auto x) { return x * x; });
+  if (e == -1.0) return unary(c, [](auto x) { return decltype(x){1} / x; });
+  return unary(c, [e](auto x) { return std::pow(x, static_cast<decltype(x)>(e)); });
+}
+
+// Any dtype to any dtype, by convert<> (cpu_util.h): float -> int truncates toward zero.
+Status cast_forward(KernelContext& c) {
+  const TensorView& x = c.in[0];
+  TensorView& out = c.out[0];
+  LJ_CHECK(x.numel() == out.numel());
+  if (x.dtype == out.dtype) {
+    parallel_copy(c.threads, out.data, x.data, x.bytes());
+    return ok_status();
+  }
+  dispatch_all(x.dtype, [&](auto from) {
+    dispatch_all(out.dtype, [&](auto to) {
+      using S = decltype(from);
+      using D = decltype(to);
+      const S* in = x.as<S>();
+      D* o = out.as<D>();
+      parallel_for(c.threads, x.numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = convert<D>(in[i]);
+      });
+    });
+  });
+  return ok_status();
+}
+
+// ---- Binary ----
+
+// out = f(a, b) broadcast; In is the operands' type, Out the output's.
+template <class In, class Out, class Fn>
+void binary_apply(KernelContext& c, Fn f) {
+  const TensorView& a = c.in[0];
+  const TensorView& b = c.in[1];
+  TensorView& out = c.out[0];
+  const BroadcastPlan<2> plan(out.dims, {&a.dims, &b.dims});
+  const int64_t sa = plan.inner_stride(0);
+  const int64_t sb = plan.inner_stride(1);
+  const In* pa = a.as<In>();
+  const In* pb = b.as<In>();
+  Out* po = out.as<Out>();
+  parallel_for(c.threads, plan.numel(), kPointwiseGrain, [&](int64_t begin, int64_t end) {
+    plan.for_rows(begin, end, [&](int64_t oo, const BroadcastPlan<2>::Offsets& io, int64_t n) {
+      const In* x = pa + io[0];
+      const In* y = pb + io[1];
+      Out* z = po + oo;
+      if (sa == 1 && sb == 1) {
+        for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+      } else if (sa == 1) {
+        const In yv = *y;
+        for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], yv);
+      } else if (sb == 1) {
+        const In xv = *x;
+        for (int64_t i = 0; i < n; ++i) z[i] = f(xv, y[i]);
+      } else {
+        const Out v = f(*x, *y);
+        for (int64_t i = 0; i < n; ++i) z[i] = v;
+      }
+    });
+  });
+}
+
+template <class Fn>
+Status arith(KernelContext& c, Fn f) {
+  LJ_CHECK(c.in[0].dtype == c.in[1].dtype && c.in[0].dtype == c.out[0].dtype);
+  dispatch_float(c.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    binary_apply<T, T>(c, f);
+  });
+  return ok_status();
+}
+
+template <class Fn>
+Status compare(KernelContext& c, Fn f) {
+  LJ_CHECK(c.in[0].dtype == c.in[1].dtype && c.out[0].dtype == DType::u8);
+  dispatch_real(c.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    binary_apply<T, uint8_t>(c, f);
+  });
+  return ok_status();
+}
+
+Status add_forward(KernelContext& c) {
+  return arith(c, [](auto x, auto y) { return x + y; });
+}
+Status sub_forward(KernelContext& c) {
+  return arith(c, [](auto x, auto y) { return x - y; });
+}
+Status mul_forward(KernelContext& c) {
+  return arith(c, [](auto x, auto y) { return x * y; });
+}
+Status div_forward(KernelContext& c) {
+  return arith(c, [](auto x, auto y) { return x / y; });
+}
+Status eq_forward(KernelContext& c) {
+  return compare(c, [](auto x, auto y) { return static_cast<uint8_t>(x == y); });
+}
+Status lt_forward(KernelContext& c) {
+  return compare(c, [](auto x, auto y) { return static_cast<uint8_t>(x < y); });
+}
+Status gt_forward(KernelContext& c) {
+  return compare(c, [](auto x, auto y) { return static_cast<uint8_t>(x > y); });
+}
+
+// where(cond u8, a, b): a where cond != 0, else b; out has a's dtype.
+Status where_forward(KernelContext& c) {
+  const TensorView& cond = c.in[0];
+  const TensorView& a = c.in[1];
+  const TensorView& b = c.in[2];
+  TensorView& out = c.out[0];
+  LJ_CHECK(cond.dtype == DType::u8 && a.dtype == b.dtype && a.dtype == out.dtype);
+  const BroadcastPlan<3> plan(out.dims, {&cond.dims, &a.dims, &b.dims});
+  const int64_t sc = plan.inner_stride(0);
+  const int64_t sa = plan.inner_stride(1);
+  const int64_t sb = plan.inner_stride(2);
+  dispatch_real(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const uint8_t* pc = cond.as<uint8_t>();
+    const T* pa = a.as<T>();
+    const T* pb = b.as<T>();
+    T* po = out.as<T>();
+    parallel_for(c.threads, plan.numel(), kPointwiseGrain, [&](int64_t begin, int64_t end) {
+      plan.for_rows(begin, end, [&](int64_t oo, const BroadcastPlan<3>::Offsets& io, int64_t n) {
+        const uint8_t* m = pc + io[0];
+        const T* x = pa + io[1];
+        const T* y = pb + io[2];
+        T* z = po + oo;
+        if (sc == 1 && sa == 1 && sb == 1) {
+          for (int64_t i = 0; i < n; ++i) z[i] = m[i] ? x[i] : y[i];
+        } else if (sc == 1 && sa == 0 && sb == 0) {  // masked fill
+          const T xv = *x;
+          const T yv = *y;
+          for (int64_t i = 0; i < n; ++i) z[i] = m[i] ? xv : yv;
+        } else {
+          for (int64_t i = 0; i < n; ++i) z[i] = m[i * sc] ? x[i * sa] : y[i * sb];
+        }
+      });
+    });
+  });
+  return ok_status();
+}
+
+}  // namespace
+
+void register_elementwise(KernelTable& t) {
+  t[Op::neg] = neg_forward;
+  t[Op::exp] = exp_forward;
+  t[Op::log] = log_forward;
+  t[Op::sqrt] = sqrt_forward;
+  t[Op::rsqrt] = rsqrt_forward;
+  t[Op::reciprocal] = reciprocal_forward;
+  t[Op::square] = square_forward;
+  t[Op::silu] = silu_forward;
+  t[Op::sigmoid] = sigmoid_forward;
+  t[Op::tanh] = tanh_forward;
+  t[Op::pow_scalar] = pow_scalar_forward;
+  t[Op::cast] = cast_forward;
+  t[Op::add] = add_forward;
+  t[Op::sub] = sub_forward;
+  t[Op::mul] = mul_forward;
+  t[Op::div] = div_forward;
+  t[Op::eq] = eq_forward;
+  t[Op::lt] = lt_forward;
+  t[Op::gt] = gt_forward;
+  t[Op::where] = where_forward;
+}
+
+}  // namespace lj::cpu

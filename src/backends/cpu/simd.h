@@ -1,0 +1,129 @@
+// Portable 256-bit vectors for the CPU kernels that need explicit SIMD (attention tiles, the
+// softmax inside cross_entropy): GCC/Clang vector extensions, so one template serves f32 (8 lanes)
+// and f64 (4 lanes) and compiles on any target (the compiler splits the vector where AVX is
+// missing). FMA goes through the intrinsic when the target has it, so every product rounds once.
+// exp_vec<float> is a Cephes-style polynomial (max relative error ~2 ulp on [-87, 88]) that maps
+// x < -87.33 (and -inf) to exactly 0, x > 88.37 to inf, and propagates NaN; exp_vec<double> calls
+// std::exp per lane (f64 exists for gradient checks, where accuracy matters more than speed).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace lj::cpu::simd {
+
+template <class T>
+struct Vec;
+template <>
+struct Vec<float> {
+  typedef float V __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+  static constexpr int kWidth = 8;
+};
+template <>
+struct Vec<double> {
+  typedef double V __attribute__((vector_size(32)));
+  typedef int64_t I __attribute__((vector_size(32)));
+  static constexpr int kWidth = 4;
+};
+
+template <class T>
+using V = typename Vec<T>::V;
+template <class T>
+inline constexpr int kWidth = Vec<T>::kWidth;
+
+template <class T>
+inline V<T> load(const T* p) {
+  V<T> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <class T>
+inline void store(T* p, V<T> v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+template <class T>
+inline V<T> splat(T x) {
+  return V<T>{} + x;
+}
+// The element type of a vector type.
+template <class VT>
+using Elem = std::remove_cvref_t<decltype(std::declval<VT>()[0])>;
+
+// a * b + c, rounded once where the target has FMA.
+template <class VT>
+inline VT fma(VT a, VT b, VT c) {
+#if defined(__FMA__)
+  if constexpr (sizeof(Elem<VT>) == 4) {
+    return _mm256_fmadd_ps(a, b, c);
+  } else {
+    return _mm256_fmadd_pd(a, b, c);
+  }
+#else
+  return a * b + c;
+#endif
+}
+template <class VT>
+inline VT max(VT a, VT b) {
+  return a > b ? a : b;
+}
+template <class VT>
+inline Elem<VT> hmax(VT v) {
+  Elem<VT> m = v[0];
+  for (int i = 1; i < kWidth<Elem<VT>>; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+// Pairwise, in a fixed order.
+template <class VT>
+inline Elem<VT> hsum(VT v) {
+  if constexpr (kWidth<Elem<VT>> == 8) {
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+  } else {
+    return (v[0] + v[2]) + (v[1] + v[3]);
+  }
+}
+
+template <class T>
+inline V<T> exp_vec(V<T> x);
+
+template <>
+inline V<float> exp_vec<float>(V<float> x) {
+  using VF = V<float>;
+  using VI = Vec<float>::I;
+  const VF lo = splat(-87.3365f), hi = splat(88.3762626647949f);
+  VF xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick, then r = x - n ln 2 in two pieces.
+  const VF magic = splat(12582912.0f);
+  VF n = fma(xc, splat(1.44269504088896341f), magic) - magic;
+  VF r = fma(n, splat(-0.693359375f), xc);
+  r = fma(n, splat(2.12194440e-4f), r);
+  VF p = splat(1.9875691500e-4f);
+  p = fma(p, r, splat(1.3981999507e-3f));
+  p = fma(p, r, splat(8.3334519073e-3f));
+  p = fma(p, r, splat(4.1665795894e-2f));
+  p = fma(p, r, splat(1.6666665459e-1f));
+  p = fma(p, r, splat(5.0000001201e-1f));
+  p = fma(p, r * r, r) + 1.0f;
+  VI e = (__builtin_convertvector(n, VI) + 127) << 23;
+  VF y = p * (VF)e;
+  y = x < lo ? splat(0.0f) : y;
+  y = x > hi ? splat(INFINITY) : y;
+  return x != x ? x : y;
+}
+
+template <>
+inline V<double> exp_vec<double>(V<double> x) {
+  V<double> y;
+  for (int i = 0; i < 4; ++i) y[i] = std::exp(x[i]);
+  return y;
+}
+
+}  // namespace lj::cpu::simd

@@ -1,0 +1,17 @@
+// Subcommands of the ljperf binary. Each registers its options on the CLI11 app and runs;
+// errors reach main() as a Status, printed as "error: ..." and "hint: ..." with exit code 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+#include "core/status.h"
+
+namespace lj::cli {
+
+// A registered subcommand: the function main() calls when the user picked it.
+using RunFn = std::function<Status()>;
+
+RunFn add_benchmark_command(CLI::App& app);
+
+}  // namespace lj::cli

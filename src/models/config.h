@@ -1,0 +1,54 @@
+// Llama model configuration: the fields of HF's LlamaConfig that change the computation, and
+// the presets (one table, presets.cc). Published values: ../shared/REFERENCE.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace lj {
+
+struct RopeScaling {
+  bool llama3 = false;  // rope_type "llama3"; otherwise no scaling
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct LlamaConfig {
+  std::string name;  // preset name, or the config.json path
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;        // C
+  int64_t intermediate_size = 0;  // F
+  int64_t num_hidden_layers = 0;  // L
+  int64_t num_attention_heads = 0;  // H
+  int64_t num_key_value_heads = 0;  // G
+  int64_t head_dim = 0;             // D
+  int64_t max_position_embeddings = 0;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  double rms_norm_eps = 1e-5;
+  double initializer_range = 0.02;
+  bool tie_word_embeddings = false;
+
+  // Parameters, all counted once (a tied embedding counts once).
+  int64_t num_params() const;
+  // Parameters without the input embedding (the LM head counts): N in 6N + 12·L·H·Q·T.
+  int64_t num_params_without_embedding() const;
+  Status validate() const;
+};
+
+// Presets: llama3-8b, llama3.1-70b, llama3.2-1b, llama3.2-3b, and the CPU presets tiny, small.
+StatusOr<LlamaConfig> llama_preset(const std::string& name);
+std::vector<std::string> llama_preset_names();
+
+// inv_freq[i] = 1 / theta^(2i/D), i < D/2, with llama3 scaling applied when configured; f32 as
+// HF computes it.
+std::vector<float> rope_inv_freq(const LlamaConfig& c);
+// cos and sin tables (T, D) in HF's half-split layout (emb = cat(freqs, freqs)), computed in f32.
+void rope_tables(const LlamaConfig& c, int64_t seq_len, std::vector<float>* cos, std::vector<float>* sin);
+
+}  // namespace lj

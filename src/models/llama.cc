@@ -1,0 +1,156 @@
+#include "models/llama.h"
+
+namespace lj {
+namespace {
+
+const Dim kB = Dim::sym('B');
+const Dim kT = Dim::sym('T');
+
+// HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * weight, in the compute dtype (f32 on the CPU).
+Val rms_norm(Val x, Val w, double eps) {
+  Val var = mean(square(x), {-1}, /*keepdim=*/true);
+  return x * rsqrt(var + eps) * w;
+}
+
+// x (B, T, C_in) @ w (C_out, C_in)^T -> (B, T, C_out)
+Val linear(Val x, Val w) { return matmul(x, w, false, true); }
+
+// HF rotate_half on the last dim: cat(-x2, x1).
+Val rotate_half(Val x, int64_t d) {
+  Val x1 = slice(x, -1, 0, d / 2);
+  Val x2 = slice(x, -1, d / 2, d);
+  return concat({-x2, x1}, -1);
+}
+
+// x (B, H, T, D); cos, sin (T, D) broadcast.
+Val apply_rope(Val x, Val cos, Val sin, int64_t d) { return x * cos + rotate_half(x, d) * sin; }
+
+}  // namespace
+
+std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c) {
+  const int64_t C = c.hidden_size, D = c.head_dim;
+  std::vector<ParamSpec> p;
+  p.push_back({"model.embed_tokens.weight", {c.vocab_size, C}});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string s = "model.layers." + std::to_string(l) + ".";
+    p.push_back({s + "input_layernorm.weight", {C}, true});
+    p.push_back({s + "self_attn.q_proj.weight", {c.num_attention_heads * D, C}});
+    p.push_back({s + "self_attn.k_proj.weight", {c.num_key_value_heads * D, C}});
+    p.push_back({s + "self_attn.v_proj.weight", {c.num_key_value_heads * D, C}});
+    p.push_back({s + "self_attn.o_proj.weight", {C, c.num_attention_heads * D}});
+    p.push_back({s + "post_attention_layernorm.weight", {C}, true});
+    p.push_back({s + "mlp.gate_proj.weight", {c.intermediate_size, C}});
+    p.push_back({s + "mlp.up_proj.weight", {c.intermediate_size, C}});
+    p.push_back({s + "mlp.down_proj.weight", {C, c.intermediate_size}});
+  }
+  p.push_back({"model.norm.weight", {C}, true});
+  if (!c.tie_word_embeddings) p.push_back({"lm_head.weight", {c.vocab_size, C}});
+  return p;
+}
+
+StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bool output_logits) {
+  LJ_RETURN_IF_ERROR(c.validate());
+  Builder b(g);
+  LlamaGraph out;
+  const int64_t C = c.hidden_size, H = c.num_attention_heads, G = c.num_key_value_heads, D = c.head_dim;
+
+  Val tokens = b.input("tokens", DType::i32, {kB, kT});
+  Val targets = b.input("targets", DType::i32, {kB, kT});
+  Val cos = b.input("rope.cos", dtype, {kT, D});
+  Val sin = b.input("rope.sin", dtype, {kT, D});
+  out.tokens = tokens.id, out.targets = targets.id, out.rope_cos = cos.id, out.rope_sin = sin.id;
+
+  std::vector<Val> params;
+  for (const ParamSpec& s : llama_param_specs(c)) {
+    Val p = b.param(s.name, dtype, Shape::concrete(s.dims));
+    params.push_back(p);
+    out.params.push_back(p.id);
+  }
+  size_t next = 0;
+  auto take = [&] { return params[next++]; };
+
+  b.push_scope("model");
+  Val embed = take();
+  Val x;
+  {
+    ScopeGuard s(b, "embed_tokens");
+    x = gather(embed, tokens);  // (B, T, C)
+  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    ScopeGuard layer(b, "layers." + std::to_string(l));
+    Val w_in = take(), wq = take(), wk = take(), wv = take(), wo = take();
+    Val w_post = take(), w_gate = take(), w_up = take(), w_down = take();
+    Val h;
+    {
+      ScopeGuard s(b, "input_layernorm");
+      h = rms_norm(x, w_in, c.rms_norm_eps);
+    }
+    Val attn;
+    {
+      ScopeGuard s(b, "self_attn");
+      Val q, k, v;
+      {
+        ScopeGuard p(b, "q_proj");
+        q = permute(reshape(linear(h, wq), {kB, kT, H, D}), {0, 2, 1, 3});  // (B, H, T, D)
+      }
+      {
+        ScopeGuard p(b, "k_proj");
+        k = permute(reshape(linear(h, wk), {kB, kT, G, D}), {0, 2, 1, 3});  // (B, G, T, D)
+      }
+      {
+        ScopeGuard p(b, "v_proj");
+        v = permute(reshape(linear(h, wv), {kB, kT, G, D}), {0, 2, 1, 3});  // (B, G, T, D)
+      }
+      {
+        ScopeGuard r(b, "rotary_emb");
+        q = apply_rope(q, cos, sin, D);
+        k = apply_rope(k, cos, sin, D);
+      }
+      Val o = sdpa(q, k, v, /*causal=*/true).out;                    // (B, H, T, D)
+      o = reshape(permute(o, {0, 2, 1, 3}), {kB, kT, H * D});         // (B, T, H*D)
+      ScopeGuard p(b, "o_proj");
+      attn = linear(o, wo);  // (B, T, C)
+    }
+    x = x + attn;
+    {
+      ScopeGuard s(b, "post_attention_layernorm");
+      h = rms_norm(x, w_post, c.rms_norm_eps);
+    }
+    ScopeGuard s(b, "mlp");
+    Val gate, up;
+    {
+      ScopeGuard p(b, "gate_proj");
+      gate = linear(h, w_gate);  // (B, T, F)
+    }
+    {
+      ScopeGuard p(b, "up_proj");
+      up = linear(h, w_up);
+    }
+    Val act = silu(gate) * up;
+    ScopeGuard p(b, "down_proj");
+    x = x + linear(act, w_down);
+  }
+  {
+    ScopeGuard s(b, "norm");
+    x = rms_norm(x, take(), c.rms_norm_eps);
+  }
+  b.pop_scope();
+  Val lm_head = c.tie_word_embeddings ? embed : take();
+  Val logits, loss;
+  {
+    ScopeGuard s(b, "lm_head");
+    logits = linear(x, lm_head);  // (B, T, V)
+  }
+  {
+    ScopeGuard s(b, "loss");
+    loss = cross_entropy(reshape(logits, {kB * kT, c.vocab_size}), reshape(targets, {kB * kT}), -100);
+  }
+  if (!b.ok()) return b.status();
+  out.logits = logits.id;
+  out.loss = loss.id;
+  b.output("loss", loss);
+  if (output_logits) b.output("logits", logits);
+  return out;
+}
+
+}  // namespace lj

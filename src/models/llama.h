@@ -1,0 +1,42 @@
+// The Llama forward graph, in primitives as HF's modeling_llama.py computes it: RMSNorm as
+// square/mean/rsqrt/mul, rotary embedding as slices/neg/concat/mul/add (half-split), attention
+// through sdpa (grouped-query), SwiGLU as silu/mul, linear layers as matmul with (out, in)
+// weights, no biases. Parameters are graph inputs named with HF tensor names, node scopes follow
+// HF module names (model.layers.3.self_attn.q_proj).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/builder.h"
+#include "models/config.h"
+
+namespace lj {
+
+struct LlamaGraph {
+  // Inputs, in the graph's input order: tokens (B, T) i32, targets (B, T) i32 (already shifted:
+  // targets[t] is the token after tokens[t]; -100 = ignore), rope.cos / rope.sin (T, D), then
+  // the parameters in HF order.
+  ValueId tokens = kNoValue;
+  ValueId targets = kNoValue;
+  ValueId rope_cos = kNoValue;
+  ValueId rope_sin = kNoValue;
+  std::vector<ValueId> params;
+  ValueId logits = kNoValue;  // (B, T, V)
+  ValueId loss = kNoValue;    // () mean cross-entropy over targets != -100
+};
+
+// HF tensor names and shapes of every parameter, in the order build_llama declares them.
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> dims;
+  bool is_norm = false;  // initialised to ones
+};
+std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c);
+
+// Builds the forward graph with symbolic B and T into `g`. Adds outputs "loss" and, when
+// `output_logits`, "logits".
+StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype = DType::f32,
+                                 bool output_logits = false);
+
+}  // namespace lj

@@ -1,0 +1,151 @@
+#include <cmath>
+#include <numbers>
+
+#include "models/config.h"
+
+namespace lj {
+namespace {
+
+LlamaConfig llama3_base() {
+  LlamaConfig c;
+  c.vocab_size = 128256;
+  c.num_key_value_heads = 8;
+  c.rope_theta = 500000.0;
+  c.rms_norm_eps = 1e-5;
+  c.max_position_embeddings = 131072;
+  return c;
+}
+
+LlamaConfig make_preset(const std::string& name) {
+  LlamaConfig c = llama3_base();
+  c.name = name;
+  if (name == "llama3-8b") {
+    c.hidden_size = 4096, c.intermediate_size = 14336, c.num_hidden_layers = 32;
+    c.num_attention_heads = 32, c.head_dim = 128, c.max_position_embeddings = 8192;
+  } else if (name == "llama3.1-70b") {
+    c.hidden_size = 8192, c.intermediate_size = 28672, c.num_hidden_layers = 80;
+    c.num_attention_heads = 64, c.head_dim = 128;
+    c.rope_scaling = RopeScaling{true, 8.0, 1.0, 4.0, 8192};
+  } else if (name == "llama3.2-1b") {
+    c.hidden_size = 2048, c.intermediate_size = 8192, c.num_hidden_layers = 16;
+    c.num_attention_heads = 32, c.head_dim = 64, c.tie_word_embeddings = true;
+    c.rope_scaling = RopeScaling{true, 32.0, 1.0, 4.0, 8192};
+  } else if (name == "llama3.2-3b") {
+    c.hidden_size = 3072, c.intermediate_size = 8192, c.num_hidden_layers = 28;
+    c.num_attention_heads = 24, c.head_dim = 128, c.tie_word_embeddings = true;
+    c.rope_scaling = RopeScaling{true, 32.0, 1.0, 4.0, 8192};
+  } else if (name == "small") {
+    // The default CPU benchmark: llama2.c's 15M shape (C=288, 6 layers, 6 heads, FFN 768) with
+    // GQA (2 kv heads) and a 32000 vocabulary: 23.7M parameters, 14.5M without the input
+    // embedding. Big enough that GEMMs dominate as on a real model, small enough that a step
+    // at B=4, T=256 runs in about a second on two cores.
+    c.vocab_size = 32000, c.hidden_size = 288, c.intermediate_size = 768, c.num_hidden_layers = 6;
+    c.num_attention_heads = 6, c.num_key_value_heads = 2, c.head_dim = 48;
+    c.max_position_embeddings = 1024, c.rope_theta = 10000.0;
+  } else if (name == "tiny") {
+    // For tests: every feature (GQA, llama3 rope scaling) at a size that runs in milliseconds.
+    c.vocab_size = 256, c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
+    c.max_position_embeddings = 256, c.rope_theta = 10000.0;
+    c.rope_scaling = RopeScaling{true, 8.0, 1.0, 4.0, 64};
+  } else {
+    c.hidden_size = 0;
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> llama_preset_names() {
+  return {"tiny", "small", "llama3.2-1b", "llama3.2-3b", "llama3-8b", "llama3.1-70b"};
+}
+
+StatusOr<LlamaConfig> llama_preset(const std::string& name) {
+  LlamaConfig c = make_preset(name);
+  if (c.hidden_size == 0) {
+    std::string names;
+    for (const auto& n : llama_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    return not_found("unknown model preset '" + name + "'", "presets: " + names + "; or a path to a config.json");
+  }
+  return c;
+}
+
+int64_t LlamaConfig::num_params_without_embedding() const {
+  const int64_t C = hidden_size, D = head_dim;
+  const int64_t attn = C * num_attention_heads * D * 2 + C * num_key_value_heads * D * 2;
+  const int64_t mlp = 3 * C * intermediate_size;
+  const int64_t per_layer = attn + mlp + 2 * C;
+  return num_hidden_layers * per_layer + C + vocab_size * C;  // + final norm + LM head
+}
+
+int64_t LlamaConfig::num_params() const {
+  const int64_t embed = vocab_size * hidden_size;
+  return num_params_without_embedding() + (tie_word_embeddings ? 0 : embed);
+}
+
+Status LlamaConfig::validate() const {
+  auto bad = [&](const std::string& what) {
+    return invalid_argument("model '" + name + "': " + what, "check the config.json or preset");
+  };
+  if (vocab_size <= 0 || hidden_size <= 0 || intermediate_size <= 0 || num_hidden_layers <= 0) {
+    return bad("sizes must be positive");
+  }
+  if (num_attention_heads <= 0 || num_key_value_heads <= 0 || head_dim <= 0) return bad("heads must be positive");
+  if (num_attention_heads % num_key_value_heads != 0) {
+    return bad("num_attention_heads (" + std::to_string(num_attention_heads) +
+               ") is not a multiple of num_key_value_heads (" + std::to_string(num_key_value_heads) + ")");
+  }
+  if (head_dim % 2 != 0) return bad("head_dim must be even for rotary embeddings");
+  if (rms_norm_eps <= 0) return bad("rms_norm_eps must be positive");
+  if (rope_theta <= 0) return bad("rope_theta must be positive");
+  return ok_status();
+}
+
+std::vector<float> rope_inv_freq(const LlamaConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    // HF: 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)), in f32.
+    const float expo = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
+    inv[static_cast<size_t>(i)] = 1.0f / std::pow(static_cast<float>(c.rope_theta), expo);
+  }
+  if (!c.rope_scaling.llama3) return inv;
+  // HF's _compute_llama3_parameters, in f32 as torch computes it.
+  const RopeScaling& s = c.rope_scaling;
+  const auto factor = static_cast<float>(s.factor);
+  const auto low_ff = static_cast<float>(s.low_freq_factor);
+  const auto high_ff = static_cast<float>(s.high_freq_factor);
+  const auto orig = static_cast<float>(s.original_max_position_embeddings);
+  const float low_wl = orig / low_ff;
+  const float high_wl = orig / high_ff;
+  for (auto& f : inv) {
+    const float wl = static_cast<float>(2.0 * std::numbers::pi) / f;
+    if (wl < high_wl) continue;
+    if (wl > low_wl) {
+      f = f / factor;
+      continue;
+    }
+    const float smooth = (orig / wl - low_ff) / (high_ff - low_ff);
+    f = (1.0f - smooth) * f / factor + smooth * f;
+  }
+  return inv;
+}
+
+void rope_tables(const LlamaConfig& c, int64_t seq_len, std::vector<float>* cos, std::vector<float>* sin) {
+  const std::vector<float> inv = rope_inv_freq(c);
+  const int64_t D = c.head_dim, half = D / 2;
+  cos->resize(static_cast<size_t>(seq_len * D));
+  sin->resize(static_cast<size_t>(seq_len * D));
+  for (int64_t t = 0; t < seq_len; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float f = static_cast<float>(t) * inv[static_cast<size_t>(i)];
+      const float cf = std::cos(f), sf = std::sin(f);
+      for (int64_t k : {i, i + half}) {
+        (*cos)[static_cast<size_t>(t * D + k)] = cf;
+        (*sin)[static_cast<size_t>(t * D + k)] = sf;
+      }
+    }
+  }
+}
+
+}  // namespace lj

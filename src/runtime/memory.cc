@@ -1,0 +1,106 @@
+#include "runtime/memory.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/check.h"
+#include "core/units.h"
+
+namespace lj {
+
+const char* mem_category_name(MemCategory c) {
+  static constexpr const char* kNames[] = {"weights",     "grads",       "optimizer",
+                                           "activations", "temporaries", "workspace"};
+  return kNames[static_cast<int>(c)];
+}
+
+std::string MemoryStats::to_string() const {
+  std::string s = "category        current        peak   at peak\n";
+  char buf[128];
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    const auto k = static_cast<size_t>(i);
+    std::snprintf(buf, sizeof buf, "%-12s %10s  %10s  %8s\n", mem_category_name(static_cast<MemCategory>(i)),
+                  format_bytes(static_cast<double>(bytes_current[k])).c_str(),
+                  format_bytes(static_cast<double>(bytes_peak[k])).c_str(),
+                  format_bytes(static_cast<double>(bytes_at_peak[k])).c_str());
+    s += buf;
+  }
+  std::snprintf(buf, sizeof buf, "%-12s %10s  %10s\n", "total", format_bytes(static_cast<double>(bytes_total_current)).c_str(),
+                format_bytes(static_cast<double>(bytes_total_peak)).c_str());
+  s += buf;
+  std::snprintf(buf, sizeof buf, "%-12s %10s  %10s\n", "reserved", format_bytes(static_cast<double>(bytes_reserved)).c_str(),
+                format_bytes(static_cast<double>(bytes_reserved_peak)).c_str());
+  s += buf;
+  return s;
+}
+
+namespace {
+size_t round_up(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  return (bytes + CachingAllocator::kRound - 1) / CachingAllocator::kRound * CachingAllocator::kRound;
+}
+}  // namespace
+
+CachingAllocator::~CachingAllocator() { release_cached(); }
+
+void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
+  const size_t size = round_up(bytes);
+  void* p = nullptr;
+  // Best fit among cached blocks, but never hand out a block more than twice the request:
+  // splitting is not done, so a much larger block would waste what the accounting reports.
+  auto it = free_.lower_bound(size);
+  if (it != free_.end() && it->first <= 2 * size) {
+    p = it->second;
+    // The block keeps its real size; remember it through the size map below.
+    block_size_[p] = it->first;
+    free_.erase(it);
+  } else {
+    p = std::aligned_alloc(64, size);
+    if (p == nullptr) return nullptr;
+    block_size_[p] = size;
+    stats_.bytes_reserved += static_cast<int64_t>(size);
+    stats_.bytes_reserved_peak = std::max(stats_.bytes_reserved_peak, stats_.bytes_reserved);
+    ++stats_.num_system_allocs;
+  }
+  ++stats_.num_allocs;
+  const auto k = static_cast<size_t>(category);
+  const auto n = static_cast<int64_t>(block_size_[p]);
+  stats_.bytes_current[k] += n;
+  stats_.bytes_peak[k] = std::max(stats_.bytes_peak[k], stats_.bytes_current[k]);
+  stats_.bytes_total_current += n;
+  if (stats_.bytes_total_current > stats_.bytes_total_peak) {
+    stats_.bytes_total_peak = stats_.bytes_total_current;
+    stats_.bytes_at_peak = stats_.bytes_current;
+  }
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p, size_t bytes, MemCategory category) {
+  if (p == nullptr) return;
+  auto it = block_size_.find(p);
+  LJ_CHECK(it != block_size_.end()) << "deallocate of a pointer this allocator did not give";
+  const size_t size = it->second;
+  LJ_CHECK(size >= bytes) << "deallocate with a larger size than allocated";
+  block_size_.erase(it);
+  const auto k = static_cast<size_t>(category);
+  stats_.bytes_current[k] -= static_cast<int64_t>(size);
+  stats_.bytes_total_current -= static_cast<int64_t>(size);
+  free_.emplace(size, p);
+}
+
+void CachingAllocator::release_cached() {
+  for (auto& [size, p] : free_) {
+    std::free(p);
+    stats_.bytes_reserved -= static_cast<int64_t>(size);
+  }
+  free_.clear();
+}
+
+void CachingAllocator::reset_peaks() {
+  stats_.bytes_peak = stats_.bytes_current;
+  stats_.bytes_total_peak = stats_.bytes_total_current;
+  stats_.bytes_at_peak = stats_.bytes_current;
+  stats_.bytes_reserved_peak = stats_.bytes_reserved;
+}
+
+}  // namespace lj

@@ -1,0 +1,78 @@
+#include "train/train_step.h"
+
+#include "core/random.h"
+#include "graph/autodiff/autodiff.h"
+
+namespace lj {
+
+std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed) {
+  std::vector<Tensor> params;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Tensor t = Tensor::empty(dev, DType::f32, specs[i].dims, MemCategory::weights);
+    float* p = t.data<float>();
+    const int64_t n = t.numel();
+    const uint64_t stream = seed + i;
+#pragma omp parallel for schedule(static) num_threads(dev.threads()) if (n > 65536)
+    for (int64_t k = 0; k < n; ++k) {
+      p[k] = specs[i].is_norm ? 1.0f : static_cast<float>(std * random_normal01(stream, static_cast<uint64_t>(k)));
+    }
+    params.push_back(std::move(t));
+  }
+  return params;
+}
+
+StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model, TrainStepConfig config, Device& dev) {
+  std::unique_ptr<TrainStep> s(new TrainStep(dev));
+  s->model_ = model;
+  s->config_ = config;
+  LJ_ASSIGN_OR_RETURN(s->ids_, build_llama(model, &s->graph_));
+  LJ_ASSIGN_OR_RETURN(auto grads, append_gradients(&s->graph_, s->ids_.loss, s->ids_.params));
+  s->specs_ = llama_param_specs(model);
+  for (size_t i = 0; i < grads.size(); ++i) s->graph_.add_output("grad:" + s->specs_[i].name, grads[i]);
+  LJ_RETURN_IF_ERROR(verify(s->graph_));
+  s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
+  s->executor_ = std::make_unique<Executor>(s->graph_, dev);
+  s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
+  return s;
+}
+
+Status TrainStep::rope_for(int64_t seq_len) {
+  if (rope_cos_.defined() && rope_cos_.dims()[0] == seq_len) return ok_status();
+  if (seq_len > model_.max_position_embeddings) {
+    return invalid_argument("sequence length " + std::to_string(seq_len) + " is above the model's " +
+                                "max_position_embeddings " + std::to_string(model_.max_position_embeddings),
+                            "use a shorter --seq-len");
+  }
+  std::vector<float> cos, sin;
+  rope_tables(model_, seq_len, &cos, &sin);
+  const std::vector<int64_t> dims{seq_len, model_.head_dim};
+  rope_cos_ = Tensor::empty(dev_, DType::f32, dims, MemCategory::workspace);
+  rope_sin_ = Tensor::empty(dev_, DType::f32, dims, MemCategory::workspace);
+  std::copy(cos.begin(), cos.end(), rope_cos_.data<float>());
+  std::copy(sin.begin(), sin.end(), rope_sin_.data<float>());
+  return ok_status();
+}
+
+StatusOr<std::vector<Tensor>> TrainStep::forward_backward(const Tensor& tokens, const Tensor& targets, double* loss) {
+  LJ_RETURN_IF_ERROR(rope_for(tokens.dims().back()));
+  std::vector<Tensor> inputs{tokens, targets, rope_cos_, rope_sin_};
+  inputs.insert(inputs.end(), params_.begin(), params_.end());
+  LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, executor_->run(inputs));
+  *loss = outs[0].at(0);
+  outs.erase(outs.begin());
+  return outs;
+}
+
+StatusOr<StepResult> TrainStep::step(const Tensor& tokens, const Tensor& targets, double lr) {
+  StepResult r;
+  LJ_ASSIGN_OR_RETURN(std::vector<Tensor> grads, forward_backward(tokens, targets, &r.loss));
+  r.grad_norm = global_grad_norm(grads, dev_.threads());
+  if (config_.grad_clip > 0 && r.grad_norm > config_.grad_clip) {
+    // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
+    scale_grads(grads, config_.grad_clip / (r.grad_norm + 1e-6), dev_.threads());
+  }
+  adamw_->step(params_, grads, lr);
+  return r;
+}
+
+}  // namespace lj

@@ -1,0 +1,62 @@
+// One training step of a Llama model on the eager executor: forward and backward in one joint
+// graph, global-norm clipping, AdamW. Owns the graph, the parameters and the optimizer state.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "graph/ir.h"
+#include "models/llama.h"
+#include "runtime/executor.h"
+#include "train/adamw.h"
+
+namespace lj {
+
+struct TrainStepConfig {
+  AdamWConfig adamw;
+  double grad_clip = 1.0;  // 0: no clipping
+  uint64_t seed = 1234;    // parameter initialisation
+};
+
+struct StepResult {
+  double loss = 0;
+  double grad_norm = 0;  // before clipping
+};
+
+class TrainStep {
+ public:
+  static StatusOr<std::unique_ptr<TrainStep>> create(const LlamaConfig& model, TrainStepConfig config, Device& dev);
+
+  // tokens, targets: (B, T) i32. Runs forward+backward, clips, updates with learning rate lr.
+  StatusOr<StepResult> step(const Tensor& tokens, const Tensor& targets, double lr);
+  // Forward+backward only: loss and gradients (for tests and gradient accumulation).
+  StatusOr<std::vector<Tensor>> forward_backward(const Tensor& tokens, const Tensor& targets, double* loss);
+
+  const Graph& graph() const { return graph_; }
+  const LlamaConfig& model() const { return model_; }
+  std::vector<Tensor>& params() { return params_; }
+  const std::vector<ParamSpec>& param_specs() const { return specs_; }
+  Executor& executor() { return *executor_; }
+  AdamW& optimizer() { return *adamw_; }
+
+ private:
+  TrainStep(Device& dev) : dev_(dev) {}
+  Status rope_for(int64_t seq_len);
+
+  Device& dev_;
+  LlamaConfig model_;
+  TrainStepConfig config_;
+  Graph graph_;
+  LlamaGraph ids_;
+  std::vector<ParamSpec> specs_;
+  std::vector<Tensor> params_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<AdamW> adamw_;
+  Tensor rope_cos_, rope_sin_;
+};
+
+// HF's initialisation: normal(0, initializer_range) for linear and embedding weights, ones for
+// norms; stream `seed + parameter index`, counter-based (core/random.h).
+std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed);
+
+}  // namespace lj

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine:
+#   tools/setup.sh run    install what is missing, build Release, run `ljperf benchmark`
+#   tools/setup.sh test   install what is missing, build, run every test with ctest
+#   tools/setup.sh deps   only install what is missing
+# Environment: BUILD_DIR (default build), CI=true turns compiler warnings into errors,
+# LJ_SANITIZE=ON builds with AddressSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+readonly packages=(
+  build-essential cmake ninja-build pkg-config
+  libdnnl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  local werror=OFF
+  [ "${CI:-}" = "true" ] && werror=ON
+  cmake -S . -B "${BUILD_DIR:-build}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLJ_WERROR="$werror" \
+    -DLJ_SANITIZE="${LJ_SANITIZE:-OFF}" "$@"
+  cmake --build "${BUILD_DIR:-build}" -j "$(nproc)"
+}
+
+case "${1:-}" in
+  deps) install_missing ;;
+  run)
+    install_missing
+    build
+    "${BUILD_DIR:-build}"/ljperf benchmark
+    ;;
+  test)
+    install_missing
+    build
+    ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+    ;;
+  *)
+    echo "usage: tools/setup.sh run|test|deps" >&2
+    exit 2
+    ;;
+esac
