@@ -25,7 +25,7 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
-  LJ_ASSIGN_OR_RETURN(s->ids_, build_llama(model, &s->graph_));
+  LJ_ASSIGN_OR_RETURN(s->ids_, build_llama(model, &s->graph_, DType::f32, config.output_logits));
   LJ_ASSIGN_OR_RETURN(auto grads, append_gradients(&s->graph_, s->ids_.loss, s->ids_.params));
   s->specs_ = llama_param_specs(model);
   for (size_t i = 0; i < grads.size(); ++i) s->graph_.add_output("grad:" + s->specs_[i].name, grads[i]);
@@ -53,25 +53,30 @@ Status TrainStep::rope_for(int64_t seq_len) {
   return ok_status();
 }
 
-StatusOr<std::vector<Tensor>> TrainStep::forward_backward(const Tensor& tokens, const Tensor& targets, double* loss) {
+StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, const Tensor& targets) {
   LJ_RETURN_IF_ERROR(rope_for(tokens.dims().back()));
   std::vector<Tensor> inputs{tokens, targets, rope_cos_, rope_sin_};
   inputs.insert(inputs.end(), params_.begin(), params_.end());
   LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, executor_->run(inputs));
-  *loss = outs[0].at(0);
-  outs.erase(outs.begin());
-  return outs;
+  // Outputs: loss, [logits], then one gradient per parameter (see create()).
+  ForwardBackward r;
+  r.loss = outs[0].at(0);
+  size_t next = 1;
+  if (config_.output_logits) r.logits = outs[next++];
+  r.grads.assign(outs.begin() + static_cast<std::ptrdiff_t>(next), outs.end());
+  return r;
 }
 
 StatusOr<StepResult> TrainStep::step(const Tensor& tokens, const Tensor& targets, double lr) {
   StepResult r;
-  LJ_ASSIGN_OR_RETURN(std::vector<Tensor> grads, forward_backward(tokens, targets, &r.loss));
-  r.grad_norm = global_grad_norm(grads, dev_.threads());
+  LJ_ASSIGN_OR_RETURN(ForwardBackward fb, forward_backward(tokens, targets));
+  r.loss = fb.loss;
+  r.grad_norm = global_grad_norm(fb.grads, dev_.threads());
   if (config_.grad_clip > 0 && r.grad_norm > config_.grad_clip) {
     // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
-    scale_grads(grads, config_.grad_clip / (r.grad_norm + 1e-6), dev_.threads());
+    scale_grads(fb.grads, config_.grad_clip / (r.grad_norm + 1e-6), dev_.threads());
   }
-  adamw_->step(params_, grads, lr);
+  adamw_->step(params_, fb.grads, lr);
   return r;
 }
 

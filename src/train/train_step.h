@@ -16,6 +16,14 @@ struct TrainStepConfig {
   AdamWConfig adamw;
   double grad_clip = 1.0;  // 0: no clipping
   uint64_t seed = 1234;    // parameter initialisation
+  bool output_logits = false;
+};
+
+// What one forward+backward gives.
+struct ForwardBackward {
+  double loss = 0;
+  Tensor logits;              // (B, T, V) when TrainStepConfig::output_logits
+  std::vector<Tensor> grads;  // one per parameter, in param_specs() order
 };
 
 struct StepResult {
@@ -29,8 +37,8 @@ class TrainStep {
 
   // tokens, targets: (B, T) i32. Runs forward+backward, clips, updates with learning rate lr.
   StatusOr<StepResult> step(const Tensor& tokens, const Tensor& targets, double lr);
-  // Forward+backward only: loss and gradients (for tests and gradient accumulation).
-  StatusOr<std::vector<Tensor>> forward_backward(const Tensor& tokens, const Tensor& targets, double* loss);
+  // Forward+backward only (for tests and gradient accumulation).
+  StatusOr<ForwardBackward> forward_backward(const Tensor& tokens, const Tensor& targets);
 
   const Graph& graph() const { return graph_; }
   const LlamaConfig& model() const { return model_; }

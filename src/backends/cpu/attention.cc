@@ -38,7 +38,7 @@ namespace {
 using simd::V;
 using std::ptrdiff_t;
 
-constexpr int kTile = 64;  // queries and keys per tile
+constexpr int kTile = 32;  // queries and keys per tile
 constexpr int kMr = 6;     // micro-kernel rows
 
 // ---- tile products ---------------------------------------------------------------------------
@@ -68,55 +68,90 @@ inline void micro_kernel(int k, const T* a, ptrdiff_t rs_a, ptrdiff_t cs_a, cons
   }
 }
 
-// All rows of a column panel NV * W wide.
+// Rows per micro-kernel call for the rows [i, m): 6 while at least 12 remain, then the rest in
+// at most two near-equal blocks, so a 32-row tile runs 6+6+6+6+4+4 rather than ending on a
+// load-bound 2-row block.
+inline int block_rows(int remaining) {
+  if (remaining >= 2 * kMr || remaining <= kMr) return std::min(remaining, kMr);
+  return (remaining + 1) / 2;
+}
+
+// What a product over a diagonal tile (its queries and keys start at the same index, so half
+// of it is hidden by the causal mask) may skip, at micro-block granularity.
+enum class Tri : uint8_t {
+  none,
+  out_upper,   // c(r, col) is not needed for col > r (S, dP: queries x keys)
+  out_lower,   // c(r, col) is not needed for col < r (Sᵀ: keys x queries)
+  k_upto_row,  // a(r, kk) is zero for kk > r (P V, dS K)
+  k_from_row,  // a(r, kk) is zero for kk < r (Pᵀ dO, dSᵀ Q)
+};
+
+// All rows of the column panel [j, j + NV * W).
 template <class T, int NV>
-void panel(int m, int k, const T* a, ptrdiff_t rs_a, ptrdiff_t cs_a, const T* b, ptrdiff_t ldb,
-           T* c, ptrdiff_t ldc, bool accumulate) {
-  int i = 0;
-  for (; i + kMr <= m; i += kMr) {
-    micro_kernel<T, kMr, NV>(k, a + i * rs_a, rs_a, cs_a, b, ldb, c + i * ldc, ldc, accumulate);
-  }
-  const T* ai = a + i * rs_a;
-  T* ci = c + i * ldc;
-  switch (m - i) {
-    case 5:
-      micro_kernel<T, 5, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
-      break;
-    case 4:
-      micro_kernel<T, 4, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
-      break;
-    case 3:
-      micro_kernel<T, 3, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
-      break;
-    case 2:
-      micro_kernel<T, 2, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
-      break;
-    case 1:
-      micro_kernel<T, 1, NV>(k, ai, rs_a, cs_a, b, ldb, ci, ldc, accumulate);
-      break;
-    default:
-      break;
+void panel(int m, int j, int k, const T* a, ptrdiff_t rs_a, ptrdiff_t cs_a, const T* b,
+           ptrdiff_t ldb, T* c, ptrdiff_t ldc, bool accumulate, Tri tri) {
+  constexpr int kCols = NV * simd::kWidth<T>;
+  for (int i = 0; i < m;) {
+    const int mr = block_rows(m - i);
+    const int row_end = i + mr;
+    const int i0 = i;
+    i = row_end;
+    if ((tri == Tri::out_upper && j > row_end - 1) ||
+        (tri == Tri::out_lower && i0 > j + kCols - 1)) {
+      continue;
+    }
+    int k0 = 0, k1 = k;
+    if (tri == Tri::k_upto_row) k1 = std::min(k, row_end);
+    if (tri == Tri::k_from_row) k0 = std::min(k, i0);
+    const T* ai = a + i0 * rs_a + k0 * cs_a;
+    const T* bj = b + j + k0 * ldb;
+    T* ci = c + i0 * ldc + j;
+    const int kk = k1 - k0;
+    switch (mr) {
+      case 6:
+        micro_kernel<T, 6, NV>(kk, ai, rs_a, cs_a, bj, ldb, ci, ldc, accumulate);
+        break;
+      case 5:
+        micro_kernel<T, 5, NV>(kk, ai, rs_a, cs_a, bj, ldb, ci, ldc, accumulate);
+        break;
+      case 4:
+        micro_kernel<T, 4, NV>(kk, ai, rs_a, cs_a, bj, ldb, ci, ldc, accumulate);
+        break;
+      case 3:
+        micro_kernel<T, 3, NV>(kk, ai, rs_a, cs_a, bj, ldb, ci, ldc, accumulate);
+        break;
+      case 2:
+        micro_kernel<T, 2, NV>(kk, ai, rs_a, cs_a, bj, ldb, ci, ldc, accumulate);
+        break;
+      default:
+        micro_kernel<T, 1, NV>(kk, ai, rs_a, cs_a, bj, ldb, ci, ldc, accumulate);
+        break;
+    }
   }
 }
 
 // c (m, n) = [c +] a (m, k) b (k, n), a with arbitrary strides (so a transposed operand is read
-// in place), b and c row-major. Each element sums k in increasing order.
+// in place), b and c row-major. Each element sums k in increasing order. `tri` skips the parts
+// of a diagonal tile the causal mask makes zero or unneeded (unneeded outputs are left as they
+// were: the caller overwrites them).
 template <class T>
 void tile_gemm(int m, int n, int k, const T* a, ptrdiff_t rs_a, ptrdiff_t cs_a, const T* b,
-               ptrdiff_t ldb, T* c, ptrdiff_t ldc, bool accumulate) {
+               ptrdiff_t ldb, T* c, ptrdiff_t ldc, bool accumulate, Tri tri = Tri::none) {
   constexpr int W = simd::kWidth<T>;
   int j = 0;
   for (; j + 2 * W <= n; j += 2 * W) {
-    panel<T, 2>(m, k, a, rs_a, cs_a, b + j, ldb, c + j, ldc, accumulate);
+    panel<T, 2>(m, j, k, a, rs_a, cs_a, b, ldb, c, ldc, accumulate, tri);
   }
   if (j + W <= n) {
-    panel<T, 1>(m, k, a, rs_a, cs_a, b + j, ldb, c + j, ldc, accumulate);
+    panel<T, 1>(m, j, k, a, rs_a, cs_a, b, ldb, c, ldc, accumulate, tri);
     j += W;
   }
-  for (; j < n; ++j) {  // fewer than W columns left
+  for (; j < n; ++j) {  // fewer than W columns left: every output, only the k range is trimmed
     for (int i = 0; i < m; ++i) {
+      const int k0 = tri == Tri::k_from_row ? std::min(k, i) : 0;
+      const int k1 = tri == Tri::k_upto_row ? std::min(k, i + 1) : k;
       T s = accumulate ? c[i * ldc + j] : T(0);
-      for (int kk = 0; kk < k; ++kk) s += a[i * rs_a + kk * cs_a] * b[kk * ldb + j];
+      for (int kk = k0; kk < k1; ++kk) s += a[i * rs_a + kk * cs_a] * b[kk * ldb + j];
       c[i * ldc + j] = s;
     }
   }
@@ -187,53 +222,56 @@ void sdpa_tile_forward(const Dims& dm, const T* q, const T* k, const T* v, T* ou
   const T scale = static_cast<T>(dm.scale);
   transpose(mq, d, q + i0 * d, s.qt, kTile);
   T* o = out + i0 * d;
-  std::fill(o, o + static_cast<ptrdiff_t>(mq) * d, T(0));
   for (int i = 0; i < kTile; ++i) {
     s.m[i] = kNegInf;
     s.l[i] = T(0);
   }
   const int64_t key_end = dm.causal ? i0 + mq : dm.tk;
+  if (key_end == 0) std::fill(o, o + static_cast<ptrdiff_t>(mq) * d, T(0));
   for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
     const int nk = static_cast<int>(std::min<int64_t>(kTile, key_end - j0));
     // St (nk, kTile) = K_tile (nk, D) Q_tileᵀ (D, kTile); padded query columns score 0.
-    tile_gemm(nk, kTile, d, k + j0 * d, d, 1, s.qt, kTile, s.st, kTile, false);
-    // New running max per query (vectorised across queries).
-    for (int i = 0; i < kTile; i += W) simd::store(s.alpha + i, simd::load(s.m + i));
-    for (int j = 0; j < nk; ++j) {
-      T* row = s.st + j * kTile;
-      for (int i = 0; i < kTile; i += W) simd::store(row + i, simd::load(row + i) * scale);
-      if (dm.causal && j0 + j > i0) {  // key j0 + j is hidden from queries i0 .. j0 + j - 1
-        const int hidden = static_cast<int>(std::min<int64_t>(kTile, j0 + j - i0));
-        for (int i = 0; i < hidden; ++i) row[i] = kNegInf;
-      }
-      for (int i = 0; i < kTile; i += W) {
-        simd::store(s.alpha + i, simd::max(simd::load(s.alpha + i), simd::load(row + i)));
+    const Tri diag = dm.causal && j0 == i0 ? Tri::out_lower : Tri::none;
+    tile_gemm(nk, kTile, d, k + j0 * d, d, 1, s.qt, kTile, s.st, kTile, false, diag);
+    if (dm.causal && j0 + nk - 1 > i0) {
+      for (int j = 0; j < nk; ++j) {  // key j0 + j is hidden from queries i0 .. j0 + j - 1
+        const int64_t hidden = std::min<int64_t>(kTile, j0 + j - i0);
+        for (int64_t i = 0; i < hidden; ++i) s.st[j * kTile + i] = kNegInf;
       }
     }
-    // alpha holds the new max; turn it into the rescale factor and p = exp(s - max).
+    // Per query (vectorised across queries): running max m of scale * score, the rescale
+    // alpha = exp(m_old - m_new) of earlier partial sums, p = exp(scale s - m_new), l.
+    const V<T> scale_v = simd::splat(scale);
     for (int i = 0; i < kTile; i += W) {
-      const V<T> m_new = simd::load(s.alpha + i);
+      V<T> mx = simd::splat(kNegInf);
+      for (int j = 0; j < nk; ++j) mx = simd::max(mx, simd::load(s.st + j * kTile + i));
+      const V<T> m_old = simd::load(s.m + i);
+      const V<T> m_new = simd::max(m_old, mx * scale_v);
       // A query with nothing visible yet keeps max -inf; use 0 so exp gives 0, not NaN.
-      const V<T> m_use = m_new == simd::splat(kNegInf) ? V<T>{} : m_new;
-      simd::store(s.alpha + i, simd::exp_vec<T>(simd::load(s.m + i) - m_use));
-      simd::store(s.m + i, m_new);
+      const V<T> neg_m = m_new == simd::splat(kNegInf) ? V<T>{} : -m_new;
+      const V<T> alpha = simd::exp_vec<T>(m_old + neg_m);
       V<T> sum{};
       for (int j = 0; j < nk; ++j) {
         T* row = s.st + j * kTile + i;
-        const V<T> p = simd::exp_vec<T>(simd::load(row) - m_use);
+        const V<T> p = simd::exp_vec<T>(simd::fma(simd::load(row), scale_v, neg_m));
         simd::store(row, p);
         sum += p;
       }
-      simd::store(s.l + i, simd::fma(simd::load(s.l + i), simd::load(s.alpha + i), sum));
+      simd::store(s.alpha + i, alpha);
+      simd::store(s.m + i, m_new);
+      simd::store(s.l + i, simd::fma(simd::load(s.l + i), alpha, sum));
     }
-    for (int i = 0; i < mq; ++i) {
-      const T a = s.alpha[i];
-      if (a != T(1)) {
-        for (int e = 0; e < d; ++e) o[i * d + e] *= a;
+    if (j0 > 0) {
+      for (int i = 0; i < mq; ++i) {
+        const T a = s.alpha[i];
+        if (a != T(1)) {
+          for (int e = 0; e < d; ++e) o[i * d + e] *= a;
+        }
       }
     }
-    // O (mq, D) += P (mq, nk) V_tile (nk, D), P read from St transposed.
-    tile_gemm(mq, d, nk, s.st, 1, kTile, v + j0 * d, d, o, d, true);
+    // O (mq, D) [+]= P (mq, nk) V_tile (nk, D), P read from St transposed.
+    tile_gemm(mq, d, nk, s.st, 1, kTile, v + j0 * d, d, o, d, j0 > 0,
+              diag == Tri::none ? Tri::none : Tri::k_upto_row);
   }
   for (int i = 0; i < mq; ++i) {
     const T l = s.l[i];
@@ -325,35 +363,41 @@ void sdpa_head_backward(const Dims& dm, const HeadPtrs<T>& h, BwdScratch<T>& s) 
       const int mq = static_cast<int>(std::min<int64_t>(kTile, dm.tq - i0));
       const T* q = h.q + i0 * d;
       const T* dout = h.dout + i0 * d;
+      // A diagonal tile: query i0 + i sees keys j0 .. i0 + i only.
+      const bool diag = dm.causal && i0 == j0;
       // S (mq, nk_pad) = Q_tile (mq, D) K_tileᵀ (D, nk_pad); P = exp(scale S - lse).
-      tile_gemm(mq, nk_pad, d, q, d, 1, s.kt, kTile, s.p, kTile, false);
+      tile_gemm(mq, nk_pad, d, q, d, 1, s.kt, kTile, s.p, kTile, false,
+                diag ? Tri::out_upper : Tri::none);
       for (int i = 0; i < mq; ++i) {
         T* row = s.p + i * kTile;
         const V<T> lse = simd::splat(h.lse[i0 + i]);
-        for (int j = 0; j < nk_pad; j += W) {
+        const int visible = diag ? std::min(nk, i + 1) : nk;
+        const int vis_pad = (visible + W - 1) / W * W;
+        for (int j = 0; j < vis_pad; j += W) {
           simd::store(row + j, simd::exp_vec<T>(simd::load(row + j) * scale - lse));
         }
-        // Zero the padding and, when causal, keys after query i0 + i.
-        int visible = nk;
-        if (dm.causal) visible = static_cast<int>(std::clamp<int64_t>(i0 + i - j0 + 1, 0, nk));
-        for (int j = visible; j < nk_pad; ++j) row[j] = T(0);
+        for (int j = visible; j < nk_pad; ++j) row[j] = T(0);  // hidden keys and padding
       }
       // dV_tile (nk, D) += Pᵀ (nk, mq) dO_tile (mq, D).
-      tile_gemm(nk, d, mq, s.p, 1, kTile, dout, d, dv, d, true);
+      tile_gemm(nk, d, mq, s.p, 1, kTile, dout, d, dv, d, true, diag ? Tri::k_from_row : Tri::none);
       // dP (mq, nk_pad) = dO_tile (mq, D) V_tileᵀ (D, nk_pad); dS = scale P ∘ (dP - Di).
-      tile_gemm(mq, nk_pad, d, dout, d, 1, s.vt, kTile, s.ds, kTile, false);
+      tile_gemm(mq, nk_pad, d, dout, d, 1, s.vt, kTile, s.ds, kTile, false,
+                diag ? Tri::out_upper : Tri::none);
       for (int i = 0; i < mq; ++i) {
         T* ds = s.ds + i * kTile;
         const T* p = s.p + i * kTile;
         const V<T> di = simd::splat(s.di[i0 + i]);
-        for (int j = 0; j < nk_pad; j += W) {
+        const int vis_pad = diag ? std::min(nk_pad, (i + 1 + W - 1) / W * W) : nk_pad;
+        for (int j = 0; j < vis_pad; j += W) {
           simd::store(ds + j, simd::load(p + j) * (simd::load(ds + j) - di) * scale);
         }
+        for (int j = vis_pad; j < nk_pad; ++j) ds[j] = T(0);  // dP was not computed there
       }
       // dQ_tile (mq, D) += dS (mq, nk) K_tile (nk, D).
-      tile_gemm(mq, d, nk, s.ds, kTile, 1, h.k + j0 * d, d, h.dq + i0 * d, d, true);
+      tile_gemm(mq, d, nk, s.ds, kTile, 1, h.k + j0 * d, d, h.dq + i0 * d, d, true,
+                diag ? Tri::k_upto_row : Tri::none);
       // dK_tile (nk, D) += dSᵀ (nk, mq) Q_tile (mq, D).
-      tile_gemm(nk, d, mq, s.ds, 1, kTile, q, d, dk, d, true);
+      tile_gemm(nk, d, mq, s.ds, 1, kTile, q, d, dk, d, true, diag ? Tri::k_from_row : Tri::none);
     }
   }
 }

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/simd.h"
 #include "backends/kernel.h"
 #include "core/check.h"
 #include "core/dtype.h"
@@ -186,6 +187,24 @@ decltype(auto) dispatch_size(int bytes, Fn&& fn) {
   }
   LJ_CHECK(false) << "bad element size " << bytes;
   __builtin_unreachable();
+}
+
+// ---- Math ----
+
+// y[i] = f(x[i]) for i < n, f taking and returning simd::V<float> (8 lanes). The tail goes
+// through one zero-padded vector, so every element sees the same instructions wherever it sits.
+// For the transcendental ops (exp through simd::exp_vec), which libm cannot vectorise.
+template <class F>
+inline void map_f32(const float* x, float* y, int64_t n, F f) {
+  constexpr int W = simd::kWidth<float>;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) simd::store(y + i, f(simd::load(x + i)));
+  if (i < n) {
+    float in[W] = {}, out[W];
+    std::memcpy(in, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    simd::store(out, f(simd::load(in)));
+    std::memcpy(y + i, out, static_cast<size_t>(n - i) * sizeof(float));
+  }
 }
 
 // ---- Shapes ----

@@ -16,7 +16,6 @@ namespace lj::cpu {
 namespace {
 
 constexpr int64_t kCopyGrainBytes = 1 << 16;
-constexpr int64_t kTile = 32;  // transpose tile edge, elements
 
 // Copies `rows` rows of `row_bytes` bytes from src(i) to dst(i) (byte pointers). The total is
 // split evenly across threads, so many short rows and a few long ones both parallelise.
@@ -35,12 +34,48 @@ void copy_rows(int threads, int64_t rows, int64_t row_bytes, Src src, Dst dst) {
 
 // ---- permute ----
 
+// Flat row-major indices over dims `size`, tracking the offset sum idx[d] * stride[d] as the
+// index advances (no divisions after the start).
+class Odometer {
+ public:
+  Odometer(const std::vector<int64_t>& size, const std::vector<int64_t>& stride, int64_t start)
+      : size_(size), stride_(stride), idx_(size.size()) {
+    for (int d = static_cast<int>(size_.size()) - 1; d >= 0; --d) {
+      idx_[d] = start % size_[d];
+      start /= size_[d];
+      offset_ += idx_[d] * stride_[d];
+    }
+  }
+  int64_t offset() const { return offset_; }
+  void next() {
+    for (int d = static_cast<int>(size_.size()) - 1; d >= 0; --d) {
+      offset_ += stride_[d];
+      if (++idx_[d] < size_[d]) return;
+      offset_ -= size_[d] * stride_[d];
+      idx_[d] = 0;
+    }
+  }
+
+ private:
+  const std::vector<int64_t>& size_;
+  const std::vector<int64_t>& stride_;
+  std::vector<int64_t> idx_;
+  int64_t offset_ = 0;
+};
+
+// Transpose tiles: kTileA elements along the input's contiguous axis by kTileB along the
+// output's. Narrow kTileB measured ~3x faster than 32 x 32 on (768, 4096) f32 here: each output
+// row segment is one vector store and the strided reads stay in few pages per tile.
+constexpr int64_t kTileA = 128;
+constexpr int64_t kTileB = 8;
+
 Status permute_forward(KernelContext& c) {
   const TensorView& in = c.in[0];
   TensorView& out = c.out[0];
   const int rank = in.rank();
   const std::vector<int64_t>& perm = c.attrs().ints("perm");
   LJ_CHECK(static_cast<int>(perm.size()) == rank && in.dtype == out.dtype);
+  if (in.numel() == 0) return ok_status();
   const int64_t es = dtype_size(in.dtype);
   std::vector<int64_t> in_stride(static_cast<size_t>(rank));
   for (int64_t i = rank - 1, s = 1; i >= 0; --i) in_stride[i] = s, s *= in.dims[i];
@@ -59,23 +94,26 @@ Status permute_forward(KernelContext& c) {
     }
   }
   const int n = static_cast<int>(size.size());
-  if (n <= 1 || stride.back() == 1) {
-    // Rows of the last output axis are contiguous in the input: copy them.
-    const int64_t row = n == 0 ? 1 : size.back();
-    const int64_t rows = in.numel() / std::max<int64_t>(row, 1);
+  if (n <= 1) {  // the identity once size-1 dims are ignored
+    parallel_copy(c.threads, out.data, in.data, in.bytes());
+    return ok_status();
+  }
+  if (stride.back() == 1) {
+    // Rows of the last output axis are contiguous in the input ((B, T, H, D) -> (B, H, T, D):
+    // rows of D): copy them, walking the outer axes with an odometer.
+    const int64_t row_bytes = size.back() * es;
+    const std::vector<int64_t> outer_size(size.begin(), size.end() - 1);
+    const std::vector<int64_t> outer_stride(stride.begin(), stride.end() - 1);
     const char* src = static_cast<const char*>(in.data);
     char* dst = static_cast<char*>(out.data);
-    if (n <= 1) {
-      parallel_copy(c.threads, dst, src, in.bytes());
-      return ok_status();
-    }
-    // Row index -> input element offset, decoded over the outer axes.
-    auto src_row = [&](int64_t r) {
-      int64_t off = 0;
-      for (int d = n - 2; d >= 0; --d) off += (r % size[d]) * stride[d], r /= size[d];
-      return src + off * es;
-    };
-    copy_rows(c.threads, rows, row * es, src_row, [&](int64_t r) { return dst + r * row * es; });
+    parallel_for(c.threads, in.numel() / size.back(),
+                 std::max<int64_t>(1, kCopyGrainBytes / row_bytes), [&](int64_t b, int64_t e) {
+                   Odometer od(outer_size, outer_stride, b);
+                   for (int64_t r = b; r < e; ++r, od.next()) {
+                     std::memcpy(dst + r * row_bytes, src + od.offset() * es,
+                                 static_cast<size_t>(row_bytes));
+                   }
+                 });
     return ok_status();
   }
 
@@ -86,35 +124,34 @@ Status permute_forward(KernelContext& c) {
   const int last = n - 1;
   std::vector<int64_t> out_stride(static_cast<size_t>(n));
   for (int64_t i = n - 1, s = 1; i >= 0; --i) out_stride[i] = s, s *= size[i];
-  std::vector<int> outer_axes;
-  int64_t outer = 1;
+  std::vector<int64_t> outer_size, outer_in, outer_out;
   for (int d = 0; d < last; ++d) {
-    if (d != j) outer_axes.push_back(d), outer *= size[d];
+    if (d == j) continue;
+    outer_size.push_back(size[d]);
+    outer_in.push_back(stride[d]);
+    outer_out.push_back(out_stride[d]);
   }
-  const int64_t ta = (size[j] + kTile - 1) / kTile, tb = (size[last] + kTile - 1) / kTile;
+  const int64_t outer = prod(outer_size, 0, static_cast<int>(outer_size.size()));
+  const int64_t ta = (size[j] + kTileA - 1) / kTileA, tb = (size[last] + kTileB - 1) / kTileB;
   const int64_t sj = out_stride[j], sl = stride[last];
   dispatch_size(static_cast<int>(es), [&](auto tag) {
     using E = decltype(tag);
     const E* src = in.as<E>();
     E* dst = out.as<E>();
     parallel_for(c.threads, outer * ta * tb,
-                 std::max<int64_t>(1, kPointwiseGrain / (kTile * kTile)),
+                 std::max<int64_t>(1, kPointwiseGrain / (kTileA * kTileB)),
                  [&](int64_t b, int64_t e) {
                    for (int64_t t = b; t < e; ++t) {
-                     int64_t rest = t / (ta * tb), in_off = 0, out_off = 0;
-                     for (int k = static_cast<int>(outer_axes.size()) - 1; k >= 0; --k) {
-                       const int d = outer_axes[k];
-                       in_off += (rest % size[d]) * stride[d];
-                       out_off += (rest % size[d]) * out_stride[d];
-                       rest /= size[d];
-                     }
-                     const int64_t a0 = (t / tb) % ta * kTile, b0 = t % tb * kTile;
-                     const int64_t a1 = std::min(size[j], a0 + kTile);
-                     const int64_t b1 = std::min(size[last], b0 + kTile);
+                     const int64_t o = t / (ta * tb);
+                     const int64_t in_off = Odometer(outer_size, outer_in, o).offset();
+                     const int64_t out_off = Odometer(outer_size, outer_out, o).offset();
+                     const int64_t a0 = (t / tb) % ta * kTileA, b0 = t % tb * kTileB;
+                     const int64_t a1 = std::min(size[j], a0 + kTileA);
+                     const int64_t b1 = std::min(size[last], b0 + kTileB);
                      for (int64_t a = a0; a < a1; ++a) {
                        const E* s = src + in_off + a;
-                       E* o = dst + out_off + a * sj;
-                       for (int64_t bb = b0; bb < b1; ++bb) o[bb] = s[bb * sl];
+                       E* d = dst + out_off + a * sj;
+                       for (int64_t bb = b0; bb < b1; ++bb) d[bb] = s[bb * sl];
                      }
                    }
                  });

@@ -44,22 +44,46 @@ struct MaxOp {
   static Acc merge(Acc a, Acc b) { return add(a, b); }
 };
 
+// max of x[0, n) on explicit vectors: GCC keeps the scalar NaN-propagating select as branches
+// (it may not if-convert a comparison that can trap), ~8x slower. max is exact, so the lane
+// order does not matter.
+template <class T>
+T max_contiguous(const T* x, int64_t n) {
+  using VT = simd::V<T>;
+  constexpr int W = simd::kWidth<T>;
+  VT m0 = simd::splat(MaxOp<T>::init()), m1 = m0;
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const VT a = simd::load(x + i), b = simd::load(x + i + W);
+    m0 = ((a > m0) | (a != a)) ? a : m0;
+    m1 = ((b > m1) | (b != b)) ? b : m1;
+  }
+  T acc = MaxOp<T>::init();
+  for (int j = 0; j < W; ++j) acc = MaxOp<T>::add(MaxOp<T>::add(acc, m0[j]), m1[j]);
+  for (; i < n; ++i) acc = MaxOp<T>::add(acc, x[i]);
+  return acc;
+}
+
 // Reduces x[0, n) in the fixed lane order described at the top of the file.
 template <class Rd, class T>
 typename Rd::Acc reduce_contiguous(const T* x, int64_t n) {
   using Acc = typename Rd::Acc;
-  Acc lanes[kLanes];
-  for (Acc& l : lanes) l = Rd::init();
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) lanes[j] = Rd::add(lanes[j], x[i + j]);
+  if constexpr (std::is_same_v<Rd, MaxOp<T>>) {
+    return max_contiguous(x, n);
+  } else {
+    Acc lanes[kLanes];
+    for (Acc& l : lanes) l = Rd::init();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) lanes[j] = Rd::add(lanes[j], x[i + j]);
+    }
+    for (int w = kLanes / 2; w >= 1; w /= 2) {
+      for (int j = 0; j < w; ++j) lanes[j] = Rd::merge(lanes[j], lanes[j + w]);
+    }
+    Acc acc = lanes[0];
+    for (; i < n; ++i) acc = Rd::add(acc, x[i]);
+    return acc;
   }
-  for (int w = kLanes / 2; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) lanes[j] = Rd::merge(lanes[j], lanes[j + w]);
-  }
-  Acc acc = lanes[0];
-  for (; i < n; ++i) acc = Rd::add(acc, x[i]);
-  return acc;
 }
 
 // The reduction's input dims after dropping size-1 dims and merging neighbours of the same kind.
@@ -252,8 +276,19 @@ Status max_forward(KernelContext& c) {
 
 // ---- softmax, log_softmax ----
 
+// y[i] = exp(y[i]): simd::exp_vec for f32 (vectorised, ~2 ulp), libm for f64.
+template <class T>
+void exp_inplace(T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    map_f32(y, y, n, [](simd::V<float> v) { return simd::exp_vec<float>(v); });
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = std::exp(y[i]);
+  }
+}
+
 // x, out (outer, r, inner) with the softmax axis as r. Stable: exp(x - max) with the max of each
-// run; the denominator accumulates in f64. softmax = e / s, log_softmax = x - (max + log s).
+// run; the denominator accumulates in f64. softmax = e / s, log_softmax = (x - max) - log s
+// (in f64 and in that order, so log-probabilities near 0 keep their accuracy).
 template <class T>
 void softmax_kernel(KernelContext& c, bool log) {
   const TensorView& in = c.in[0];
@@ -266,27 +301,29 @@ void softmax_kernel(KernelContext& c, bool log) {
   if (outer == 0 || r == 0 || inner == 0) return;
 
   if (inner == 1) {  // the last axis: contiguous rows
-    parallel_for(c.threads, outer, std::max<int64_t>(1, kPointwiseGrain / (4 * r)),
-                 [&](int64_t b, int64_t e) {
-                   for (int64_t o = b; o < e; ++o) {
-                     const T* xr = x + o * r;
-                     T* yr = out + o * r;
-                     const T m = reduce_contiguous<MaxOp<T>>(xr, r);
-                     for (int64_t i = 0; i < r; ++i) yr[i] = std::exp(xr[i] - m);
-                     const double s = reduce_contiguous<SumOp<T>>(yr, r);
-                     if (log) {
-                       const double lse = static_cast<double>(m) + std::log(s);
-                       for (int64_t i = 0; i < r; ++i) {
-                         yr[i] = static_cast<T>(static_cast<double>(xr[i]) - lse);
-                       }
-                     } else {
-                       const double inv = 1.0 / s;
-                       for (int64_t i = 0; i < r; ++i) {
-                         yr[i] = static_cast<T>(static_cast<double>(yr[i]) * inv);
-                       }
-                     }
-                   }
-                 });
+    parallel_for(
+        c.threads, outer, std::max<int64_t>(1, kPointwiseGrain / (4 * r)),
+        [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o) {
+            const T* xr = x + o * r;
+            T* yr = out + o * r;
+            const T m = reduce_contiguous<MaxOp<T>>(xr, r);
+            for (int64_t i = 0; i < r; ++i) yr[i] = xr[i] - m;
+            exp_inplace(yr, r);
+            const double s = reduce_contiguous<SumOp<T>>(yr, r);
+            if (log) {
+              const double log_s = std::log(s);
+              for (int64_t i = 0; i < r; ++i) {
+                yr[i] = static_cast<T>(static_cast<double>(xr[i]) - static_cast<double>(m) - log_s);
+              }
+            } else {
+              const double inv = 1.0 / s;
+              for (int64_t i = 0; i < r; ++i) {
+                yr[i] = static_cast<T>(static_cast<double>(yr[i]) * inv);
+              }
+            }
+          }
+        });
     return;
   }
 
@@ -312,19 +349,19 @@ void softmax_kernel(KernelContext& c, bool log) {
                    for (int64_t i = 0; i < r; ++i) {
                      const T* xr = x + base + i * inner;
                      T* yr = out + base + i * inner;
-                     for (int64_t j = 0; j < w; ++j) {
-                       yr[j] = std::exp(xr[j] - m[j]);
-                       s[j] += static_cast<double>(yr[j]);
-                     }
+                     for (int64_t j = 0; j < w; ++j) yr[j] = xr[j] - m[j];
+                     exp_inplace(yr, w);
+                     for (int64_t j = 0; j < w; ++j) s[j] += static_cast<double>(yr[j]);
                    }
                    for (int64_t j = 0; j < w; ++j) {
-                     s[j] = log ? static_cast<double>(m[j]) + std::log(s[j]) : 1.0 / s[j];
+                     s[j] = log ? std::log(s[j]) : 1.0 / s[j];
                    }
                    for (int64_t i = 0; i < r; ++i) {
                      const T* xr = x + base + i * inner;
                      T* yr = out + base + i * inner;
                      for (int64_t j = 0; j < w; ++j) {
-                       yr[j] = log ? static_cast<T>(static_cast<double>(xr[j]) - s[j])
+                       yr[j] = log ? static_cast<T>(static_cast<double>(xr[j]) -
+                                                    static_cast<double>(m[j]) - s[j])
                                    : static_cast<T>(static_cast<double>(yr[j]) * s[j]);
                      }
                    }

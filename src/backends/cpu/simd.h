@@ -2,8 +2,9 @@
 // softmax inside cross_entropy): GCC/Clang vector extensions, so one template serves f32 (8 lanes)
 // and f64 (4 lanes) and compiles on any target (the compiler splits the vector where AVX is
 // missing). FMA goes through the intrinsic when the target has it, so every product rounds once.
-// exp_vec<float> is a Cephes-style polynomial (max relative error ~2 ulp on [-87, 88]) that maps
-// x < -87.33 (and -inf) to exactly 0, x > 88.37 to inf, and propagates NaN; exp_vec<double> calls
+// exp_vec<float> is a Cephes-style polynomial (max relative error ~2 ulp on [-87.3, 88.3]) that
+// flushes x < -87.68 (and -inf) to exactly 0, overflows to inf from x > 88.37 (the true limit is
+// 88.72) and propagates NaN; exp_vec<double> calls
 // std::exp per lane (f64 exists for gradient checks, where accuracy matters more than speed).
 #pragma once
 
@@ -51,7 +52,11 @@ inline void store(T* p, V<T> v) {
 }
 template <class T>
 inline V<T> splat(T x) {
-  return V<T>{} + x;
+  if constexpr (kWidth<T> == 8) {
+    return V<T>{x, x, x, x, x, x, x, x};
+  } else {
+    return V<T>{x, x, x, x};
+  }
 }
 // The element type of a vector type.
 template <class VT>
@@ -97,9 +102,15 @@ template <>
 inline V<float> exp_vec<float>(V<float> x) {
   using VF = V<float>;
   using VI = Vec<float>::I;
-  const VF lo = splat(-87.3365f), hi = splat(88.3762626647949f);
+  // Clamp so that 2^n stays in [2^-127 (bits 0: the result is exactly 0), 2^128 (inf)]. Both
+  // clamps pass NaN through, and the polynomial turns it into a NaN result.
+  const VF lo = splat(-88.0f), hi = splat(88.5f);
+#if defined(__AVX__)
+  VF xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
+#else
   VF xc = x < lo ? lo : x;
   xc = xc > hi ? hi : xc;
+#endif
   // n = round(x / ln 2) by the 1.5 * 2^23 trick, then r = x - n ln 2 in two pieces.
   const VF magic = splat(12582912.0f);
   VF n = fma(xc, splat(1.44269504088896341f), magic) - magic;
@@ -112,11 +123,8 @@ inline V<float> exp_vec<float>(V<float> x) {
   p = fma(p, r, splat(1.6666665459e-1f));
   p = fma(p, r, splat(5.0000001201e-1f));
   p = fma(p, r * r, r) + 1.0f;
-  VI e = (__builtin_convertvector(n, VI) + 127) << 23;
-  VF y = p * (VF)e;
-  y = x < lo ? splat(0.0f) : y;
-  y = x > hi ? splat(INFINITY) : y;
-  return x != x ? x : y;
+  const VI e = (__builtin_convertvector(n, VI) + 127) << 23;
+  return p * (VF)e;
 }
 
 template <>

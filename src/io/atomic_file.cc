@@ -1,0 +1,57 @@
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace lj {
+
+Status FileWriter::write(const void* data, size_t bytes) {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("writing " + path_ + ": " + std::strerror(errno), "check free disk space");
+    }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return ok_status();
+}
+
+Status fsync_parent_dir(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error("cannot open directory " + dir + ": " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return io_error("fsync of " + dir + ": " + std::strerror(errno));
+  return ok_status();
+}
+
+Status write_file_atomic(const std::string& path, const std::function<Status(FileWriter&)>& fill) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return io_error("cannot create " + tmp + ": " + std::strerror(errno), "check that the directory exists and is writable");
+  }
+  FileWriter w(fd, tmp);
+  Status s = fill(w);
+  if (s.ok() && ::fsync(fd) != 0) s = io_error("fsync of " + tmp + ": " + std::strerror(errno));
+  if (::close(fd) != 0 && s.ok()) s = io_error("closing " + tmp + ": " + std::strerror(errno));
+  if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = io_error("renaming " + tmp + " to " + path + ": " + std::strerror(errno));
+  }
+  if (!s.ok()) {
+    std::remove(tmp.c_str());
+    return s;
+  }
+  return fsync_parent_dir(path);
+}
+
+}  // namespace lj

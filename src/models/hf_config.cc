@@ -1,0 +1,150 @@
+#include "models/hf_config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace lj {
+namespace {
+
+using json = nlohmann::json;
+
+Status bad(const std::string& src, const std::string& what, const std::string& hint = "") {
+  return invalid_argument(src + ": " + what, hint.empty() ? "check the model's config.json" : hint);
+}
+
+Status get_int(const json& j, const std::string& src, const char* key, int64_t* out, bool required) {
+  if (!j.contains(key) || j[key].is_null()) {
+    return required ? bad(src, std::string("missing '") + key + "'") : ok_status();
+  }
+  if (!j[key].is_number_integer()) return bad(src, std::string("'") + key + "' is not an integer");
+  *out = j[key].get<int64_t>();
+  return ok_status();
+}
+
+Status get_num(const json& j, const std::string& src, const char* key, double* out) {
+  if (!j.contains(key) || j[key].is_null()) return ok_status();
+  if (!j[key].is_number()) return bad(src, std::string("'") + key + "' is not a number");
+  *out = j[key].get<double>();
+  return ok_status();
+}
+
+Status parse_rope(const json& r, const std::string& src, LlamaConfig* c) {
+  if (r.is_null()) return ok_status();
+  if (!r.is_object()) return bad(src, "rope scaling block is not an object");
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    if (r.contains(key) && r[key].is_string()) type = r[key].get<std::string>();
+  }
+  LJ_RETURN_IF_ERROR(get_num(r, src, "rope_theta", &c->rope_theta));
+  if (type == "default") return ok_status();
+  if (type != "llama3") {
+    return unimplemented(src + ": rope type '" + type + "' is not supported", "supported: default, llama3");
+  }
+  RopeScaling& s = c->rope_scaling;
+  s.llama3 = true;
+  LJ_RETURN_IF_ERROR(get_num(r, src, "factor", &s.factor));
+  LJ_RETURN_IF_ERROR(get_num(r, src, "low_freq_factor", &s.low_freq_factor));
+  LJ_RETURN_IF_ERROR(get_num(r, src, "high_freq_factor", &s.high_freq_factor));
+  LJ_RETURN_IF_ERROR(get_int(r, src, "original_max_position_embeddings", &s.original_max_position_embeddings, false));
+  if (s.factor <= 0 || s.low_freq_factor <= 0 || s.high_freq_factor <= s.low_freq_factor) {
+    return bad(src, "llama3 rope scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string& src) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad(src, "not valid JSON");
+  if (!j.is_object()) return bad(src, "not a JSON object");
+  if (j.contains("architectures") && j["architectures"].is_array()) {
+    bool llama = false;
+    std::string names;
+    for (const auto& a : j["architectures"]) {
+      if (!a.is_string()) continue;
+      names += (names.empty() ? "" : ", ") + a.get<std::string>();
+      llama = llama || a.get<std::string>() == "LlamaForCausalLM";
+    }
+    if (!llama) return unimplemented(src + ": architecture " + names + " is not supported", "ljperf trains LlamaForCausalLM models");
+  }
+  if (j.contains("model_type") && j["model_type"] != "llama") {
+    return unimplemented(src + ": model_type '" + j["model_type"].dump() + "' is not supported", "ljperf trains Llama models");
+  }
+  LlamaConfig c;
+  c.name = src;
+  c.rope_theta = 10000.0;
+  LJ_RETURN_IF_ERROR(get_int(j, src, "vocab_size", &c.vocab_size, true));
+  LJ_RETURN_IF_ERROR(get_int(j, src, "hidden_size", &c.hidden_size, true));
+  LJ_RETURN_IF_ERROR(get_int(j, src, "intermediate_size", &c.intermediate_size, true));
+  LJ_RETURN_IF_ERROR(get_int(j, src, "num_hidden_layers", &c.num_hidden_layers, true));
+  LJ_RETURN_IF_ERROR(get_int(j, src, "num_attention_heads", &c.num_attention_heads, true));
+  c.num_key_value_heads = c.num_attention_heads;
+  LJ_RETURN_IF_ERROR(get_int(j, src, "num_key_value_heads", &c.num_key_value_heads, false));
+  c.max_position_embeddings = 2048;
+  LJ_RETURN_IF_ERROR(get_int(j, src, "max_position_embeddings", &c.max_position_embeddings, false));
+  LJ_RETURN_IF_ERROR(get_num(j, src, "rms_norm_eps", &c.rms_norm_eps));
+  LJ_RETURN_IF_ERROR(get_num(j, src, "rope_theta", &c.rope_theta));
+  LJ_RETURN_IF_ERROR(get_num(j, src, "initializer_range", &c.initializer_range));
+  if (c.num_attention_heads <= 0) return bad(src, "num_attention_heads must be positive");
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  LJ_RETURN_IF_ERROR(get_int(j, src, "head_dim", &c.head_dim, false));
+  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  if (j.contains("rope_parameters")) LJ_RETURN_IF_ERROR(parse_rope(j["rope_parameters"], src, &c));
+  if (j.contains("rope_scaling")) LJ_RETURN_IF_ERROR(parse_rope(j["rope_scaling"], src, &c));
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>()) {
+      return unimplemented(src + ": '" + key + "' = true is not supported", "Llama 3 has no biases");
+    }
+  }
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
+    return unimplemented(src + ": hidden_act " + j["hidden_act"].dump() + " is not supported", "Llama uses silu");
+  }
+  LJ_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+StatusOr<LlamaConfig> load_hf_config(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return not_found("cannot read " + path, "give a model folder holding config.json, or a preset name");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_hf_config(ss.str(), path);
+}
+
+std::string hf_config_json(const LlamaConfig& c) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.llama3) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["initializer_range"] = c.initializer_range;
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  j["mlp_bias"] = false;
+  j["torch_dtype"] = "float32";
+  return j.dump(2) + "\n";
+}
+
+}  // namespace lj

@@ -1,0 +1,18 @@
+// HF config.json -> LlamaConfig. Accepts both rope forms: rope_theta + rope_scaling
+// (transformers v4) and rope_parameters (v5). head_dim explicit or hidden_size / heads.
+// Refuses architectures other than Llama, and features that change the computation and are not
+// implemented (biases, other activations, other rope types), with a clear error.
+#pragma once
+
+#include <string>
+
+#include "models/config.h"
+
+namespace lj {
+
+StatusOr<LlamaConfig> parse_hf_config(const std::string& json_text, const std::string& source_name);
+StatusOr<LlamaConfig> load_hf_config(const std::string& path);
+// The config.json text transformers reads back to the same LlamaConfig.
+std::string hf_config_json(const LlamaConfig& c);
+
+}  // namespace lj

@@ -1,0 +1,142 @@
+#include "train/hf_model.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/log.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "models/hf_config.h"
+
+namespace lj {
+namespace fs = std::filesystem;
+
+namespace {
+
+StatusOr<std::map<std::string, std::string>> read_index(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return not_found("cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    return invalid_argument(path + ": not a safetensors index (no weight_map object)");
+  }
+  std::map<std::string, std::string> m;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) return invalid_argument(path + ": weight_map value of '" + it.key() + "' is not a string");
+    const std::string shard = it.value().get<std::string>();
+    if (shard.find('/') != std::string::npos) return invalid_argument(path + ": shard name '" + shard + "' holds a path");
+    m[it.key()] = shard;
+  }
+  return m;
+}
+
+}  // namespace
+
+StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev) {
+  HfModel m;
+  LJ_ASSIGN_OR_RETURN(m.config, load_hf_config(dir + "/config.json"));
+  m.specs = llama_param_specs(m.config);
+
+  std::map<std::string, std::string> where;  // tensor -> shard file
+  const std::string index = dir + "/model.safetensors.index.json";
+  const std::string single = dir + "/model.safetensors";
+  std::map<std::string, SafetensorsFile> files;
+  if (fs::exists(index)) {
+    LJ_ASSIGN_OR_RETURN(where, read_index(index));
+  } else if (!fs::exists(single)) {
+    return not_found(dir + " holds no model.safetensors or model.safetensors.index.json",
+                     "give a folder written by save_pretrained or ljperf export");
+  }
+  auto file_for = [&](const std::string& name) -> StatusOr<const SafetensorsFile*> {
+    std::string shard = "model.safetensors";
+    if (!where.empty()) {
+      auto it = where.find(name);
+      if (it == where.end()) return not_found(dir + ": the index does not list tensor '" + name + "'");
+      shard = it->second;
+    }
+    auto f = files.find(shard);
+    if (f == files.end()) {
+      LJ_ASSIGN_OR_RETURN(SafetensorsFile opened, SafetensorsFile::open(dir + "/" + shard));
+      f = files.emplace(shard, std::move(opened)).first;
+    }
+    return &f->second;
+  };
+
+  for (const ParamSpec& s : m.specs) {
+    LJ_ASSIGN_OR_RETURN(const SafetensorsFile* f, file_for(s.name));
+    const SafetensorsEntry* e = f->find(s.name);
+    if (e == nullptr) return not_found(f->path() + " has no tensor '" + s.name + "'", "is this a Llama checkpoint?");
+    if (e->shape != s.dims) {
+      return invalid_argument(f->path() + ": tensor '" + s.name + "' is " + dims_to_string(e->shape) +
+                              ", the config needs " + dims_to_string(s.dims));
+    }
+    Tensor t = Tensor::empty(dev, DType::f32, s.dims, MemCategory::weights);
+    LJ_RETURN_IF_ERROR(f->read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
+    m.params.push_back(std::move(t));
+  }
+  return m;
+}
+
+Status save_hf_model(const std::string& dir, const LlamaConfig& config, const std::vector<ParamSpec>& specs,
+                     const std::vector<Tensor>& params, int64_t max_shard_bytes) {
+  if (fs::exists(dir)) return invalid_argument(dir + " already exists", "choose a new output folder or remove it");
+  const fs::path parent = fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path();
+  if (!fs::is_directory(parent)) return not_found("parent folder " + parent.string() + " does not exist");
+  const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec)) return io_error("cannot create " + tmp + ": " + ec.message(), "check permissions");
+
+  auto fail = [&](Status s) {
+    fs::remove_all(tmp, ec);
+    return s;
+  };
+  const std::string cfg = hf_config_json(config);
+  Status s = write_file_atomic(tmp + "/config.json", [&](FileWriter& w) { return w.write(cfg.data(), cfg.size()); });
+  if (!s.ok()) return fail(s);
+
+  // Group tensors into shards of at most max_shard_bytes (a larger tensor gets its own shard).
+  std::vector<std::vector<size_t>> shards(1);
+  int64_t in_shard = 0, total = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto bytes = static_cast<int64_t>(params[i].bytes());
+    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) shards.emplace_back(), in_shard = 0;
+    shards.back().push_back(i);
+    in_shard += bytes;
+    total += bytes;
+  }
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+    const std::string file = shards.size() == 1 ? "model.safetensors" : name;
+    std::vector<TensorToWrite> ts;
+    for (size_t i : shards[k]) {
+      ts.push_back({specs[i].name, DType::f32, params[i].dims(), params[i].raw()});
+      weight_map[specs[i].name] = file;
+    }
+    s = write_safetensors(tmp + "/" + file, ts);
+    if (!s.ok()) return fail(s);
+  }
+  if (shards.size() > 1) {
+    nlohmann::ordered_json idx;
+    idx["metadata"] = {{"total_size", total}};
+    idx["weight_map"] = weight_map;
+    const std::string text = idx.dump(2) + "\n";
+    s = write_file_atomic(tmp + "/model.safetensors.index.json",
+                          [&](FileWriter& w) { return w.write(text.data(), text.size()); });
+    if (!s.ok()) return fail(s);
+  }
+  fs::rename(tmp, dir, ec);
+  if (ec) return fail(io_error("renaming " + tmp + " to " + dir + ": " + ec.message()));
+  return fsync_parent_dir(dir);
+}
+
+}  // namespace lj

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Writes the HF-parity fixtures that tests/model/ compares ljperf against.
+
+Each fixture is one safetensors file holding, for a small LlamaForCausalLM built by
+transformers in float32 with eager attention:
+  - every parameter under its HF name (initial weights),
+  - input_ids (B, T) int64 and labels (B, T) int64 (some -100: ignored),
+  - logits (B, T, V) and loss () from model(input_ids, labels=labels),
+  - grad.<name> for every parameter (one backward of that loss),
+  - step5.<name> for every parameter after 5 AdamW steps on the same batch with linear warmup,
+    cosine decay and global-norm clipping, and losses (5,) the loss before each step.
+The model's config.json (as transformers writes it) and the training hyper-parameters are in the
+file's __metadata__ as JSON strings (config_json, train).
+
+Regenerate (pinned: torch 2.15.0, transformers 5.24.0, safetensors 0.8.0, CPU):
+  python3 -m venv /tmp/venv-ref && /tmp/venv-ref/bin/pip install torch==2.15.0 \
+      transformers==5.24.0 safetensors==0.8.0 numpy
+  /tmp/venv-ref/bin/python tools/ref/make_fixtures.py tests/model/fixtures
+"""
+import json
+import math
+import sys
+
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+B, T = 2, 16
+TRAIN = dict(max_lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=5, beta1=0.9, beta2=0.95,
+             eps=1e-8, weight_decay=0.1, grad_clip=0.5)
+
+CONFIGS = {
+    # Grouped-query attention (4 q heads, 2 kv heads) and llama3 rope scaling with a short
+    # original context, so that all three frequency bands (kept, smoothed, divided) occur.
+    "gqa_llama3": dict(vocab_size=128, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                       rope_theta=10000.0, tie_word_embeddings=False,
+                       rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                         high_freq_factor=4.0, original_max_position_embeddings=32)),
+    # Tied input and output embeddings (the LM head reads embed_tokens), plain rope.
+    "tied": dict(vocab_size=128, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
+                 rope_theta=500000.0, tie_word_embeddings=True),
+    # head_dim (16) set explicitly, different from hidden_size / heads (48 / 4 = 12).
+    "head_dim": dict(vocab_size=128, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                     max_position_embeddings=64, rope_theta=10000.0, tie_word_embeddings=False),
+}
+
+
+def lr_at(step):
+    """The schedule ljperf implements (train/lr_schedule.h): linear warmup, then cosine."""
+    t = TRAIN
+    if step < t["warmup_steps"]:
+        return t["max_lr"] * (step + 1) / t["warmup_steps"]
+    progress = (step - t["warmup_steps"]) / max(1, t["total_steps"] - t["warmup_steps"])
+    return t["min_lr"] + 0.5 * (t["max_lr"] - t["min_lr"]) * (1.0 + math.cos(math.pi * progress))
+
+
+def make(name, cfg_kwargs, seed):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(**cfg_kwargs, rms_norm_eps=1e-5, initializer_range=0.02,
+                      attn_implementation="eager", torch_dtype=torch.float32)
+    model = LlamaForCausalLM(cfg).float()
+    # Norm weights start at one in HF; perturb them so their gradients are tested non-trivially.
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if n.endswith("norm.weight"):
+                p.add_(0.1 * torch.randn_like(p))
+    input_ids = torch.randint(0, cfg.vocab_size, (B, T))
+    labels = input_ids.clone()
+    labels[0, 3] = -100
+    labels[1, 10:12] = -100
+
+    out = {}
+    params = dict(model.named_parameters())  # tied weights appear once
+    for n, p in params.items():
+        out[n] = p.detach().clone()
+    out["input_ids"] = input_ids
+    out["labels"] = labels
+
+    model.zero_grad()
+    res = model(input_ids=input_ids, labels=labels)
+    res.loss.backward()
+    out["logits"] = res.logits.detach().clone()
+    out["loss"] = res.loss.detach().clone()
+    for n, p in params.items():
+        out["grad." + n] = p.grad.detach().clone()
+
+    t = TRAIN
+    opt = torch.optim.AdamW(model.parameters(), lr=t["max_lr"], betas=(t["beta1"], t["beta2"]),
+                            eps=t["eps"], weight_decay=t["weight_decay"], foreach=False)
+    losses = []
+    for step in range(t["total_steps"]):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        opt.zero_grad()
+        loss = model(input_ids=input_ids, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
+        opt.step()
+        losses.append(loss.item())
+    out["losses"] = torch.tensor(losses, dtype=torch.float32)
+    for n, p in params.items():
+        out["step5." + n] = p.detach().clone()
+
+    meta = {"config_json": cfg.to_json_string(), "train": json.dumps(TRAIN),
+            "torch": torch.__version__, "transformers": transformers.__version__}
+    out = {k: v.contiguous() for k, v in out.items()}
+    return out, meta
+
+
+def main():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else "tests/model/fixtures"
+    torch.use_deterministic_algorithms(True)
+    for i, (name, kw) in enumerate(CONFIGS.items()):
+        tensors, meta = make(name, kw, seed=1000 + i)
+        path = f"{outdir}/{name}.safetensors"
+        save_file(tensors, path, metadata=meta)
+        print(f"{path}: loss {tensors['loss'].item():.6f}, losses {tensors['losses'].tolist()}")
+
+
+if __name__ == "__main__":
+    main()
