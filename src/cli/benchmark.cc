@@ -112,7 +112,7 @@ Status run_benchmark(const BenchmarkArgs& a) {
 
 }  // namespace
 
-RunFn add_benchmark_command(CLI::App& app) {
+Command add_benchmark_command(CLI::App& app) {
   auto args = std::make_shared<BenchmarkArgs>();
   CLI::App* sub = app.add_subcommand("benchmark", "Train on synthetic tokens and report throughput and memory");
   sub->add_option("--model", args->model, "Model preset (tiny, small, llama3.2-1b, ...)")->capture_default_str();
@@ -123,7 +123,7 @@ RunFn add_benchmark_command(CLI::App& app) {
   sub->add_option("--threads", args->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", args->seed, "Seed for weights and data")->capture_default_str();
   sub->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
-  return [args] { return run_benchmark(*args); };
+  return {sub, [args] { return run_benchmark(*args); }};
 }
 
 }  // namespace lj::cli

@@ -9,9 +9,14 @@
 
 namespace lj::cli {
 
-// A registered subcommand: the function main() calls when the user picked it.
-using RunFn = std::function<Status()>;
+// A registered subcommand and the function main() calls when the user picked it.
+struct Command {
+  CLI::App* app;
+  std::function<Status()> run;
+};
 
-RunFn add_benchmark_command(CLI::App& app);
+Command add_benchmark_command(CLI::App& app);
+Command add_eval_command(CLI::App& app);
+Command add_init_command(CLI::App& app);
 
 }  // namespace lj::cli

@@ -14,17 +14,19 @@ int main(int argc, char** argv) {
   CLI::App app{"ljperf: train Llama-family language models and measure how fast they train"};
   app.set_version_flag("--version", std::string("ljperf ") + LJ_VERSION);
   app.require_subcommand(1);
-  std::vector<std::pair<CLI::App*, lj::cli::RunFn>> commands;
-  lj::cli::RunFn bench = lj::cli::add_benchmark_command(app);
-  commands.emplace_back(app.get_subcommand("benchmark"), bench);
+  const std::vector<lj::cli::Command> commands = {
+      lj::cli::add_benchmark_command(app),
+      lj::cli::add_eval_command(app),
+      lj::cli::add_init_command(app),
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  for (auto& [sub, run] : commands) {
-    if (!sub->parsed()) continue;
-    const lj::Status s = run();
+  for (const auto& c : commands) {
+    if (!c.app->parsed()) continue;
+    const lj::Status s = c.run();
     if (s.ok()) return 0;
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     if (!s.hint().empty()) std::fprintf(stderr, "hint: %s\n", s.hint().c_str());

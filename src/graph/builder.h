@@ -144,7 +144,7 @@ Val expand(Val x, Shape shape);
 Val gather(Val table, Val ids);
 Val scatter_add(Val ids, Val src, Shape out_shape);
 // Sums g over its broadcast dims so it has `target`'s shape (the VJP of broadcasting).
-Val sum_to(Val g, const Shape& target);
+Val sum_to(Val g, Shape target);
 
 // ---- Loss and attention ----
 Val cross_entropy(Val logits, Val labels, int64_t ignore_index = -100);

@@ -142,7 +142,7 @@ Val scatter_add(Val ids, Val src, Shape out_shape) {
   return ids.b->add1(Op::scatter_add, {ids, src}, {{"shape", std::move(out_shape)}});
 }
 
-Val sum_to(Val g, const Shape& target) {
+Val sum_to(Val g, Shape target) {  // by value: `target` may point into the graph, which grows below
   if (!g.valid()) return {};
   if (g.shape() == target) return g;
   const int r = g.rank();

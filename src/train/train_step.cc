@@ -36,21 +36,25 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   return s;
 }
 
-Status TrainStep::rope_for(int64_t seq_len) {
-  if (rope_cos_.defined() && rope_cos_.dims()[0] == seq_len) return ok_status();
-  if (seq_len > model_.max_position_embeddings) {
+Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos, Tensor* sin) {
+  if (seq_len > c.max_position_embeddings) {
     return invalid_argument("sequence length " + std::to_string(seq_len) + " is above the model's " +
-                                "max_position_embeddings " + std::to_string(model_.max_position_embeddings),
+                                "max_position_embeddings " + std::to_string(c.max_position_embeddings),
                             "use a shorter --seq-len");
   }
-  std::vector<float> cos, sin;
-  rope_tables(model_, seq_len, &cos, &sin);
-  const std::vector<int64_t> dims{seq_len, model_.head_dim};
-  rope_cos_ = Tensor::empty(dev_, DType::f32, dims, MemCategory::workspace);
-  rope_sin_ = Tensor::empty(dev_, DType::f32, dims, MemCategory::workspace);
-  std::copy(cos.begin(), cos.end(), rope_cos_.data<float>());
-  std::copy(sin.begin(), sin.end(), rope_sin_.data<float>());
+  std::vector<float> vc, vs;
+  rope_tables(c, seq_len, &vc, &vs);
+  const std::vector<int64_t> dims{seq_len, c.head_dim};
+  *cos = Tensor::empty(dev, DType::f32, dims, MemCategory::workspace);
+  *sin = Tensor::empty(dev, DType::f32, dims, MemCategory::workspace);
+  std::copy(vc.begin(), vc.end(), cos->data<float>());
+  std::copy(vs.begin(), vs.end(), sin->data<float>());
   return ok_status();
+}
+
+Status TrainStep::rope_for(int64_t seq_len) {
+  if (rope_cos_.defined() && rope_cos_.dims()[0] == seq_len) return ok_status();
+  return make_rope_inputs(dev_, model_, seq_len, &rope_cos_, &rope_sin_);
 }
 
 StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, const Tensor& targets) {

@@ -63,6 +63,10 @@ class TrainStep {
   Tensor rope_cos_, rope_sin_;
 };
 
+// The rope.cos / rope.sin inputs (T, D) for a sequence length; an error past the model's
+// max_position_embeddings.
+Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos, Tensor* sin);
+
 // HF's initialisation: normal(0, initializer_range) for linear and embedding weights, ones for
 // norms; stream `seed + parameter index`, counter-based (core/random.h).
 std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed);

@@ -162,20 +162,35 @@ TEST_P(HfParity, FiveAdamWSteps) {
     // Observed: <= 1.1e-7 over 5 steps.
     EXPECT_LT(rel, 1e-5) << "step " << s;
   }
-  Err worst;
+  // Parameters after 5 steps, compared through the update each one received (p5 - p0): the
+  // norm-wise relative error of the update, and the largest element error against the peak lr.
+  // An element-wise relative error is ill-conditioned here: Adam divides by sqrt(v), so where a
+  // gradient is tiny, fp32 rounding of that gradient becomes an lr-sized update difference.
+  double worst_update_rel = 0, worst_abs = 0;
   std::string worst_name;
   const auto& specs = trainer->param_specs();
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto ref = read("step5." + specs[i].name);
-    const Err e = compare(trainer->params()[i].data<float>(), ref.data(), static_cast<int64_t>(ref.size()));
-    // Observed: worst 8.8e-5 (abs 8.9e-6 on weights ~0.1). Adam divides by sqrt(v), so an
-    // element whose gradient is tiny turns fp32 rounding of that gradient into a full-size
-    // (lr) update difference; the worst element sets the figure.
-    EXPECT_LT(e.rel, 1e-4) << specs[i].name;
-    if (e.rel >= worst.rel) worst = e, worst_name = specs[i].name;
+    const auto p0 = read(specs[i].name);
+    const float* p = trainer->params()[i].data<float>();
+    double diff2 = 0, upd2 = 0, max_abs = 0;
+    for (size_t k = 0; k < ref.size(); ++k) {
+      const double d = static_cast<double>(p[k]) - ref[k];
+      const double u = static_cast<double>(ref[k]) - p0[k];
+      diff2 += d * d;
+      upd2 += u * u;
+      max_abs = std::max(max_abs, std::fabs(d));
+    }
+    const double update_rel = std::sqrt(diff2 / upd2);
+    // Observed: norm-wise update error <= 8.2e-6 over the 62 parameters of the 3 fixtures.
+    EXPECT_LT(update_rel, 1e-4) << specs[i].name;
+    // Observed: worst element 1.1e-5 = 1.1e-3 x max_lr (gate_proj; see above).
+    EXPECT_LT(max_abs, 1e-2 * sched.max_lr) << specs[i].name;
+    if (update_rel > worst_update_rel) worst_update_rel = update_rel, worst_name = specs[i].name;
+    worst_abs = std::max(worst_abs, max_abs);
   }
-  std::printf("[%s] 5 steps: worst loss rel %.3g; params worst rel %.3g (abs %.3g) at %s\n", GetParam().c_str(),
-              worst_loss, worst.rel, worst.abs, worst_name.c_str());
+  std::printf("[%s] 5 steps: worst loss rel %.3g; update norm-wise rel err worst %.3g at %s; max abs %.3g\n",
+              GetParam().c_str(), worst_loss, worst_update_rel, worst_name.c_str(), worst_abs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::Values("gqa_llama3", "tied", "head_dim"));

@@ -43,7 +43,8 @@ void parallel_for(int threads, int64_t n, int64_t grain, Fn&& fn) {
     fn(int64_t{0}, n);
     return;
   }
-#pragma omp parallel for schedule(static) num_threads(static_cast <int>(nt))
+  const int num_threads = static_cast<int>(nt);
+#pragma omp parallel for schedule(static) num_threads(num_threads)
   for (int64_t t = 0; t < nt; ++t) fn(n * t / nt, n * (t + 1) / nt);
 }
 

@@ -22,6 +22,9 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/simd.h"
 
+// 32-byte vectors cross only inline functions here (see simd.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace lj::cpu {
 namespace {
 
@@ -45,14 +48,14 @@ StatusOr<int64_t> count_valid(const L* labels, int64_t n, int64_t vocab, int64_t
   return valid;
 }
 
-// Max and log-sum-exp of one row of v elements.
+constexpr int kAcc = 4;  // independent vector accumulators hide the max / add latency
+
+// Max of one row of v elements (-inf for v == 0).
 template <class T>
-T row_logsumexp(const T* x, int64_t v) {
+T row_max(const T* x, int64_t v) {
   constexpr int W = simd::kWidth<T>;
-  constexpr int kAcc = 4;  // independent accumulators hide the FMA / max latency
-  const T neg_inf = -std::numeric_limits<T>::infinity();
   V<T> mv[kAcc];
-  for (auto& m : mv) m = simd::splat(neg_inf);
+  for (auto& m : mv) m = simd::splat(-std::numeric_limits<T>::infinity());
   int64_t j = 0;
   for (; j + kAcc * W <= v; j += kAcc * W) {
     for (int a = 0; a < kAcc; ++a) mv[a] = simd::max(mv[a], simd::load(x + j + a * W));
@@ -60,18 +63,36 @@ T row_logsumexp(const T* x, int64_t v) {
   for (; j + W <= v; j += W) mv[0] = simd::max(mv[0], simd::load(x + j));
   T m = simd::hmax(simd::max(simd::max(mv[0], mv[1]), simd::max(mv[2], mv[3])));
   for (; j < v; ++j) m = x[j] > m ? x[j] : m;
-  if (m == neg_inf) return neg_inf;  // also covers v == 0
-  if (std::isinf(m)) return m;       // +inf logit: the loss is inf or NaN, as in PyTorch
+  return m;
+}
+
+// sum_j exp(x[j] - m) in a fixed order; also writes each exp(x[j] - m) to e when e != nullptr.
+// An infinite m gives NaN, as PyTorch's softmax does.
+template <class T>
+T row_sum_exp(const T* x, int64_t v, T m, T* e) {
+  constexpr int W = simd::kWidth<T>;
   const V<T> mvec = simd::splat(m);
   V<T> sv[kAcc] = {};
-  j = 0;
+  int64_t j = 0;
   for (; j + kAcc * W <= v; j += kAcc * W) {
-    for (int a = 0; a < kAcc; ++a) sv[a] += simd::exp_vec<T>(simd::load(x + j + a * W) - mvec);
+    for (int a = 0; a < kAcc; ++a) {
+      const V<T> p = simd::exp_vec<T>(simd::load(x + j + a * W) - mvec);
+      if (e != nullptr) simd::store(e + j + a * W, p);
+      sv[a] += p;
+    }
   }
-  for (; j + W <= v; j += W) sv[0] += simd::exp_vec<T>(simd::load(x + j) - mvec);
+  for (; j + W <= v; j += W) {
+    const V<T> p = simd::exp_vec<T>(simd::load(x + j) - mvec);
+    if (e != nullptr) simd::store(e + j, p);
+    sv[0] += p;
+  }
   T s = simd::hsum((sv[0] + sv[1]) + (sv[2] + sv[3]));
-  for (; j < v; ++j) s += std::exp(x[j] - m);
-  return m + std::log(s);
+  for (; j < v; ++j) {
+    const T p = std::exp(x[j] - m);
+    if (e != nullptr) e[j] = p;
+    s += p;
+  }
+  return s;
 }
 
 template <class T, class L>
@@ -88,7 +109,9 @@ Status cross_entropy_impl(KernelContext& c) {
     const int64_t y = static_cast<int64_t>(labels[i]);
     if (y == ignore) continue;
     const T* row = x + i * vocab;
-    row_loss[static_cast<size_t>(i)] = row_logsumexp(row, vocab) - row[y];
+    const T m = row_max(row, vocab);
+    row_loss[static_cast<size_t>(i)] =
+        m + std::log(row_sum_exp<T>(row, vocab, m, nullptr)) - row[y];
   }
   // Row order, in double: the sum does not depend on the partition.
   double total = 0;
@@ -122,13 +145,13 @@ Status cross_entropy_backward_impl(KernelContext& c) {
       continue;
     }
     const T* row = x + i * vocab;
-    const T lse = row_logsumexp(row, vocab);
-    const V<T> lse_v = simd::splat(lse), g_v = simd::splat(g);
+    // out = exp(row - max), then scaled by g / sum while the row is still in cache.
+    const T m = row_max(row, vocab);
+    const T scale = g / row_sum_exp(row, vocab, m, out);
+    const V<T> scale_v = simd::splat(scale);
     int64_t j = 0;
-    for (; j + W <= vocab; j += W) {
-      simd::store(out + j, simd::exp_vec<T>(simd::load(row + j) - lse_v) * g_v);
-    }
-    for (; j < vocab; ++j) out[j] = std::exp(row[j] - lse) * g;
+    for (; j + W <= vocab; j += W) simd::store(out + j, simd::load(out + j) * scale_v);
+    for (; j < vocab; ++j) out[j] *= scale;
     out[y] -= g;
   }
   return ok_status();

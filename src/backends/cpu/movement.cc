@@ -237,7 +237,8 @@ Status check_ids(const char* op, const I* ids, int64_t n, int64_t v) {
     if (id < 0 || id >= v) {
       return out_of_range(std::string(op) + ": id " + std::to_string(id) + " at position " +
                               std::to_string(i) + " is outside [0, V) for V = " + std::to_string(v),
-                          "token ids must be below the model's vocabulary size");
+                          "ids index the table's first dim: for an embedding, token ids must be "
+                          "below the model's vocab_size");
     }
   }
   return ok_status();

@@ -4,17 +4,6 @@
 
 namespace lj {
 
-namespace {
-
-// sum_to(g, x's shape). The target is copied first: sum_to takes a reference, and a reference
-// into the graph's value table dangles once sum_to appends nodes (the table reallocates).
-Val sum_like(Val g, Val x) {
-  const Shape target = x.shape();
-  return sum_to(g, target);
-}
-
-}  // namespace
-
 // C = op(A) op(B), op = transpose when ta / tb. A (..., M, K) [(..., K, M) when ta],
 // B (..., K, N) [(..., N, K) when tb], dC (batch..., M, N):
 //   dA = dC op(B)^T   -> ta=false: matmul(dC, B, false, !tb); ta=true: matmul(B, dC, tb, true)
@@ -31,7 +20,7 @@ Status vjp_matmul(VjpCtx& c) {
   const bool tb = c.node.attrs.b("tb");
   if (c.needs_grad[0]) {
     const Val da = ta ? matmul(b, dc, tb, true) : matmul(dc, b, false, !tb);
-    c.din[0] = sum_like(da, a);
+    c.din[0] = sum_to(da, a.shape());
   }
   if (c.needs_grad[1]) {
     if (b.rank() == 2 && a.rank() > 2 && !ta) {
@@ -42,7 +31,7 @@ Status vjp_matmul(VjpCtx& c) {
       c.din[1] = tb ? matmul(dc2, a2, true, false) : matmul(a2, dc2, true, false);
     } else {
       const Val db = tb ? matmul(dc, a, true, ta) : matmul(a, dc, !ta, false);
-      c.din[1] = sum_like(db, b);
+      c.din[1] = sum_to(db, b.shape());
     }
   }
   return ok_status();

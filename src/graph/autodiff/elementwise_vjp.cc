@@ -7,13 +7,6 @@ namespace lj {
 
 namespace {
 
-// sum_to(g, x's shape). The target is copied first: sum_to takes a reference, and a reference
-// into the graph's value table dangles once sum_to appends nodes (the table reallocates).
-Val sum_like(Val g, Val x) {
-  const Shape target = x.shape();
-  return sum_to(g, target);
-}
-
 // Runs `rule(x, y, dy)` for a unary op whose input needs a gradient.
 template <class Rule>
 Status unary_vjp(VjpCtx& c, Rule rule) {
@@ -98,8 +91,8 @@ Status vjp_cast(VjpCtx& c) {
 Status vjp_add(VjpCtx& c) {
   const Val dy = c.dout[0];
   if (!dy.valid()) return ok_status();
-  if (c.needs_grad[0]) c.din[0] = sum_like(dy, c.in[0]);
-  if (c.needs_grad[1]) c.din[1] = sum_like(dy, c.in[1]);
+  if (c.needs_grad[0]) c.din[0] = sum_to(dy, c.in[0].shape());
+  if (c.needs_grad[1]) c.din[1] = sum_to(dy, c.in[1].shape());
   return ok_status();
 }
 
@@ -107,8 +100,8 @@ Status vjp_add(VjpCtx& c) {
 Status vjp_sub(VjpCtx& c) {
   const Val dy = c.dout[0];
   if (!dy.valid()) return ok_status();
-  if (c.needs_grad[0]) c.din[0] = sum_like(dy, c.in[0]);
-  if (c.needs_grad[1]) c.din[1] = -sum_like(dy, c.in[1]);
+  if (c.needs_grad[0]) c.din[0] = sum_to(dy, c.in[0].shape());
+  if (c.needs_grad[1]) c.din[1] = -sum_to(dy, c.in[1].shape());
   return ok_status();
 }
 
@@ -118,8 +111,8 @@ Status vjp_mul(VjpCtx& c) {
   if (!dy.valid()) return ok_status();
   const Val a = c.in[0];
   const Val b = c.in[1];
-  if (c.needs_grad[0]) c.din[0] = sum_like(dy * b, a);
-  if (c.needs_grad[1]) c.din[1] = sum_like(dy * a, b);
+  if (c.needs_grad[0]) c.din[0] = sum_to(dy * b, a.shape());
+  if (c.needs_grad[1]) c.din[1] = sum_to(dy * a, b.shape());
   return ok_status();
 }
 
@@ -129,8 +122,8 @@ Status vjp_div(VjpCtx& c) {
   if (!dy.valid()) return ok_status();
   const Val a = c.in[0];
   const Val b = c.in[1];
-  if (c.needs_grad[0]) c.din[0] = sum_like(dy / b, a);
-  if (c.needs_grad[1]) c.din[1] = -sum_like(dy * c.out[0] / b, b);
+  if (c.needs_grad[0]) c.din[0] = sum_to(dy / b, a.shape());
+  if (c.needs_grad[1]) c.din[1] = -sum_to(dy * c.out[0] / b, b.shape());
   return ok_status();
 }
 
@@ -141,8 +134,8 @@ Status vjp_where(VjpCtx& c) {
   if (!dy.valid()) return ok_status();
   const Val cond = c.in[0];
   const Val zero = constant(c.b, 0.0, dy.dtype());  // () broadcasts
-  if (c.needs_grad[1]) c.din[1] = sum_like(where(cond, dy, zero), c.in[1]);
-  if (c.needs_grad[2]) c.din[2] = sum_like(where(cond, zero, dy), c.in[2]);
+  if (c.needs_grad[1]) c.din[1] = sum_to(where(cond, dy, zero), c.in[1].shape());
+  if (c.needs_grad[2]) c.din[2] = sum_to(where(cond, zero, dy), c.in[2].shape());
   return ok_status();
 }
 

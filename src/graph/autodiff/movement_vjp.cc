@@ -7,17 +7,6 @@
 
 namespace lj {
 
-namespace {
-
-// sum_to(g, x's shape). The target is copied first: sum_to takes a reference, and a reference
-// into the graph's value table dangles once sum_to appends nodes (the table reallocates).
-Val sum_like(Val g, Val x) {
-  const Shape target = x.shape();
-  return sum_to(g, target);
-}
-
-}  // namespace
-
 // y = reshape(x): dx = reshape(dy, x.shape).
 Status vjp_reshape(VjpCtx& c) {
   const Val dy = c.dout[0];
@@ -86,7 +75,7 @@ Status vjp_concat(VjpCtx& c) {
 Status vjp_expand(VjpCtx& c) {
   const Val dy = c.dout[0];
   if (!dy.valid() || !c.needs_grad[0]) return ok_status();
-  c.din[0] = sum_like(dy, c.in[0]);
+  c.din[0] = sum_to(dy, c.in[0].shape());
   return ok_status();
 }
 

@@ -1,0 +1,108 @@
+// `ljperf eval` (loss and perplexity of an HF model folder on a token file) and `ljperf init`
+// (a freshly initialised HF model folder from a preset or a config.json).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "cli/progress.h"
+#include "io/safetensors.h"
+#include "models/hf_config.h"
+#include "train/eval.h"
+#include "train/train_step.h"
+
+namespace lj::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model;
+  std::string data;
+  std::string data_format = "auto";
+  int64_t batch_size = 4;
+  int64_t seq_len = 256;
+  int64_t max_batches = 0;
+  int threads = 0;
+  std::string dump_logits;
+};
+
+Status run_eval(const EvalArgs& a) {
+  TokenFormat fmt;
+  if (!parse_token_format(a.data_format, &fmt)) {
+    return invalid_argument("unknown --data-format '" + a.data_format + "'", "use auto, llmc, megatron, u16 or u32");
+  }
+  Device dev(a.threads);
+  LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(a.model, dev));
+  LJ_ASSIGN_OR_RETURN(TokenFile data, TokenFile::open(a.data, fmt));
+  Progress progress("eval", "batches");
+  Tensor logits;
+  EvalOptions o;
+  o.batch_size = a.batch_size;
+  o.seq_len = a.seq_len;
+  o.max_batches = a.max_batches;
+  o.progress = [&](int64_t done, int64_t total) { progress.update(done, total); };
+  if (!a.dump_logits.empty()) o.first_logits = &logits;
+  LJ_ASSIGN_OR_RETURN(EvalResult r, evaluate(model, data, o, dev));
+  progress.finish();
+  if (!a.dump_logits.empty()) {
+    LJ_RETURN_IF_ERROR(write_safetensors(a.dump_logits, {{"logits", DType::f32, logits.dims(), logits.raw()}}));
+  }
+  fmt::print("model {} ({:.2f}M params), data {} ({} tokens, {})\n", a.model,
+             static_cast<double>(model.config.num_params()) / 1e6, a.data, data.size(), token_format_name(data.format()));
+  fmt::print("loss {:.6f}  perplexity {:.4f}  over {} tokens in {} batches of {} x {}\n", r.loss, r.perplexity, r.tokens,
+             r.batches, a.batch_size, a.seq_len);
+  return ok_status();
+}
+
+struct InitArgs {
+  std::string model = "small";
+  std::string out;
+  uint64_t seed = 1234;
+  int64_t max_shard_mb = 5000;
+};
+
+Status run_init(const InitArgs& a) {
+  LlamaConfig c;
+  if (a.model.find('/') != std::string::npos || a.model.ends_with(".json")) {
+    LJ_ASSIGN_OR_RETURN(c, load_hf_config(a.model));
+  } else {
+    LJ_ASSIGN_OR_RETURN(c, llama_preset(a.model));
+  }
+  Device dev(0);
+  const auto specs = llama_param_specs(c);
+  const auto params = init_llama_params(dev, specs, c.initializer_range, a.seed);
+  LJ_RETURN_IF_ERROR(save_hf_model(a.out, c, specs, params, a.max_shard_mb * 1'000'000));
+  fmt::print("wrote {} ({}, {:.2f}M params, seed {})\n", a.out, c.name, static_cast<double>(c.num_params()) / 1e6,
+             a.seed);
+  return ok_status();
+}
+
+}  // namespace
+
+Command add_eval_command(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* sub = app.add_subcommand("eval", "Mean loss and perplexity of an HF model folder on a token file");
+  sub->add_option("--model", a->model, "HF model folder (config.json + safetensors)")->required();
+  sub->add_option("--data", a->data, "Token file (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")->required();
+  sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")->capture_default_str();
+  sub->add_option("--batch-size", a->batch_size, "Windows per batch")->capture_default_str();
+  sub->add_option("--seq-len", a->seq_len, "Tokens per window")->capture_default_str();
+  sub->add_option("--max-batches", a->max_batches, "Stop after this many batches (0: all)")->capture_default_str();
+  sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  sub->add_option("--dump-logits", a->dump_logits, "Write the first batch's logits to this safetensors file");
+  return {sub, [a] { return run_eval(*a); }};
+}
+
+Command add_init_command(CLI::App& app) {
+  auto a = std::make_shared<InitArgs>();
+  CLI::App* sub = app.add_subcommand("init", "Write a freshly initialised HF model folder");
+  sub->add_option("--model", a->model, "Preset name or config.json path")->capture_default_str();
+  sub->add_option("--out", a->out, "New folder to write (must not exist)")->required();
+  sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
+  sub->add_option("--max-shard-mb", a->max_shard_mb, "Split the weights into shards of at most this many MB")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  return {sub, [a] { return run_init(*a); }};
+}
+
+}  // namespace lj::cli

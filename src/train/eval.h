@@ -1,0 +1,31 @@
+// Evaluation: mean next-token loss and perplexity of a model on a token file, over
+// non-overlapping windows of T+1 tokens (T inputs, the next T as targets), B windows a batch.
+#pragma once
+
+#include <functional>
+
+#include "io/tokens.h"
+#include "train/hf_model.h"
+
+namespace lj {
+
+struct EvalOptions {
+  int64_t batch_size = 4;
+  int64_t seq_len = 256;
+  int64_t max_batches = 0;  // 0: the whole file
+  // Called after each batch with (batches done, batches total).
+  std::function<void(int64_t, int64_t)> progress;
+  // When set, receives the logits (B, T, V) of the first batch.
+  Tensor* first_logits = nullptr;
+};
+
+struct EvalResult {
+  double loss = 0;  // mean over every predicted token
+  double perplexity = 0;
+  int64_t tokens = 0;  // predicted tokens
+  int64_t batches = 0;
+};
+
+StatusOr<EvalResult> evaluate(const HfModel& model, const TokenFile& data, const EvalOptions& options, Device& dev);
+
+}  // namespace lj
