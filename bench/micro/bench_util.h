@@ -12,7 +12,8 @@
 
 namespace lj::bench {
 
-// Scratch that lives until the object dies (one per benchmark run).
+// Kernel scratch from aligned_alloc, freed by release() (the benchmarks call it after every kernel
+// call, as the executor frees scratch when a kernel returns) or when the object dies.
 class MallocWorkspace : public Workspace {
  public:
   ~MallocWorkspace() override {
@@ -53,7 +54,9 @@ inline int bench_threads() {
   return omp_get_max_threads();
 }
 
-// fp32 peak of one EPYC Zen 3 core at 2.45 GHz: 2 FMA pipes x 8 lanes x 2 FLOP = 32 FLOP/cycle.
+// Nominal fp32 peak of one EPYC Zen 3 core at its 2.45 GHz base clock: 2 FMA pipes x 8 lanes x
+// 2 FLOP = 32 FLOP/cycle. The cores boost above base, so a good GEMM reads above 1.0 (oneDNN's
+// sgemm at (2048, 288) x (288, 768) measured ~90 GFLOP/s on one core, 1.15 of this).
 inline double peak_flops(int threads) {
   return threads * 2.45e9 * 32.0;
 }

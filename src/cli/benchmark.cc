@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "core/random.h"
 #include "core/units.h"
 #include "runtime/host.h"
@@ -67,10 +68,7 @@ Status run_benchmark(const BenchmarkArgs& a) {
   LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, tc, dev));
 
   const int64_t tokens_per_step = a.batch_size * a.seq_len;
-  // torchtitan: 6N + 12·L·H·Q·T per token, N without the input embedding.
-  const double flops_per_token =
-      6.0 * static_cast<double>(model.num_params_without_embedding()) +
-      12.0 * static_cast<double>(model.num_hidden_layers * model.num_attention_heads * model.head_dim * a.seq_len);
+  const double flops_per_token = model.flops_per_token(a.seq_len);
   const double peak = host.peak_fp32_flops();
   fmt::print("ljperf benchmark: model {} ({:.1f}M params), batch {} x seq {}, {} steps ({} warmup), {} threads\n",
              model.name, static_cast<double>(model.num_params()) / 1e6, a.batch_size, a.seq_len, a.steps,
@@ -87,14 +85,10 @@ Status run_benchmark(const BenchmarkArgs& a) {
     const double dt = now_seconds() - t0;
     if (s >= a.warmup_steps) step_seconds.push_back(dt);
     const double tps = static_cast<double>(tokens_per_step) / dt;
-    const double tflops = flops_per_token * tps / 1e12;
-    const double mem_gib = static_cast<double>(dev.memory().bytes_total_peak) / static_cast<double>(kGiB);
-    fmt::print(stderr,
-               "step: {:3d}  loss: {:7.4f}  grad_norm: {:7.4f}  memory: {:.2f}GiB({:.1f}%)  tps: {:.0f}  "
-               "tflops: {:.3f}  mfu: {:.2f}%{}\n",
-               s + 1, r.loss, r.grad_norm, mem_gib,
-               100.0 * static_cast<double>(dev.memory().bytes_total_peak) / static_cast<double>(host.mem_total_bytes),
-               tps, tflops, 100.0 * tflops * 1e12 / peak, s < a.warmup_steps ? "  (warmup)" : "");
+    fmt::print(stderr, "{}{}\n",
+               torchtitan_line(StepLine{s + 1, r.loss, r.grad_norm, static_cast<double>(dev.memory().bytes_total_peak),
+                                        static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak}),
+               s < a.warmup_steps ? "  (warmup)" : "");
   }
   const double p50 = percentile(step_seconds, 0.5), p90 = percentile(step_seconds, 0.9);
   const double tps = static_cast<double>(tokens_per_step) / p50;

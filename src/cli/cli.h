@@ -18,5 +18,7 @@ struct Command {
 Command add_benchmark_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_init_command(CLI::App& app);
+Command add_train_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
 
 }  // namespace lj::cli

@@ -38,6 +38,10 @@ struct LlamaConfig {
   int64_t num_params() const;
   // Parameters without the input embedding (the LM head counts): N in 6N + 12·L·H·Q·T.
   int64_t num_params_without_embedding() const;
+  // Training FLOPs per token, torchtitan's convention: 6·N + 12·L·H·Q·T with N without the input
+  // embedding, Q the head dim, T the sequence length; causal attention not halved, recompute
+  // not counted.
+  double flops_per_token(int64_t seq_len) const;
   Status validate() const;
 };
 

@@ -78,6 +78,11 @@ int64_t LlamaConfig::num_params_without_embedding() const {
   return num_hidden_layers * per_layer + C + vocab_size * C;  // + final norm + LM head
 }
 
+double LlamaConfig::flops_per_token(int64_t seq_len) const {
+  return 6.0 * static_cast<double>(num_params_without_embedding()) +
+         12.0 * static_cast<double>(num_hidden_layers * num_attention_heads * head_dim * seq_len);
+}
+
 int64_t LlamaConfig::num_params() const {
   const int64_t embed = vocab_size * hidden_size;
   return num_params_without_embedding() + (tie_word_embeddings ? 0 : embed);

@@ -9,23 +9,44 @@
 namespace lj {
 namespace {
 
-// Kernel scratch from the device allocator, released when the kernel returns.
-class DeviceWorkspace final : public Workspace {
+// Kernel scratch: one buffer held by the executor and reused by every kernel (as cuBLAS keeps
+// its workspace), bump-allocated within a call. When a call needs more than the buffer holds,
+// the extra comes from separate blocks, and the buffer then grows to what the call needed, so
+// it settles at the largest need after the first step. Allocated uncached: it never changes
+// which cached blocks tensors get.
+class ArenaWorkspace final : public Workspace {
  public:
-  explicit DeviceWorkspace(Device& dev) : dev_(dev) {}
-  ~DeviceWorkspace() override {
-    for (auto& [p, n] : blocks_) dev_.allocator().deallocate(p, n, MemCategory::workspace);
+  ArenaWorkspace(CachingAllocator& alloc, void** base, size_t* capacity)
+      : alloc_(alloc), base_(base), capacity_(capacity) {}
+  ~ArenaWorkspace() override {
+    for (auto& [p, n] : extra_) alloc_.deallocate_uncached(p, n, MemCategory::workspace);
+    if (!extra_.empty()) {
+      alloc_.deallocate_uncached(*base_, *capacity_, MemCategory::workspace);
+      *capacity_ = used_;
+      *base_ = alloc_.allocate_uncached(*capacity_, MemCategory::workspace);
+      LJ_CHECK(*base_ != nullptr) << "out of host memory for " << *capacity_ << " bytes of workspace";
+    }
   }
   void* get(size_t bytes) override {
-    void* p = dev_.allocator().allocate(bytes, MemCategory::workspace);
-    LJ_CHECK(p != nullptr) << "out of host memory for " << bytes << " bytes of workspace";
-    blocks_.emplace_back(p, bytes);
+    bytes = (bytes + 63) / 64 * 64;
+    void* p = nullptr;
+    if (used_ + bytes <= *capacity_) {
+      p = static_cast<char*>(*base_) + used_;
+    } else {
+      p = alloc_.allocate_uncached(bytes, MemCategory::workspace);
+      LJ_CHECK(p != nullptr) << "out of host memory for " << bytes << " bytes of workspace";
+      extra_.emplace_back(p, bytes);
+    }
+    used_ += bytes;
     return p;
   }
 
  private:
-  Device& dev_;
-  std::vector<std::pair<void*, size_t>> blocks_;
+  CachingAllocator& alloc_;
+  void** base_;
+  size_t* capacity_;
+  size_t used_ = 0;
+  std::vector<std::pair<void*, size_t>> extra_;
 };
 
 }  // namespace
@@ -52,6 +73,10 @@ Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options) : g_(g)
       if (n.phase == Phase::optimizer && is_output_[k]) category_[k] = MemCategory::optimizer;
     }
   }
+}
+
+Executor::~Executor() {
+  dev_.allocator().deallocate_uncached(workspace_, workspace_bytes_, MemCategory::workspace);
 }
 
 Status Executor::bind(std::span<const Tensor> inputs) {
@@ -89,6 +114,36 @@ Status Executor::bind(std::span<const Tensor> inputs) {
 }
 
 StatusOr<std::vector<Tensor>> Executor::run(std::span<const Tensor> inputs) {
+  LJ_CHECK(!dev_.is_virtual()) << "run() on a virtual device; use dry_run()";
+  return execute(inputs, /*launch=*/true);
+}
+
+StatusOr<std::vector<Tensor>> Executor::dry_run(std::span<const Tensor> inputs) {
+  return execute(inputs, /*launch=*/false);
+}
+
+Status Executor::launch_kernel(const Node& n, KernelFn fn, std::span<const TensorView> in, std::span<TensorView> out) {
+  ArenaWorkspace ws(dev_.allocator(), &workspace_, &workspace_bytes_);
+  KernelContext ctx{n, in, out, dev_.threads(), &ws};
+  const double t0 = options_.profile ? now_seconds() : 0.0;
+  Status s = fn(ctx);
+  if (!s.ok()) return s.with_context(std::string(op_name(n.op)) + (n.scope.empty() ? "" : " at " + n.scope));
+  ++kernels_launched_;
+  if (options_.profile) {
+    const double dt = now_seconds() - t0;
+    OpProfile* p = nullptr;
+    for (auto& e : profile_) {
+      if (e.op == n.op && e.phase == n.phase) p = &e;
+    }
+    if (p == nullptr) p = &profile_.emplace_back(OpProfile{n.op, n.phase});
+    ++p->calls;
+    p->seconds += dt;
+    p->flops += node_cost(g_, n, env_).flops;
+  }
+  return ok_status();
+}
+
+StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, bool launch) {
   LJ_RETURN_IF_ERROR(bind(inputs));
   const KernelTable& kernels = cpu::kernels();
   const size_t nv = g_.values().size();
@@ -118,25 +173,7 @@ StatusOr<std::vector<Tensor>> Executor::run(std::span<const Tensor> inputs) {
         vals[static_cast<size_t>(v)] = Tensor::empty(dev_, t.dtype, dims, category_[static_cast<size_t>(v)]);
         out_views.push_back(vals[static_cast<size_t>(v)].view());
       }
-      DeviceWorkspace ws(dev_);
-      KernelContext ctx{n, in_views, out_views, dev_.threads(), &ws};
-      const double t0 = options_.profile ? now_seconds() : 0.0;
-      Status s = fn(ctx);
-      if (!s.ok()) {
-        return s.with_context(std::string(def.name) + (n.scope.empty() ? "" : " at " + n.scope));
-      }
-      ++kernels_launched_;
-      if (options_.profile) {
-        const double dt = now_seconds() - t0;
-        OpProfile* p = nullptr;
-        for (auto& e : profile_) {
-          if (e.op == n.op && e.phase == n.phase) p = &e;
-        }
-        if (p == nullptr) p = &profile_.emplace_back(OpProfile{n.op, n.phase});
-        ++p->calls;
-        p->seconds += dt;
-        p->flops += node_cost(g_, n, env_).flops;
-      }
+      if (launch) LJ_RETURN_IF_ERROR(launch_kernel(n, fn, in_views, out_views));
     }
     // Free what this node read for the last time, and outputs nobody reads.
     for (ValueId v : n.inputs) {

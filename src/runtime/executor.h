@@ -4,7 +4,7 @@
 //   inputs                       -> whatever the caller allocated them as (weights, ...)
 //   forward values read by a backward node -> activations
 //   backward/optimizer values that are graph outputs -> grads / optimizer
-//   everything else              -> temporaries;  kernel scratch -> workspace
+//   everything else              -> temporaries;  kernel scratch -> workspace (one reused buffer)
 #pragma once
 
 #include <span>
@@ -31,11 +31,18 @@ struct ExecutorOptions {
 class Executor {
  public:
   Executor(const Graph& g, Device& dev, ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
 
   // Binds symbols from the inputs' shapes (an input declared (B, T) fed (4, 256) binds B=4,
   // T=256), checks every input against its declared dtype and shape, runs, and returns the
   // graph outputs in order. `inputs` follow g.inputs().
   StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs);
+  // Allocates and frees exactly as run() does but launches no kernel: on a virtual Device this
+  // gives the run's memory (peak and by category) without allocating it. Kernel workspace is
+  // not included.
+  StatusOr<std::vector<Tensor>> dry_run(std::span<const Tensor> inputs);
 
   // Symbols bound by the last run.
   const SymEnv& env() const { return env_; }
@@ -47,6 +54,8 @@ class Executor {
 
  private:
   Status bind(std::span<const Tensor> inputs);
+  StatusOr<std::vector<Tensor>> execute(std::span<const Tensor> inputs, bool launch);
+  Status launch_kernel(const Node& n, KernelFn fn, std::span<const TensorView> in, std::span<TensorView> out);
 
   const Graph& g_;
   Device& dev_;
@@ -57,6 +66,8 @@ class Executor {
   SymEnv env_;
   int64_t kernels_launched_ = 0;
   std::vector<OpProfile> profile_;
+  void* workspace_ = nullptr;  // kernel scratch, see ArenaWorkspace in executor.cc
+  size_t workspace_bytes_ = 0;
 };
 
 }  // namespace lj

@@ -43,28 +43,25 @@ size_t round_up(size_t bytes) {
 
 CachingAllocator::~CachingAllocator() { release_cached(); }
 
-void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
-  const size_t size = round_up(bytes);
+void* CachingAllocator::system_alloc(size_t size) {
   void* p = nullptr;
-  // Best fit among cached blocks, but never hand out a block more than twice the request:
-  // splitting is not done, so a much larger block would waste what the accounting reports.
-  auto it = free_.lower_bound(size);
-  if (it != free_.end() && it->first <= 2 * size) {
-    p = it->second;
-    // The block keeps its real size; remember it through the size map below.
-    block_size_[p] = it->first;
-    free_.erase(it);
+  if (virtual_) {
+    p = reinterpret_cast<void*>(next_virtual_);
+    next_virtual_ += size;
   } else {
     p = std::aligned_alloc(64, size);
     if (p == nullptr) return nullptr;
-    block_size_[p] = size;
-    stats_.bytes_reserved += static_cast<int64_t>(size);
-    stats_.bytes_reserved_peak = std::max(stats_.bytes_reserved_peak, stats_.bytes_reserved);
-    ++stats_.num_system_allocs;
   }
+  stats_.bytes_reserved += static_cast<int64_t>(size);
+  stats_.bytes_reserved_peak = std::max(stats_.bytes_reserved_peak, stats_.bytes_reserved);
+  ++stats_.num_system_allocs;
+  return p;
+}
+
+void CachingAllocator::count_alloc(size_t size, MemCategory category) {
   ++stats_.num_allocs;
   const auto k = static_cast<size_t>(category);
-  const auto n = static_cast<int64_t>(block_size_[p]);
+  const auto n = static_cast<int64_t>(size);
   stats_.bytes_current[k] += n;
   stats_.bytes_peak[k] = std::max(stats_.bytes_peak[k], stats_.bytes_current[k]);
   stats_.bytes_total_current += n;
@@ -72,6 +69,30 @@ void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
     stats_.bytes_total_peak = stats_.bytes_total_current;
     stats_.bytes_at_peak = stats_.bytes_current;
   }
+}
+
+void CachingAllocator::count_free(size_t size, MemCategory category) {
+  const auto k = static_cast<size_t>(category);
+  stats_.bytes_current[k] -= static_cast<int64_t>(size);
+  stats_.bytes_total_current -= static_cast<int64_t>(size);
+}
+
+void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
+  const size_t size = round_up(bytes);
+  void* p = nullptr;
+  // Best fit among cached blocks, but never hand out a block more than twice the request:
+  // blocks are not split, so a much larger block would waste what the accounting reports.
+  auto it = free_.lower_bound(size);
+  if (it != free_.end() && it->first <= 2 * size) {
+    p = it->second;
+    block_size_[p] = it->first;
+    free_.erase(it);
+  } else {
+    p = system_alloc(size);
+    if (p == nullptr) return nullptr;
+    block_size_[p] = size;
+  }
+  count_alloc(block_size_[p], category);
   return p;
 }
 
@@ -82,15 +103,28 @@ void CachingAllocator::deallocate(void* p, size_t bytes, MemCategory category) {
   const size_t size = it->second;
   LJ_CHECK(size >= bytes) << "deallocate with a larger size than allocated";
   block_size_.erase(it);
-  const auto k = static_cast<size_t>(category);
-  stats_.bytes_current[k] -= static_cast<int64_t>(size);
-  stats_.bytes_total_current -= static_cast<int64_t>(size);
+  count_free(size, category);
   free_.emplace(size, p);
+}
+
+void* CachingAllocator::allocate_uncached(size_t bytes, MemCategory category) {
+  const size_t size = round_up(bytes);
+  void* p = system_alloc(size);
+  if (p != nullptr) count_alloc(size, category);
+  return p;
+}
+
+void CachingAllocator::deallocate_uncached(void* p, size_t bytes, MemCategory category) {
+  if (p == nullptr) return;
+  const size_t size = round_up(bytes);
+  count_free(size, category);
+  stats_.bytes_reserved -= static_cast<int64_t>(size);
+  if (!virtual_) std::free(p);
 }
 
 void CachingAllocator::release_cached() {
   for (auto& [size, p] : free_) {
-    std::free(p);
+    if (!virtual_) std::free(p);
     stats_.bytes_reserved -= static_cast<int64_t>(size);
   }
   free_.clear();

@@ -1,4 +1,4 @@
-// Memory owned by the runtime: a caching allocator (what PyTorch's eager mode does: freed blocks
+// Memory owned by the runtime (used from one thread: the executor's): a caching allocator (what PyTorch's eager mode does: freed blocks
 // are kept and reused by size, never returned to the system until release_cached()), and the
 // accounting every allocation passes through: current and peak bytes per category, and the peak
 // of the total (which is not the sum of the per-category peaks).
@@ -40,22 +40,34 @@ class CachingAllocator {
   // Sizes are rounded up to kRound bytes; blocks are 64-byte aligned.
   static constexpr size_t kRound = 512;
 
-  CachingAllocator() = default;
+  // A virtual allocator hands out addresses that are never backed by memory: the same policy
+  // and accounting, for predicting a run's memory without allocating it (dry runs).
+  explicit CachingAllocator(bool is_virtual = false) : virtual_(is_virtual) {}
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   void* allocate(size_t bytes, MemCategory category);
   void deallocate(void* p, size_t bytes, MemCategory category);
+  // Counted like allocate() but never taken from or returned to the cache, so long-lived
+  // buffers (the executor's kernel workspace) do not change how tensors reuse cached blocks.
+  void* allocate_uncached(size_t bytes, MemCategory category);
+  void deallocate_uncached(void* p, size_t bytes, MemCategory category);
   // Returns cached free blocks to the system.
   void release_cached();
   const MemoryStats& stats() const { return stats_; }
+  bool is_virtual() const { return virtual_; }
   // Starts a new peak window (current values stay).
   void reset_peaks();
 
  private:
+  bool virtual_ = false;
+  uintptr_t next_virtual_ = 4096;  // fake addresses, 64-byte aligned, never dereferenced
   std::multimap<size_t, void*> free_;               // cached: size -> block (best fit)
   std::unordered_map<void*, size_t> block_size_;    // in use: block -> its rounded size
+  void count_alloc(size_t size, MemCategory category);
+  void count_free(size_t size, MemCategory category);
+  void* system_alloc(size_t size);
   MemoryStats stats_;
 };
 

@@ -28,7 +28,7 @@ Tensor Tensor::empty(Device& dev, DType dtype, std::vector<int64_t> dims, MemCat
 
 Tensor Tensor::zeros(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category) {
   Tensor t = empty(dev, dtype, std::move(dims), category);
-  std::memset(t.raw(), 0, t.bytes());
+  if (!dev.is_virtual()) std::memset(t.raw(), 0, t.bytes());
   return t;
 }
 
@@ -90,7 +90,7 @@ Tensor Tensor::clone(Device& dev, MemCategory category) const {
   return t;
 }
 
-Device::Device(int threads) { set_threads(threads); }
+Device::Device(int threads, bool is_virtual) : allocator_(is_virtual) { set_threads(threads); }
 
 void Device::set_threads(int threads) { threads_ = threads > 0 ? threads : omp_get_max_threads(); }
 

@@ -60,7 +60,10 @@ class Tensor {
 // outlive every tensor allocated from it.
 class Device {
  public:
-  explicit Device(int threads = 0);  // 0: all hardware threads
+  explicit Device(int threads = 0, bool is_virtual = false);  // threads 0: all hardware threads
+  // A virtual device allocates no memory (its tensors have fake addresses and must not be
+  // read or written): the executor's dry runs on it predict a run's memory exactly.
+  bool is_virtual() const { return allocator_.is_virtual(); }
   int threads() const { return threads_; }
   void set_threads(int threads);
   CachingAllocator& allocator() { return allocator_; }

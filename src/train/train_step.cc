@@ -1,5 +1,8 @@
 #include "train/train_step.h"
 
+#include <cmath>
+
+#include "core/check.h"
 #include "core/random.h"
 #include "graph/autodiff/autodiff.h"
 
@@ -21,15 +24,21 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
   return params;
 }
 
+StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, bool output_logits, Graph* g) {
+  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, DType::f32, output_logits));
+  LJ_ASSIGN_OR_RETURN(auto grads, append_gradients(g, ids.loss, ids.params));
+  const auto specs = llama_param_specs(model);
+  for (size_t i = 0; i < grads.size(); ++i) g->add_output("grad:" + specs[i].name, grads[i]);
+  LJ_RETURN_IF_ERROR(verify(*g));
+  return ids;
+}
+
 StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model, TrainStepConfig config, Device& dev) {
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
-  LJ_ASSIGN_OR_RETURN(s->ids_, build_llama(model, &s->graph_, DType::f32, config.output_logits));
-  LJ_ASSIGN_OR_RETURN(auto grads, append_gradients(&s->graph_, s->ids_.loss, s->ids_.params));
+  LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.output_logits, &s->graph_));
   s->specs_ = llama_param_specs(model);
-  for (size_t i = 0; i < grads.size(); ++i) s->graph_.add_output("grad:" + s->specs_[i].name, grads[i]);
-  LJ_RETURN_IF_ERROR(verify(s->graph_));
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->executor_ = std::make_unique<Executor>(s->graph_, dev);
   s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
@@ -72,15 +81,40 @@ StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, cons
 }
 
 StatusOr<StepResult> TrainStep::step(const Tensor& tokens, const Tensor& targets, double lr) {
+  return step(std::vector<Batch>{{tokens, targets}}, lr);
+}
+
+StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, double lr) {
+  LJ_CHECK(!micro_batches.empty());
   StepResult r;
-  LJ_ASSIGN_OR_RETURN(ForwardBackward fb, forward_backward(tokens, targets));
-  r.loss = fb.loss;
-  r.grad_norm = global_grad_norm(fb.grads, dev_.threads());
+  std::vector<Tensor> grads;
+  const double scale = 1.0 / static_cast<double>(micro_batches.size());
+  for (const Batch& mb : micro_batches) {
+    LJ_ASSIGN_OR_RETURN(ForwardBackward fb, forward_backward(mb.tokens, mb.targets));
+    r.loss += fb.loss * scale;
+    if (grads.empty()) {
+      grads = std::move(fb.grads);
+      continue;
+    }
+    for (size_t i = 0; i < grads.size(); ++i) {
+      float* acc = grads[i].data<float>();
+      const float* g = fb.grads[i].data<float>();
+      const int64_t n = grads[i].numel();
+#pragma omp parallel for schedule(static) num_threads(dev_.threads()) if (n > 65536)
+      for (int64_t k = 0; k < n; ++k) acc[k] += g[k];
+    }
+  }
+  if (micro_batches.size() > 1) scale_grads(grads, scale, dev_.threads());
+  r.grad_norm = global_grad_norm(grads, dev_.threads());
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    r.updated = false;
+    return r;
+  }
   if (config_.grad_clip > 0 && r.grad_norm > config_.grad_clip) {
     // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
-    scale_grads(fb.grads, config_.grad_clip / (r.grad_norm + 1e-6), dev_.threads());
+    scale_grads(grads, config_.grad_clip / (r.grad_norm + 1e-6), dev_.threads());
   }
-  adamw_->step(params_, fb.grads, lr);
+  adamw_->step(params_, grads, lr);
   return r;
 }
 

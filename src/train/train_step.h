@@ -29,6 +29,7 @@ struct ForwardBackward {
 struct StepResult {
   double loss = 0;
   double grad_norm = 0;  // before clipping
+  bool updated = true;   // false: non-finite loss or gradient, the update was skipped
 };
 
 class TrainStep {
@@ -37,6 +38,13 @@ class TrainStep {
 
   // tokens, targets: (B, T) i32. Runs forward+backward, clips, updates with learning rate lr.
   StatusOr<StepResult> step(const Tensor& tokens, const Tensor& targets, double lr);
+  // Gradient accumulation over micro-batches (tokens, targets): the loss and gradients are the
+  // means over the micro-batches, as HF's Trainer computes them. When the loss or the gradient
+  // norm is not finite, nothing is updated and `updated` is false.
+  struct Batch {
+    Tensor tokens, targets;
+  };
+  StatusOr<StepResult> step(const std::vector<Batch>& micro_batches, double lr);
   // Forward+backward only (for tests and gradient accumulation).
   StatusOr<ForwardBackward> forward_backward(const Tensor& tokens, const Tensor& targets);
 
@@ -62,6 +70,11 @@ class TrainStep {
   std::unique_ptr<AdamW> adamw_;
   Tensor rope_cos_, rope_sin_;
 };
+
+// The joint graph of one training step: the forward graph (build_llama) and the gradient of
+// the loss for every parameter. Outputs: "loss", ["logits"], then "grad:<name>" in
+// llama_param_specs order.
+StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, bool output_logits, Graph* g);
 
 // The rope.cos / rope.sin inputs (T, D) for a sequence length; an error past the model's
 // max_position_embeddings.

@@ -1,0 +1,25 @@
+// Shared console formatting of training progress.
+#pragma once
+
+#include <string>
+
+namespace lj::cli {
+
+struct StepLine {
+  int64_t step = 0;
+  double loss = 0;
+  double grad_norm = 0;
+  double memory_bytes = 0;
+  double memory_total_bytes = 0;  // what the percentage is of
+  double tokens_per_s = 0;
+  double flops_per_token = 0;
+  double peak_flops = 0;
+};
+
+// torchtitan's line: "step: N  loss: L  grad_norm: G  memory: X GiB(P%)  tps: T  tflops: F  mfu: M%".
+std::string torchtitan_line(const StepLine& s);
+
+// Peak resident set size of this process (VmHWM), in bytes; 0 when unknown.
+long long process_peak_rss_bytes();
+
+}  // namespace lj::cli

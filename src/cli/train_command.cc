@@ -1,0 +1,233 @@
+// `ljperf train`: real training on token files with crash-safe checkpoints (train/trainer.h),
+// logs to the console (torchtitan's line), DIR/metrics.jsonl and TensorBoard (DIR/tb), and
+// `ljperf export`: a checkpoint to an HF model folder.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "cli/report.h"
+#include "core/units.h"
+#include "io/jsonl.h"
+#include "io/tensorboard.h"
+#include "models/hf_config.h"
+#include "runtime/host.h"
+#include "train/checkpoint.h"
+#include "train/hf_model.h"
+#include "train/trainer.h"
+
+namespace lj::cli {
+namespace {
+
+// Set by SIGTERM / SIGINT; the trainer checks it between steps.
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+struct TrainArgs {
+  std::string model = "small";
+  std::string data, val_data, out;
+  std::string data_format = "auto";
+  TrainerConfig t;
+  double lr = 3e-4, min_lr = 3e-5, weight_decay = 0.1, grad_clip = 1.0;
+  std::string decay = "cosine";
+  int64_t warmup_steps = 10;
+  int64_t log_every = 1;
+  int threads = 0;
+  uint64_t seed = 1234;
+};
+
+StatusOr<LlamaConfig> resolve_model(const std::string& m, std::string* weights_dir) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(m)) {
+    *weights_dir = m;
+    return load_hf_config(m + "/config.json");
+  }
+  if (m.ends_with(".json")) return load_hf_config(m);
+  return llama_preset(m);
+}
+
+Status run_train(TrainArgs& a) {
+  namespace fs = std::filesystem;
+  TokenFormat fmt_;
+  if (!parse_token_format(a.data_format, &fmt_)) {
+    return invalid_argument("unknown --data-format '" + a.data_format + "'", "use auto, llmc, megatron, u16 or u32");
+  }
+  if (a.t.steps <= 0) return invalid_argument("--steps must be positive, got " + std::to_string(a.t.steps));
+  if (a.lr <= 0 || a.min_lr < 0 || a.min_lr > a.lr) return invalid_argument("need 0 <= --min-lr <= --lr and --lr > 0");
+  LrSchedule::Decay decay;
+  if (a.decay == "cosine") {
+    decay = LrSchedule::Decay::cosine;
+  } else if (a.decay == "linear") {
+    decay = LrSchedule::Decay::linear;
+  } else if (a.decay == "constant") {
+    decay = LrSchedule::Decay::constant;
+  } else {
+    return invalid_argument("unknown --decay '" + a.decay + "'", "use cosine, linear or constant");
+  }
+  std::string weights_dir;
+  LJ_ASSIGN_OR_RETURN(LlamaConfig model, resolve_model(a.model, &weights_dir));
+  // Open the data before touching the output folder: a bad input leaves nothing behind.
+  LJ_ASSIGN_OR_RETURN(TokenFile train_data, TokenFile::open(a.data, fmt_));
+  std::optional<TokenFile> val_data;
+  if (!a.val_data.empty()) {
+    LJ_ASSIGN_OR_RETURN(TokenFile v, TokenFile::open(a.val_data, fmt_));
+    val_data.emplace(std::move(v));
+  }
+  std::error_code ec;
+  const bool existed = fs::exists(a.out);
+  fs::create_directories(a.out, ec);
+  if (ec || !fs::is_directory(a.out)) {
+    return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""), "check --out and permissions");
+  }
+  auto cleanup_new_dir = [&](Status s) {
+    if (!existed && latest_checkpoint_dir(a.out).empty()) fs::remove_all(a.out, ec);
+    return s;
+  };
+
+  Device dev(a.threads);
+  const HostInfo host = host_info();
+  TrainerConfig& t = a.t;
+  t.out_dir = a.out;
+  t.lr = LrSchedule{a.lr, a.min_lr, a.warmup_steps, t.steps, decay};
+  t.step.adamw.lr = a.lr;
+  t.step.adamw.weight_decay = a.weight_decay;
+  t.step.grad_clip = a.grad_clip;
+  t.step.seed = a.seed;
+
+  std::vector<Tensor> initial;
+  if (!weights_dir.empty()) {
+    auto hf = load_hf_model(weights_dir, dev);
+    if (!hf.ok()) return cleanup_new_dir(hf.status());
+    initial = std::move(hf->params);
+  }
+  auto jsonl = JsonlWriter::open(a.out + "/metrics.jsonl", /*append=*/true);
+  if (!jsonl.ok()) return cleanup_new_dir(jsonl.status());
+  auto tb = EventWriter::open(a.out + "/tb");
+  if (!tb.ok()) return cleanup_new_dir(tb.status());
+
+  fmt::print("ljperf train: model {} ({:.2f}M params), data {} ({} tokens), batch {} x {} x accum {}, {} steps, out {}\n",
+             model.name, static_cast<double>(model.num_params()) / 1e6, a.data, train_data.size(), t.batch_size,
+             t.seq_len, t.grad_accum, t.steps, a.out);
+  const double flops_per_token = model.flops_per_token(t.seq_len);
+  TrainerCallbacks cb;
+  Status log_error;
+  cb.info = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
+  cb.on_step = [&](const StepMetrics& m) {
+    const double tps = static_cast<double>(m.tokens) / m.step_seconds;
+    const double mem = static_cast<double>(process_peak_rss_bytes());
+    if (a.log_every > 0 && (m.step % a.log_every == 0 || m.step == t.steps)) {
+      fmt::print(stderr, "{}{}\n",
+                 torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, static_cast<double>(host.mem_total_bytes),
+                                          tps, flops_per_token, host.peak_fp32_flops()}),
+                 m.skipped ? "  (skipped: not finite)" : "");
+    }
+    nlohmann::ordered_json j{{"step", m.step},         {"loss", m.loss},       {"grad_norm", m.grad_norm},
+                             {"lr", m.lr},             {"step_s", m.step_seconds}, {"tps", tps},
+                             {"tflops", flops_per_token * tps / 1e12},
+                             {"mfu", flops_per_token * tps / host.peak_fp32_flops()},
+                             {"memory_bytes", mem},    {"skipped", m.skipped}};
+    if (!std::isfinite(m.loss)) j["loss"] = nullptr;
+    Status s = jsonl->write(j.dump());
+    if (s.ok()) {
+      s = tb->add_scalars(m.step, {{"loss", m.loss},
+                                   {"lr", m.lr},
+                                   {"grad_norm", m.grad_norm},
+                                   {"tps", tps},
+                                   {"mfu", flops_per_token * tps / host.peak_fp32_flops()},
+                                   {"memory_gib", mem / static_cast<double>(kGiB)}});
+    }
+    if (!s.ok() && log_error.ok()) log_error = s;
+  };
+  cb.on_eval = [&](const EvalMetrics& e) {
+    fmt::print(stderr, "eval: step {}  val_loss {:.4f}  val_ppl {:.3f}\n", e.step, e.loss, e.perplexity);
+    Status s = jsonl->write(nlohmann::json{{"step", e.step}, {"val_loss", e.loss}, {"val_perplexity", e.perplexity}}.dump());
+    if (s.ok()) s = tb->add_scalar("val_loss", e.step, e.loss);
+    if (!s.ok() && log_error.ok()) log_error = s;
+  };
+
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  auto r = run_training(model, initial.empty() ? nullptr : &initial, train_data, val_data ? &*val_data : nullptr, t, dev,
+                        &g_stop, cb);
+  LJ_RETURN_IF_ERROR(jsonl->flush());
+  LJ_RETURN_IF_ERROR(tb->flush());
+  if (!r.ok()) return cleanup_new_dir(r.status());
+  LJ_RETURN_IF_ERROR(log_error);
+  if (r->stopped_by_signal) {
+    fmt::print(stderr, "stopped by signal at step {}; checkpoint saved, rerun the same command to resume\n", r->final_step);
+  } else {
+    fmt::print("done: step {} ({} steps in this run{}), checkpoint {}\n", r->final_step, r->steps_run,
+               r->resumed ? ", resumed from step " + std::to_string(r->resumed_from) : "", latest_checkpoint_dir(a.out));
+  }
+  return ok_status();
+}
+
+struct ExportArgs {
+  std::string src;
+  std::string hf_out;
+};
+
+Status run_export(const ExportArgs& a) {
+  namespace fs = std::filesystem;
+  // A training folder (with `latest`) or one step folder.
+  std::string step_dir = latest_checkpoint_dir(a.src);
+  if (step_dir.empty()) step_dir = a.src;
+  if (!fs::exists(step_dir + "/model.safetensors") && !fs::exists(step_dir + "/model.safetensors.index.json")) {
+    return not_found(a.src + " is not a checkpoint (no latest, no model.safetensors)",
+                     "give the --out folder of `ljperf train` or one of its step-N folders");
+  }
+  Device dev(0);
+  LJ_ASSIGN_OR_RETURN(HfModel m, load_hf_model(step_dir, dev));
+  LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params));
+  fmt::print("exported {} to {} ({:.2f}M params)\n", step_dir, a.hf_out, static_cast<double>(m.config.num_params()) / 1e6);
+  return ok_status();
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* sub = app.add_subcommand("train", "Train on token files, with checkpoints that survive crashes");
+  sub->add_option("--model", a->model, "Preset, config.json, or HF model folder to start from")->capture_default_str();
+  sub->add_option("--data", a->data, "Training tokens (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")->required();
+  sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")->capture_default_str();
+  sub->add_option("--val-data", a->val_data, "Validation tokens");
+  sub->add_option("--val-every", a->t.val_every, "Evaluate every N steps (0: never)")->capture_default_str();
+  sub->add_option("--val-batches", a->t.val_batches, "Batches per evaluation")->capture_default_str();
+  sub->add_option("--out", a->out, "Output folder: checkpoints, metrics.jsonl, tb/")->required();
+  sub->add_option("--steps", a->t.steps, "Optimizer steps in total")->capture_default_str();
+  sub->add_option("--batch-size", a->t.batch_size, "Micro-batch size")->capture_default_str();
+  sub->add_option("--seq-len", a->t.seq_len, "Sequence length")->capture_default_str();
+  sub->add_option("--grad-accum", a->t.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
+  sub->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
+  sub->add_option("--min-lr", a->min_lr, "Final learning rate")->capture_default_str();
+  sub->add_option("--warmup-steps", a->warmup_steps, "Linear warmup steps")->capture_default_str();
+  sub->add_option("--decay", a->decay, "cosine, linear or constant")->capture_default_str();
+  sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay")->capture_default_str();
+  sub->add_option("--grad-clip", a->grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
+  sub->add_option("--checkpoint-every", a->t.checkpoint_every, "Checkpoint every N steps (0: at the end only)")
+      ->capture_default_str();
+  sub->add_option("--keep-last", a->t.keep_last, "Checkpoints to keep (0: all)")->capture_default_str();
+  sub->add_option("--max-bad-steps", a->t.max_bad_steps, "Abort after this many non-finite steps in a row")
+      ->capture_default_str();
+  sub->add_option("--log-every", a->log_every, "Console line every N steps")->capture_default_str();
+  sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
+  return {sub, [a] { return run_train(*a); }};
+}
+
+Command add_export_command(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  CLI::App* sub = app.add_subcommand("export", "Write a training checkpoint as an HF model folder");
+  sub->add_option("checkpoint", a->src, "`ljperf train --out` folder, or one step-N folder")->required();
+  sub->add_option("--hf", a->hf_out, "New HF model folder to write")->required();
+  return {sub, [a] { return run_export(*a); }};
+}
+
+}  // namespace lj::cli

@@ -1,0 +1,172 @@
+#include "train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "models/hf_config.h"
+
+namespace lj {
+namespace fs = std::filesystem;
+
+namespace {
+
+Status write_text(const std::string& path, const std::string& text) {
+  return write_file_atomic(path, [&](FileWriter& w) { return w.write(text.data(), text.size()); });
+}
+
+StatusOr<std::string> read_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return not_found("cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Status write_tensors(const std::string& path, const std::vector<ParamSpec>& specs, const std::vector<Tensor>& ts,
+                     const std::string& prefix) {
+  std::vector<TensorToWrite> out;
+  for (size_t i = 0; i < specs.size(); ++i) out.push_back({prefix + specs[i].name, DType::f32, ts[i].dims(), ts[i].raw()});
+  return write_safetensors(path, out);
+}
+
+StatusOr<std::vector<Tensor>> read_tensors(const std::string& path, const std::vector<ParamSpec>& specs,
+                                           const std::string& prefix, MemCategory category, Device& dev) {
+  LJ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+  std::vector<Tensor> out;
+  for (const ParamSpec& s : specs) {
+    const SafetensorsEntry* e = f.find(prefix + s.name);
+    if (e == nullptr) return invalid_argument(path + " has no tensor '" + prefix + s.name + "'", "the checkpoint is damaged or from another model");
+    if (e->shape != s.dims || e->dtype_name != "F32") {
+      return invalid_argument(path + ": tensor '" + prefix + s.name + "' is " + e->dtype_name + dims_to_string(e->shape) +
+                              ", expected F32" + dims_to_string(s.dims));
+    }
+    Tensor t = Tensor::empty(dev, DType::f32, s.dims, category);
+    LJ_RETURN_IF_ERROR(f.read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// step-N folders that are committed (no ".tmp."), sorted by N.
+std::vector<std::pair<int64_t, fs::path>> committed_steps(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.rfind("step-", 0) != 0 || name.find(".tmp.") != std::string::npos) continue;
+    char* end = nullptr;
+    const long long n = std::strtoll(name.c_str() + 5, &end, 10);
+    if (*end == '\0') steps.emplace_back(n, e.path());
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+}  // namespace
+
+std::string latest_checkpoint_dir(const std::string& dir) {
+  auto text = read_text(dir + "/latest");
+  if (!text.ok()) return "";
+  std::string name = *text;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  return name.empty() ? "" : dir + "/" + name;
+}
+
+Status save_checkpoint(const std::string& dir, const LlamaConfig& config, const std::vector<ParamSpec>& specs,
+                       const Checkpoint& c, int keep_last) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("cannot create checkpoint folder " + dir + ": " + ec.message(), "check --out");
+  const std::string name = "step-" + std::to_string(c.state.step);
+  const std::string final_dir = dir + "/" + name;
+  const std::string tmp = final_dir + ".tmp." + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec)) return io_error("cannot create " + tmp + ": " + ec.message());
+  auto fail = [&](Status s) {
+    fs::remove_all(tmp, ec);
+    return s;
+  };
+  Status s = write_tensors(tmp + "/model.safetensors", specs, c.params, "");
+  if (s.ok()) {
+    std::vector<TensorToWrite> opt;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      opt.push_back({"m." + specs[i].name, DType::f32, c.m[i].dims(), c.m[i].raw()});
+      opt.push_back({"v." + specs[i].name, DType::f32, c.v[i].dims(), c.v[i].raw()});
+    }
+    s = write_safetensors(tmp + "/optimizer.safetensors", opt);
+  }
+  if (s.ok()) {
+    nlohmann::ordered_json j;
+    j["step"] = c.state.step;
+    j["optimizer_steps"] = c.state.optimizer_steps;
+    j["data_position"] = c.state.data_position;
+    j["skipped_steps"] = c.state.skipped_steps;
+    j["seed"] = c.state.seed;
+    j["fingerprint"] = c.state.fingerprint;
+    s = write_text(tmp + "/trainer_state.json", j.dump(2) + "\n");
+  }
+  if (s.ok()) s = write_text(tmp + "/config.json", hf_config_json(config));
+  if (s.ok()) s = fsync_parent_dir(tmp + "/config.json");  // the folder's own entries
+  if (!s.ok()) return fail(s);
+  // A folder of this name that `latest` does not name is left from a crash after its rename:
+  // replace it.
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp, final_dir, ec);
+  if (ec) return fail(io_error("renaming " + tmp + " to " + final_dir + ": " + ec.message()));
+  LJ_RETURN_IF_ERROR(fsync_parent_dir(final_dir));
+  LJ_RETURN_IF_ERROR(write_text(dir + "/latest", name + "\n"));
+
+  // Retention: committed checkpoints beyond keep_last, and temporaries of dead writers.
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && n.find(".tmp.") != std::string::npos) fs::remove_all(e.path(), ec);
+  }
+  if (keep_last > 0) {
+    auto steps = committed_steps(dir);
+    for (size_t i = 0; i + static_cast<size_t>(keep_last) < steps.size(); ++i) {
+      if (steps[i].second.filename() != name) fs::remove_all(steps[i].second, ec);
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir, const std::vector<ParamSpec>& specs, Device& dev) {
+  Checkpoint c;
+  LJ_ASSIGN_OR_RETURN(std::string text, read_text(step_dir + "/trainer_state.json"));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  const std::string state_path = step_dir + "/trainer_state.json";
+  if (j.is_discarded() || !j.is_object()) return invalid_argument(state_path + " is not valid JSON", "the checkpoint is damaged");
+  for (const char* key : {"step", "optimizer_steps", "data_position", "skipped_steps", "seed"}) {
+    if (!j.contains(key) || !j[key].is_number_integer()) {
+      return invalid_argument(state_path + ": missing or non-integer '" + key + "'", "the checkpoint is damaged");
+    }
+  }
+  c.state.step = j["step"].get<int64_t>();
+  c.state.optimizer_steps = j["optimizer_steps"].get<int64_t>();
+  c.state.data_position = j["data_position"].get<int64_t>();
+  c.state.skipped_steps = j["skipped_steps"].get<int64_t>();
+  c.state.seed = j["seed"].get<uint64_t>();
+  if (j.contains("fingerprint") && j["fingerprint"].is_string()) c.state.fingerprint = j["fingerprint"].get<std::string>();
+  LJ_ASSIGN_OR_RETURN(c.params, read_tensors(step_dir + "/model.safetensors", specs, "", MemCategory::weights, dev));
+  LJ_ASSIGN_OR_RETURN(c.m, read_tensors(step_dir + "/optimizer.safetensors", specs, "m.", MemCategory::optimizer, dev));
+  LJ_ASSIGN_OR_RETURN(c.v, read_tensors(step_dir + "/optimizer.safetensors", specs, "v.", MemCategory::optimizer, dev));
+  return c;
+}
+
+StatusOr<Checkpoint> load_latest_checkpoint(const std::string& dir, const std::vector<ParamSpec>& specs, Device& dev) {
+  const std::string step_dir = latest_checkpoint_dir(dir);
+  if (step_dir.empty()) return not_found("no checkpoint in " + dir);
+  if (!fs::is_directory(step_dir)) {
+    return invalid_argument(dir + "/latest names " + step_dir + ", which does not exist", "the checkpoint folder is damaged");
+  }
+  return load_checkpoint(step_dir, specs, dev);
+}
+
+}  // namespace lj

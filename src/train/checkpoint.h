@@ -1,0 +1,46 @@
+// Training checkpoints that survive crashes. A checkpoint is a folder `step-N/` holding
+//   model.safetensors      parameters (HF names, f32)
+//   optimizer.safetensors  AdamW moments m.<name>, v.<name> (f32)
+//   trainer_state.json     step, optimizer step, data position, counters, run fingerprint
+//   config.json            the model's HF config
+// Commit protocol (REFERENCE.md): written into `step-N.tmp.<pid>/`, every file fsynced, the
+// folder fsynced, renamed to `step-N/`, the parent fsynced, then `latest` (a one-line file
+// naming the folder) replaced atomically. A reader trusts only what `latest` names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/llama.h"
+#include "runtime/tensor.h"
+
+namespace lj {
+
+struct TrainerState {
+  int64_t step = 0;             // optimizer steps completed
+  int64_t optimizer_steps = 0;  // AdamW's t (skipped steps do not count)
+  int64_t data_position = 0;    // windows consumed by the data loader
+  int64_t skipped_steps = 0;    // non-finite loss or gradient, update skipped
+  uint64_t seed = 0;
+  std::string fingerprint;      // model + batch shape: resuming with another run is refused
+};
+
+struct Checkpoint {
+  TrainerState state;
+  std::vector<Tensor> params, m, v;  // in specs order
+};
+
+// Writes `dir/step-<state.step>` and points `dir/latest` at it; then deletes committed
+// checkpoints beyond the newest `keep_last` (0: keep all) and stale temporaries.
+Status save_checkpoint(const std::string& dir, const LlamaConfig& config, const std::vector<ParamSpec>& specs,
+                       const Checkpoint& ckpt, int keep_last);
+
+// The checkpoint `dir/latest` names, or not_found when there is none. A checkpoint that exists
+// but is damaged is an error naming the file.
+StatusOr<Checkpoint> load_latest_checkpoint(const std::string& dir, const std::vector<ParamSpec>& specs, Device& dev);
+// Loads one checkpoint folder (for export).
+StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir, const std::vector<ParamSpec>& specs, Device& dev);
+// The folder `dir/latest` names ("" when none).
+std::string latest_checkpoint_dir(const std::string& dir);
+
+}  // namespace lj

@@ -1,0 +1,21 @@
+// What a training step of the eager executor will allocate, known before anything is: the
+// joint graph is replayed on a virtual device (runtime Executor::dry_run), so the figure is the
+// caching allocator's exact peak for that schedule, plus the parameters, gradients and AdamW
+// states. Kernel scratch (a few tile buffers) and the process itself (binary, libraries, thread
+// stacks) are not included; plan/ adds those.
+#pragma once
+
+#include "models/config.h"
+#include "runtime/memory.h"
+
+namespace lj {
+
+struct TrainMemoryEstimate {
+  MemoryStats stats;           // per category, peak of the total
+  int64_t bytes_peak = 0;      // total at peak
+  int64_t bytes_reserved = 0;  // held by the caching allocator at peak (>= bytes_peak)
+};
+
+StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, int64_t batch_size, int64_t seq_len);
+
+}  // namespace lj

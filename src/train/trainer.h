@@ -1,0 +1,70 @@
+// The training loop behind `ljperf train`: data, gradient accumulation, LR schedule, skipped
+// non-finite steps, periodic evaluation, crash-safe checkpoints and automatic resume. Output
+// (console, JSONL, TensorBoard) is the caller's: the trainer reports through callbacks.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "io/tokens.h"
+#include "train/checkpoint.h"
+#include "train/lr_schedule.h"
+#include "train/train_step.h"
+
+namespace lj {
+
+struct TrainerConfig {
+  std::string out_dir;
+  int64_t steps = 100;  // optimizer steps in total (a resumed run continues to this count)
+  int64_t batch_size = 4;
+  int64_t seq_len = 256;
+  int64_t grad_accum = 1;
+  LrSchedule lr;
+  TrainStepConfig step;
+  int64_t checkpoint_every = 100;  // 0: only at the end
+  int keep_last = 3;
+  int64_t val_every = 0;  // 0: no evaluation
+  int64_t val_batches = 8;
+  int64_t max_bad_steps = 5;  // consecutive non-finite steps before aborting
+};
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based: steps completed
+  double loss = 0;
+  double grad_norm = 0;
+  double lr = 0;
+  double step_seconds = 0;
+  int64_t tokens = 0;  // tokens in this step (all micro-batches)
+  bool skipped = false;
+  int64_t skipped_total = 0;
+};
+
+struct EvalMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  double perplexity = 0;
+};
+
+struct TrainerCallbacks {
+  std::function<void(const std::string&)> info;  // one-line notices (resume, checkpoint)
+  std::function<void(const StepMetrics&)> on_step;
+  std::function<void(const EvalMetrics&)> on_eval;
+};
+
+struct TrainSummary {
+  int64_t steps_run = 0;  // in this process
+  int64_t final_step = 0;
+  bool stopped_by_signal = false;
+  bool resumed = false;
+  int64_t resumed_from = 0;
+};
+
+// `initial` (optional): starting weights (an HF model); otherwise seeded initialisation.
+// `stop`: set asynchronously (SIGTERM/SIGINT); the trainer saves a checkpoint and returns.
+StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<Tensor>* initial,
+                                    const TokenFile& train_data, const TokenFile* val_data,
+                                    const TrainerConfig& config, Device& dev, const std::atomic<bool>* stop,
+                                    const TrainerCallbacks& cb);
+
+}  // namespace lj

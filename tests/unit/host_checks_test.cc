@@ -1,0 +1,283 @@
+// Tier 1: the rules behind `ljperf doctor` over fake environments and fake tool output — launch
+// variable precedence, driver vs CUDA, NCCL_SOCKET_IFNAME per pod size, DeepSpeed's
+// stage3_prefetch_bucket_size, /proc/driver/nvidia/version and nvidia-smi parsing.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "runtime/host_checks.h"
+
+namespace lj {
+namespace {
+
+// An EnvLookup over a map; the map must outlive the lookup.
+EnvLookup fake_env(const std::map<std::string, std::string>& vars) {
+  return [&vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(LaunchEnv, NoneSetIsOneProcess) {
+  const std::map<std::string, std::string> vars;
+  auto e = resolve_launch_env(fake_env(vars));
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ(e->rank, 0);
+  EXPECT_EQ(e->world_size, 1);
+  EXPECT_EQ(e->local_rank, 0);
+  EXPECT_FALSE(e->launched());
+  EXPECT_TRUE(e->shadowed.empty());
+}
+
+TEST(LaunchEnv, FirstListedVariableWins) {
+  const std::map<std::string, std::string> vars = {
+      {"RANK", "1"},         {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+      {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "2"},        {"MPI_LOCALRANKID", "1"},
+  };
+  auto e = resolve_launch_env(fake_env(vars));
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ(e->rank, 1);
+  EXPECT_EQ(e->rank_var, "RANK");
+  EXPECT_EQ(e->world_size, 4);
+  EXPECT_EQ(e->world_size_var, "OMPI_COMM_WORLD_SIZE");
+  EXPECT_EQ(e->local_rank, 1);
+  EXPECT_EQ(e->local_rank_var, "MPI_LOCALRANKID");
+  EXPECT_TRUE(e->launched());
+  // Disagreeing lower-precedence values are reported; agreeing ones (SLURM_NTASKS=4) are not.
+  ASSERT_EQ(e->shadowed.size(), 2u);
+  EXPECT_EQ(e->shadowed[0], "OMPI_COMM_WORLD_RANK=3 (RANK=1 is used)");
+  EXPECT_EQ(e->shadowed[1], "SLURM_LOCALID=2 (MPI_LOCALRANKID=1 is used)");
+}
+
+TEST(LaunchEnv, EachLauncherFamilyAlone) {
+  const std::map<std::string, std::string> pmi = {{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}};
+  auto e = resolve_launch_env(fake_env(pmi));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->rank, 2);
+  EXPECT_EQ(e->world_size, 3);
+  EXPECT_EQ(e->local_rank, 0);
+  EXPECT_TRUE(e->local_rank_var.empty());
+  const std::map<std::string, std::string> slurm = {
+      {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}};
+  e = resolve_launch_env(fake_env(slurm));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->rank, 5);
+  EXPECT_EQ(e->world_size, 8);
+  EXPECT_EQ(e->local_rank, 1);
+  // An empty variable counts as unset.
+  const std::map<std::string, std::string> empty_rank = {
+      {"RANK", ""}, {"PMI_RANK", "1"}, {"WORLD_SIZE", "2"}};
+  e = resolve_launch_env(fake_env(empty_rank));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->rank_var, "PMI_RANK");
+}
+
+TEST(LaunchEnv, BadValuesAreErrors) {
+  for (const char* bad : {"abc", "-1", "1.5", "2x", " "}) {
+    const std::map<std::string, std::string> vars = {{"RANK", bad}, {"WORLD_SIZE", "4"}};
+    auto e = resolve_launch_env(fake_env(vars));
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().code(), StatusCode::invalid_argument);
+    EXPECT_NE(e.status().message().find("RANK"), std::string::npos) << e.status().message();
+  }
+  // A bad value is an error even when a higher-precedence variable is set: it is a broken export.
+  const std::map<std::string, std::string> shadowed_bad = {{"RANK", "0"}, {"PMI_RANK", "x"}};
+  EXPECT_FALSE(resolve_launch_env(fake_env(shadowed_bad)).ok());
+  const std::map<std::string, std::string> rank_too_big = {{"RANK", "4"}, {"WORLD_SIZE", "4"}};
+  EXPECT_FALSE(resolve_launch_env(fake_env(rank_too_big)).ok());
+  const std::map<std::string, std::string> no_world = {{"RANK", "1"}};
+  EXPECT_FALSE(resolve_launch_env(fake_env(no_world)).ok());
+  const std::map<std::string, std::string> zero_world = {{"WORLD_SIZE", "0"}};
+  EXPECT_FALSE(resolve_launch_env(fake_env(zero_world)).ok());
+  const std::map<std::string, std::string> local_too_big = {
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}};
+  EXPECT_FALSE(resolve_launch_env(fake_env(local_too_big)).ok());
+}
+
+TEST(CudaDriver, ReleaseNoteTable) {
+  struct Case {
+    int driver;
+    const char* cuda;
+    CheckLevel want;
+  };
+  const Case cases[] = {
+      {575, "12.8", CheckLevel::ok},     {575, "13.0", CheckLevel::warn},
+      {579, "12.8", CheckLevel::ok},     {579, "13.0", CheckLevel::warn},
+      {580, "12.8", CheckLevel::ok},     {580, "13.0", CheckLevel::ok},
+      {574, "12.8", CheckLevel::warn},   {580, "13.0.2", CheckLevel::ok},
+      {579, "13.0.2", CheckLevel::warn}, {600, "12.8.0", CheckLevel::ok},
+  };
+  for (const Case& c : cases) {
+    const CheckLine l = cuda_driver_check(c.driver, c.cuda);
+    EXPECT_EQ(l.level, c.want) << c.driver << " vs CUDA " << c.cuda << ": " << l.text;
+    EXPECT_EQ(l.hint.empty(), c.want == CheckLevel::ok) << l.text;
+  }
+  const CheckLine old = cuda_driver_check(579, "13.0");
+  EXPECT_NE(old.text.find("580"), std::string::npos) << old.text;
+  EXPECT_NE(old.hint.find("580"), std::string::npos) << old.hint;
+  // A version the release note does not list is a warning, not a guess.
+  EXPECT_EQ(cuda_driver_check(999, "11.0").level, CheckLevel::warn);
+  // "13" alone is not "13.0".
+  EXPECT_EQ(cuda_driver_check(999, "13").level, CheckLevel::warn);
+}
+
+TEST(CudaDriver, ParseDriverMajor) {
+  EXPECT_EQ(*parse_driver_major("580.65.06"), 580);
+  EXPECT_EQ(*parse_driver_major("575.51.03\n"), 575);
+  EXPECT_EQ(*parse_driver_major("535"), 535);
+  EXPECT_FALSE(parse_driver_major("").ok());
+  EXPECT_FALSE(parse_driver_major("N/A").ok());
+  EXPECT_FALSE(parse_driver_major("580x").ok());
+}
+
+TEST(NvidiaProc, ProprietaryAndOpenModuleText) {
+  const char* proprietary =
+      "NVRM version: NVIDIA UNIX x86_64 Kernel Module  575.57.08  Sat May 24 07:21:18 UTC 2025\n"
+      "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n";
+  auto v = parse_nvidia_proc_version(proprietary);
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  EXPECT_EQ(*v, "575.57.08");
+  const char* open =
+      "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  "
+      "(dvs-builder@U22-I3-AE18-09-3)  Sun Jul 27 06:54:38 UTC 2025\n"
+      "GCC version:  gcc version 11.4.0 (Ubuntu 11.4.0-1ubuntu1~22.04)\n";
+  v = parse_nvidia_proc_version(open);
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  EXPECT_EQ(*v, "580.65.06");
+  const char* aarch64 =
+      "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.82.07  "
+      "Release Build\n";
+  EXPECT_EQ(*parse_nvidia_proc_version(aarch64), "580.82.07");
+  EXPECT_FALSE(parse_nvidia_proc_version("").ok());
+  EXPECT_FALSE(parse_nvidia_proc_version("GCC version: gcc version 12.2.0\n").ok());
+  EXPECT_FALSE(parse_nvidia_proc_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module\n").ok());
+}
+
+TEST(NvidiaSmi, CsvLines) {
+  const char* two = "NVIDIA H200, 580.65.06, 143771 MiB\nNVIDIA H200, 580.65.06, 143771 MiB\n";
+  auto g = parse_nvidia_smi_csv(two);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(g->size(), 2u);
+  EXPECT_EQ((*g)[0].name, "NVIDIA H200");
+  EXPECT_EQ((*g)[0].driver_version, "580.65.06");
+  EXPECT_EQ((*g)[1].memory_bytes, int64_t{143771} << 20);
+  // CRLF, blank lines, [N/A] memory, a comma inside the name.
+  g = parse_nvidia_smi_csv("\r\nTesla T4, 575.51.03, [N/A]\r\nOdd, GPU, 575.51.03, 16 GiB\r\n");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(g->size(), 2u);
+  EXPECT_EQ((*g)[0].memory_bytes, 0);
+  EXPECT_EQ((*g)[1].name, "Odd, GPU");
+  EXPECT_EQ((*g)[1].memory_bytes, int64_t{16} << 30);
+  EXPECT_TRUE(parse_nvidia_smi_csv("").ok());
+  EXPECT_TRUE(parse_nvidia_smi_csv("")->empty());
+  EXPECT_FALSE(parse_nvidia_smi_csv("NVIDIA-SMI has failed because it couldn't communicate with "
+                                    "the NVIDIA driver.\n")
+                   .ok());
+  EXPECT_FALSE(parse_nvidia_smi_csv("NVIDIA H200, 580.65.06, lots\n").ok());
+  EXPECT_FALSE(parse_nvidia_smi_csv(", 143771 MiB\n").ok());
+}
+
+TEST(NcclIfname, PodSizes) {
+  for (int gpus : {1, 2, 4, 8}) {
+    EXPECT_EQ(recommended_nccl_ifname(gpus), "eth0") << gpus;
+    EXPECT_EQ(nccl_ifname_advice(gpus, "eth0").level, CheckLevel::ok) << gpus;
+    const CheckLine wrong = nccl_ifname_advice(gpus, "hpn0");
+    EXPECT_EQ(wrong.level, CheckLevel::warn) << gpus;
+    EXPECT_EQ(wrong.hint, "export NCCL_SOCKET_IFNAME=eth0");
+    EXPECT_NE(wrong.text.find("hpn0"), std::string::npos) << wrong.text;
+  }
+  EXPECT_EQ(recommended_nccl_ifname(16), "hpn0");
+  EXPECT_EQ(nccl_ifname_advice(16, "hpn0").level, CheckLevel::ok);
+  const CheckLine default_on_16 = nccl_ifname_advice(16, "eth0");
+  EXPECT_EQ(default_on_16.level, CheckLevel::warn);
+  EXPECT_EQ(default_on_16.hint, "export NCCL_SOCKET_IFNAME=hpn0");
+  // NCCL's '=' exact-match marker is not a mismatch.
+  EXPECT_EQ(nccl_ifname_advice(16, "=hpn0").level, CheckLevel::ok);
+  // Unset: the image sets eth0 by default, so an unset variable here is worth a warning.
+  const CheckLine unset = nccl_ifname_advice(8, nullptr);
+  EXPECT_EQ(unset.level, CheckLevel::warn);
+  EXPECT_NE(unset.text.find("not set"), std::string::npos) << unset.text;
+  EXPECT_EQ(nccl_ifname_advice(4, "").level, CheckLevel::warn);
+  // Counts the guidance does not cover.
+  for (int gpus : {3, 5, 12, 32}) {
+    EXPECT_EQ(recommended_nccl_ifname(gpus), "") << gpus;
+    const CheckLine l = nccl_ifname_advice(gpus, "eth0");
+    EXPECT_EQ(l.level, CheckLevel::warn) << gpus;
+    EXPECT_NE(l.text.find("1, 2, 4, 8 or 16"), std::string::npos) << l.text;
+  }
+  // No GPU: NCCL is not used, whatever the variable says.
+  EXPECT_EQ(nccl_ifname_advice(0, nullptr).level, CheckLevel::ok);
+  EXPECT_EQ(nccl_ifname_advice(0, "hpn0").level, CheckLevel::ok);
+}
+
+TEST(DeepSpeedStage3Prefetch, Advice) {
+  EXPECT_EQ(stage3_prefetch_advice(R"({"train_batch_size": 8})", "ds.json").level, CheckLevel::ok);
+  EXPECT_EQ(stage3_prefetch_advice(R"({"zero_optimization": {"stage": 3}})", "ds.json").level,
+            CheckLevel::ok);
+  EXPECT_EQ(stage3_prefetch_advice(
+                R"({"zero_optimization": {"stage3_prefetch_bucket_size": "auto"}})", "ds.json")
+                .level,
+            CheckLevel::ok);
+  EXPECT_EQ(stage3_prefetch_advice(
+                R"({"zero_optimization": {"stage3_prefetch_bucket_size": null}})", "ds.json")
+                .level,
+            CheckLevel::ok);
+  const CheckLine number = stage3_prefetch_advice(
+      R"({"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 50000000}})", "ds.json");
+  EXPECT_EQ(number.level, CheckLevel::warn);
+  EXPECT_NE(number.text.find("50000000"), std::string::npos) << number.text;
+  EXPECT_NE(number.text.find("ds.json"), std::string::npos) << number.text;
+  EXPECT_NE(number.hint.find("auto"), std::string::npos) << number.hint;
+  const CheckLine float_number = stage3_prefetch_advice(
+      R"({"zero_optimization": {"stage3_prefetch_bucket_size": 5e7}})", "ds.json");
+  EXPECT_EQ(float_number.level, CheckLevel::warn);
+  EXPECT_NE(float_number.text.find("50000000"), std::string::npos) << float_number.text;
+  // Malformed and mistyped configs fail.
+  EXPECT_EQ(stage3_prefetch_advice(R"({"zero_optimization": {)", "ds.json").level,
+            CheckLevel::fail);
+  EXPECT_EQ(stage3_prefetch_advice("[1, 2]", "ds.json").level, CheckLevel::fail);
+  EXPECT_EQ(stage3_prefetch_advice(R"({"zero_optimization": 3})", "ds.json").level,
+            CheckLevel::fail);
+  EXPECT_EQ(stage3_prefetch_advice(
+                R"({"zero_optimization": {"stage3_prefetch_bucket_size": "5e7"}})", "ds.json")
+                .level,
+            CheckLevel::fail);
+  EXPECT_EQ(stage3_prefetch_advice(
+                R"({"zero_optimization": {"stage3_prefetch_bucket_size": true}})", "ds.json")
+                .level,
+            CheckLevel::fail);
+}
+
+TEST(DeepSpeedStage3Prefetch, Files) {
+  const CheckLine missing = deepspeed_file_advice("/nonexistent/ds.json");
+  EXPECT_EQ(missing.level, CheckLevel::fail);
+  EXPECT_NE(missing.text.find("/nonexistent/ds.json"), std::string::npos) << missing.text;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "lj_host_checks_ds.json").string();
+  {
+    std::ofstream f(path);
+    f << R"({"zero_optimization": {"stage3_prefetch_bucket_size": 1000}})";
+  }
+  EXPECT_EQ(deepspeed_file_advice(path).level, CheckLevel::warn);
+  std::remove(path.c_str());
+}
+
+TEST(HostProbes, FindOnPathAndIsa) {
+  EXPECT_EQ(find_on_path("sh", "/nonexistent:/bin:/usr/bin"), "/bin/sh");
+  EXPECT_EQ(find_on_path("sh", nullptr), "");
+  EXPECT_EQ(find_on_path("no-such-tool-lj", "/bin:/usr/bin"), "");
+  const IsaFlags all{true, true, true};
+  const IsaFlags avx2_only{true, true, false};
+  EXPECT_EQ(compiled_isa_check(avx2_only, all).level, CheckLevel::ok);
+  EXPECT_EQ(compiled_isa_check(IsaFlags{}, IsaFlags{}).level, CheckLevel::ok);
+  const CheckLine sigill = compiled_isa_check(all, avx2_only);
+  EXPECT_EQ(sigill.level, CheckLevel::fail);
+  EXPECT_NE(sigill.text.find("AVX-512F"), std::string::npos) << sigill.text;
+}
+
+}  // namespace
+}  // namespace lj
