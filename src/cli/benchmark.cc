@@ -1,30 +1,58 @@
 // `ljperf benchmark`: trains a model on seeded synthetic tokens for a number of steps and
 // reports throughput (tokens/s, TFLOP/s, MFU with torchtitan's FLOP convention), step-time
-// percentiles and peak memory by category.
+// percentiles and peak memory by category; one JSON object per run with --output.
+// Before allocating anything it predicts the step's memory and refuses a run that cannot fit.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "cli/report.h"
+#include "cli/run_config.h"
+#include "core/log.h"
 #include "core/random.h"
 #include "core/units.h"
+#include "io/jsonl.h"
 #include "runtime/host.h"
+#include "train/memory_estimate.h"
 #include "train/train_step.h"
+
+#ifndef LJ_VERSION
+#define LJ_VERSION "dev"
+#endif
 
 namespace lj::cli {
 namespace {
 
 struct BenchmarkArgs {
   std::string model = "small";
+  std::string deepspeed;
+  std::string output;
+  std::string precision = "f32";
   int64_t batch_size = 4;
   int64_t seq_len = 256;
+  int64_t grad_accum = 1;
   int64_t steps = 12;
   int64_t warmup_steps = 2;
+  int64_t log_every = 1;
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
+  CLI::App* app = nullptr;
+  bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
+};
+
+// What the benchmark runs, after presets, DeepSpeed JSON and flags are resolved.
+struct Resolved {
+  ModelRef model;
+  int64_t micro_batch = 0, seq_len = 0, grad_accum = 1, steps = 0, warmup = 0;
+  DType precision = DType::f32;
+  TrainStepConfig step;
+  std::optional<DeepSpeedConfig> ds;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -36,71 +64,212 @@ double percentile(std::vector<double> v, double p) {
 }
 
 // Seeded synthetic batch: uniform token ids; targets are the next tokens of the same stream.
-void synthetic_batch(Device& dev, const BenchmarkArgs& a, int64_t vocab, int64_t step, Tensor* tokens,
-                     Tensor* targets) {
-  const std::vector<int64_t> dims{a.batch_size, a.seq_len};
-  *tokens = Tensor::empty(dev, DType::i32, dims, MemCategory::temporaries);
-  *targets = Tensor::empty(dev, DType::i32, dims, MemCategory::temporaries);
-  int32_t* x = tokens->data<int32_t>();
-  int32_t* y = targets->data<int32_t>();
-  const uint64_t stream = a.seed ^ 0x5eedda7aull;
-  for (int64_t b = 0; b < a.batch_size; ++b) {
-    const uint64_t base = static_cast<uint64_t>((step * a.batch_size + b) * (a.seq_len + 1));
-    for (int64_t t = 0; t < a.seq_len; ++t) {
-      x[b * a.seq_len + t] = static_cast<int32_t>(random_bits(stream, base + t) % static_cast<uint64_t>(vocab));
-      y[b * a.seq_len + t] = static_cast<int32_t>(random_bits(stream, base + t + 1) % static_cast<uint64_t>(vocab));
+TrainStep::Batch synthetic_batch(Device& dev, int64_t B, int64_t T, int64_t vocab, uint64_t seed, int64_t index) {
+  TrainStep::Batch b{Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries),
+                     Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries)};
+  int32_t* x = b.tokens.data<int32_t>();
+  int32_t* y = b.targets.data<int32_t>();
+  const uint64_t stream = seed ^ 0x5eedda7aull;
+  for (int64_t r = 0; r < B; ++r) {
+    const auto base = static_cast<uint64_t>((index * B + r) * (T + 1));
+    for (int64_t t = 0; t < T; ++t) {
+      x[r * T + t] = static_cast<int32_t>(random_bits(stream, base + t) % static_cast<uint64_t>(vocab));
+      y[r * T + t] = static_cast<int32_t>(random_bits(stream, base + t + 1) % static_cast<uint64_t>(vocab));
     }
   }
+  return b;
+}
+
+StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
+  if (a.steps <= 0) return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
+  if (a.warmup_steps < 0 || a.warmup_steps >= a.steps) {
+    return invalid_argument("--warmup-steps must be in [0, --steps)", "e.g. --steps 12 --warmup-steps 2");
+  }
+  if (a.batch_size <= 0 || a.seq_len <= 0 || a.grad_accum <= 0) {
+    return invalid_argument("--batch-size, --seq-len and --grad-accum must be positive");
+  }
+  Resolved r;
+  LJ_ASSIGN_OR_RETURN(r.model, resolve_model(a.model));
+  DType precision;
+  if (!parse_dtype(a.precision, &precision) || !(precision == DType::f32 || precision == DType::bf16)) {
+    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
+  }
+  RunSettings run;
+  run.micro_batch = a.batch_size;
+  run.grad_accum = a.grad_accum;
+  run.precision = precision;
+  run.lr = a.lr;
+  run.total_steps = a.steps;
+  run.warmup_steps = a.warmup_steps;
+  if (a.given("--batch-size")) run.micro_batch.set_flag(a.batch_size);
+  if (a.given("--grad-accum")) run.grad_accum.set_flag(a.grad_accum);
+  if (a.given("--precision")) run.precision.set_flag(precision);
+  if (a.given("--lr")) run.lr.set_flag(a.lr);
+  LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
+  r.micro_batch = a.batch_size;
+  r.grad_accum = a.grad_accum;
+  r.precision = precision;
+  r.step.seed = a.seed;
+  r.step.adamw.lr = a.lr;
+  if (r.ds) {
+    r.micro_batch = r.ds->micro_batch_per_gpu;
+    r.grad_accum = r.ds->gradient_accumulation_steps;
+    r.precision = r.ds->precision;
+    r.step.grad_clip = r.ds->gradient_clipping;
+    r.step.adamw = AdamWConfig{r.ds->optimizer.lr, r.ds->optimizer.beta1, r.ds->optimizer.beta2, r.ds->optimizer.eps,
+                               r.ds->optimizer.weight_decay};
+  }
+  r.seq_len = a.seq_len;
+  r.steps = a.steps;
+  r.warmup = a.warmup_steps;
+  if (r.seq_len > r.model.config.max_position_embeddings) {
+    return invalid_argument("--seq-len " + std::to_string(r.seq_len) + " is above " + r.model.config.name +
+                                "'s max_position_embeddings " + std::to_string(r.model.config.max_position_embeddings),
+                            "use a shorter --seq-len");
+  }
+  return r;
+}
+
+// Refuses, before anything is allocated, a run whose predicted memory exceeds what the host
+// has available, and says what would fit.
+Status check_memory_fits(const Resolved& r, const HostInfo& host) {
+  LJ_ASSIGN_OR_RETURN(TrainMemoryEstimate e, estimate_train_memory(r.model.config, r.micro_batch, r.seq_len));
+  const double base = static_cast<double>(process_peak_rss_bytes());  // binary, libraries, graph
+  const double need = static_cast<double>(e.bytes_reserved) + base;
+  const auto avail = static_cast<double>(host.mem_available_bytes);
+  LJ_LOG(info) << "predicted peak " << format_bytes(need) << " (" << format_bytes(static_cast<double>(e.bytes_peak))
+               << " in tensors), available " << format_bytes(avail);
+  if (need <= 0.9 * avail) return ok_status();
+  const MemoryStats& s = e.stats;
+  auto gib = [](int64_t b) { return fmt::format("{:.1f}", static_cast<double>(b) / static_cast<double>(kGiB)); };
+  std::string what = fmt::format(
+      "{} needs {} for one training step at batch {} x seq {} (GiB: weights {}, grads {}, optimizer {}, activations "
+      "up to {}) but this host has {} available",
+      r.model.config.name, format_bytes(need), r.micro_batch, r.seq_len, gib(s.bytes_at_peak[0]),
+      gib(s.bytes_at_peak[1]), gib(s.bytes_at_peak[2]), gib(s.peak(MemCategory::activations)), format_bytes(avail));
+  std::string hint;
+  for (const std::string& p : llama_preset_names()) {
+    auto c = llama_preset(p);
+    if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
+    auto est = estimate_train_memory(*c, r.micro_batch, std::min(r.seq_len, c->max_position_embeddings));
+    if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
+      hint = "--model " + p + " fits (" + format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")";
+    }
+  }
+  const double states = static_cast<double>(s.bytes_at_peak[0] + s.bytes_at_peak[1] + s.bytes_at_peak[2]);
+  const double rest = need - states;
+  if (rest < 0.9 * avail) {
+    const auto ranks = static_cast<int64_t>(std::ceil(states / (0.9 * avail - rest)));
+    hint += (hint.empty() ? "" : "; ") +
+            fmt::format("ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough", ranks,
+                        states / static_cast<double>(kGiB));
+  }
+  hint += (hint.empty() ? "" : "; ") + std::string("a smaller --batch-size or --seq-len lowers the activations");
+  return resource_exhausted(what, hint);
 }
 
 Status run_benchmark(const BenchmarkArgs& a) {
-  if (a.steps <= 0) return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
-  if (a.warmup_steps < 0 || a.warmup_steps >= a.steps) {
-    return invalid_argument("--warmup-steps must be in [0, steps)", "e.g. --steps 12 --warmup-steps 2");
-  }
-  if (a.batch_size <= 0 || a.seq_len <= 0) return invalid_argument("--batch-size and --seq-len must be positive");
-  LJ_ASSIGN_OR_RETURN(LlamaConfig model, llama_preset(a.model));
-  Device dev(a.threads);
+  LJ_ASSIGN_OR_RETURN(Resolved r, resolve(a));
   const HostInfo host = host_info();
-  TrainStepConfig tc;
-  tc.seed = a.seed;
-  tc.adamw.lr = a.lr;
-  LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, tc, dev));
+  const LlamaConfig& model = r.model.config;
+  if (r.ds) {
+    for (const auto& w : r.ds->warnings) LJ_LOG(warning) << r.ds->source << ": " << w;
+  }
+  LJ_RETURN_IF_ERROR(check_memory_fits(r, host));
+  if (r.precision != DType::f32) {
+    return unimplemented(std::string(dtype_name(r.precision)) + " training needs the CUDA backend; the CPU trains in f32",
+                         "add --precision f32 (flags win over the DeepSpeed JSON)");
+  }
+  Device dev(a.threads);
+  LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, r.step, dev));
 
-  const int64_t tokens_per_step = a.batch_size * a.seq_len;
-  const double flops_per_token = model.flops_per_token(a.seq_len);
+  const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
+  const double flops_per_token = model.flops_per_token(r.seq_len);
   const double peak = host.peak_fp32_flops();
-  fmt::print("ljperf benchmark: model {} ({:.1f}M params), batch {} x seq {}, {} steps ({} warmup), {} threads\n",
-             model.name, static_cast<double>(model.num_params()) / 1e6, a.batch_size, a.seq_len, a.steps,
-             a.warmup_steps, dev.threads());
+  fmt::print("ljperf benchmark: model {} ({:.1f}M params), micro-batch {} x seq {} x accum {}, {} steps ({} warmup), "
+             "{} threads\n",
+             model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len, r.grad_accum,
+             r.steps, r.warmup, dev.threads());
   fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model, host.cores, host.ghz,
              peak / 1e9);
+  if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
 
-  std::vector<double> step_seconds;
-  Tensor tokens, targets;
-  for (int64_t s = 0; s < a.steps; ++s) {
-    synthetic_batch(dev, a, model.vocab_size, s, &tokens, &targets);
+  Progress progress("benchmark", "steps");
+  const bool tty = progress.is_tty();
+  std::vector<double> step_seconds, all_seconds, losses;
+  for (int64_t s = 0; s < r.steps; ++s) {
+    std::vector<TrainStep::Batch> micro;
+    for (int64_t k = 0; k < r.grad_accum; ++k) {
+      micro.push_back(synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed, s * r.grad_accum + k));
+    }
     const double t0 = now_seconds();
-    LJ_ASSIGN_OR_RETURN(StepResult r, trainer->step(tokens, targets, a.lr));
+    const bool ds_schedule = r.ds && r.ds->scheduler.type != DsScheduler::Type::none;
+    const double lr = ds_schedule ? r.ds->scheduler.lr_for_step(s) : r.step.adamw.lr;
+    LJ_ASSIGN_OR_RETURN(StepResult res, trainer->step(micro, lr));
     const double dt = now_seconds() - t0;
-    if (s >= a.warmup_steps) step_seconds.push_back(dt);
+    all_seconds.push_back(dt);
+    losses.push_back(res.loss);
+    if (s >= r.warmup) step_seconds.push_back(dt);
     const double tps = static_cast<double>(tokens_per_step) / dt;
-    fmt::print(stderr, "{}{}\n",
-               torchtitan_line(StepLine{s + 1, r.loss, r.grad_norm, static_cast<double>(dev.memory().bytes_total_peak),
-                                        static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak}),
-               s < a.warmup_steps ? "  (warmup)" : "");
+    if (tty) {
+      progress.update(s + 1, r.steps);
+    } else if (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == r.steps)) {
+      fmt::print(stderr, "{}{}\n",
+                 torchtitan_line(StepLine{s + 1, res.loss, res.grad_norm, static_cast<double>(dev.memory().bytes_total_peak),
+                                          static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak}),
+                 s < r.warmup ? "  (warmup)" : "");
+    }
   }
+  progress.finish();
   const double p50 = percentile(step_seconds, 0.5), p90 = percentile(step_seconds, 0.9);
   const double tps = static_cast<double>(tokens_per_step) / p50;
   const double tflops = flops_per_token * tps / 1e12;
-  fmt::print("\nsummary ({} measured steps; FLOPs per token = 6N + 12·L·H·Q·T = {:.3f} GFLOP, torchtitan's convention)\n",
+  const double rss = static_cast<double>(process_peak_rss_bytes());
+  const MemoryStats& mem = dev.memory();
+  fmt::print("\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's convention)\n",
              step_seconds.size(), flops_per_token / 1e9);
   fmt::print("  tokens/s      {:.0f}   (median step)\n", tps);
   fmt::print("  TFLOP/s       {:.4f}\n", tflops);
   fmt::print("  MFU           {:.2f}%   (of {:.1f} GFLOP/s fp32 peak)\n", 100.0 * tflops * 1e12 / peak, peak / 1e9);
   fmt::print("  step time     p50 {}   p90 {}\n", format_seconds(p50), format_seconds(p90));
-  fmt::print("  kernels/step  {}\n", trainer->executor().kernels_launched());
-  fmt::print("  memory (ljperf accounting)\n{}", dev.memory().to_string());
+  fmt::print("  kernels/step  {}\n", trainer->executor().kernels_launched() * r.grad_accum);
+  fmt::print("  final loss    {:.4f}\n", losses.back());
+  fmt::print("  process peak RSS {}\n", format_bytes(rss));
+  fmt::print("  memory (ljperf accounting)\n{}", mem.to_string());
+
+  if (!a.output.empty()) {
+    nlohmann::ordered_json j;
+    j["ljperf"] = LJ_VERSION;
+    j["time"] = static_cast<int64_t>(std::time(nullptr));
+    j["config"] = {{"model", model.name},          {"params", model.num_params()},
+                   {"micro_batch", r.micro_batch}, {"seq_len", r.seq_len},
+                   {"grad_accum", r.grad_accum},   {"steps", r.steps},
+                   {"warmup_steps", r.warmup},     {"precision", dtype_name(r.precision)},
+                   {"threads", dev.threads()},     {"seed", a.seed},
+                   {"lr", r.step.adamw.lr},        {"grad_clip", r.step.grad_clip},
+                   {"deepspeed", r.ds ? r.ds->source : ""}};
+    j["host"] = {{"cpu", host.cpu_model}, {"hostname", host.hostname}, {"cores", host.cores},
+                 {"ghz", host.ghz},       {"peak_fp32_flops", peak},   {"mem_total_bytes", host.mem_total_bytes}};
+    j["step_seconds"] = all_seconds;
+    j["losses"] = losses;
+    nlohmann::ordered_json by_cat;
+    for (int c = 0; c < kNumMemCategories; ++c) by_cat[mem_category_name(static_cast<MemCategory>(c))] = mem.bytes_peak[static_cast<size_t>(c)];
+    j["summary"] = {{"tokens_per_s", tps},
+                    {"tflops", tflops},
+                    {"mfu", tflops * 1e12 / peak},
+                    {"flops_per_token", flops_per_token},
+                    {"flops_convention", "6N+12LHQT (torchtitan)"},
+                    {"step_s_p50", p50},
+                    {"step_s_p90", p90},
+                    {"bytes_peak", mem.bytes_total_peak},
+                    {"bytes_peak_by_category", by_cat},
+                    {"bytes_reserved_peak", mem.bytes_reserved_peak},
+                    {"process_peak_rss_bytes", rss}};
+    LJ_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(a.output, /*append=*/true));
+    LJ_RETURN_IF_ERROR(w.write(j.dump()));
+    LJ_RETURN_IF_ERROR(w.flush());
+    fmt::print("  result appended to {}\n", a.output);
+  }
   return ok_status();
 }
 
@@ -109,14 +278,24 @@ Status run_benchmark(const BenchmarkArgs& a) {
 Command add_benchmark_command(CLI::App& app) {
   auto args = std::make_shared<BenchmarkArgs>();
   CLI::App* sub = app.add_subcommand("benchmark", "Train on synthetic tokens and report throughput and memory");
-  sub->add_option("--model", args->model, "Model preset (tiny, small, llama3.2-1b, ...)")->capture_default_str();
+  args->app = sub;
+  sub->add_option("--model", args->model,
+                  "Preset (tiny, small, llama3.2-1b, ...), deepspeed/<preset> (ZeRO-3 bf16 recipe), a config.json, "
+                  "or an HF model folder")
+      ->capture_default_str();
+  sub->add_option("--deepspeed", args->deepspeed, "DeepSpeed JSON config (flags win over it)");
   sub->add_option("--batch-size", args->batch_size, "Micro-batch size")->capture_default_str();
   sub->add_option("--seq-len", args->seq_len, "Sequence length")->capture_default_str();
+  sub->add_option("--grad-accum", args->grad_accum, "Micro-batches per optimizer step")->capture_default_str();
   sub->add_option("--steps", args->steps, "Steps to run, warmup included")->capture_default_str();
   sub->add_option("--warmup-steps", args->warmup_steps, "Steps excluded from the summary")->capture_default_str();
+  sub->add_option("--precision", args->precision, "f32 or bf16 (bf16 needs the CUDA backend)")->capture_default_str();
   sub->add_option("--threads", args->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", args->seed, "Seed for weights and data")->capture_default_str();
   sub->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
+  sub->add_option("--log-every", args->log_every, "A progress line every N steps when stderr is not a terminal")
+      ->capture_default_str();
+  sub->add_option("--output", args->output, "Append one JSON object with the run's results to this .jsonl file");
   return {sub, [args] { return run_benchmark(*args); }};
 }
 

@@ -188,7 +188,8 @@ Section gpu_section(const GpuProbe& g, json* facts) {
   }
   if (!g.nvidia_smi_error.empty()) {
     s.add(CheckLevel::warn, g.nvidia_smi_error,
-          "nvidia-smi failing usually means the driver and its user-space libraries differ");
+          "nvidia-smi fails when the NVIDIA driver is not loaded or differs from its user-space "
+          "libraries");
   }
   if (g.driver_version.empty()) {
     s.add(CheckLevel::warn, "no NVIDIA driver version found (/proc/driver/nvidia/version)",
@@ -266,8 +267,9 @@ Section nccl_section(const DoctorArgs& a, const GpuProbe& g, json* facts) {
   Section s{"NCCL"};
   const bool from_flag = a.gpus >= 0;
   const int gpus_per_pod = from_flag ? a.gpus : g.gpu_count();
-  s.add(CheckLevel::ok, fmt::format("{} GPUs per pod ({})", gpus_per_pod,
-                                    from_flag ? "from --gpus" : "detected; --gpus N overrides"));
+  s.add(CheckLevel::ok,
+        fmt::format("{} GPU{} per pod ({})", gpus_per_pod, gpus_per_pod == 1 ? "" : "s",
+                    from_flag ? "from --gpus" : "detected; --gpus N overrides"));
   const char* current = std::getenv("NCCL_SOCKET_IFNAME");
   s.add(nccl_ifname_advice(gpus_per_pod, current));
   const std::string want = recommended_nccl_ifname(gpus_per_pod);
@@ -364,7 +366,7 @@ Command add_doctor_command(CLI::App& app) {
       "Check this host (CPU, oneDNN, MPI, GPU driver, NCCL, DeepSpeed config) and advise");
   sub->add_option("--gpus", a->gpus,
                   "GPUs per pod for the NCCL_SOCKET_IFNAME advice (default: detected)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1024));
   sub->add_option("--deepspeed", a->deepspeed,
                   "DeepSpeed JSON to check (stage3_prefetch_bucket_size)");
   sub->add_flag("--strict", a->strict, "Exit 1 when any check fails");

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/doctor.h"
 #include "core/log.h"
 
 #ifndef LJ_VERSION
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
       lj::cli::add_init_command(app),
       lj::cli::add_train_command(app),
       lj::cli::add_export_command(app),
+      lj::cli::add_doctor_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -12,6 +12,7 @@ class Progress {
   Progress(std::string label, std::string unit);
   void update(int64_t done, int64_t total);
   void finish();
+  bool is_tty() const { return tty_; }
 
  private:
   std::string label_, unit_;

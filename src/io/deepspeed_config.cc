@@ -42,6 +42,7 @@ struct Resolver {
   const std::string& src;
   const RunSettings& run;
   DeepSpeedConfig* out;
+  std::vector<std::string> warnings;  // doubtful values, after the walk's unknown-key warnings
 
   void note(const std::string& key, const std::string& value, const std::string& origin) {
     out->resolved.push_back({key, value, origin});
@@ -278,7 +279,7 @@ struct Resolver {
       std::string t;
       bool used = false;
       while (types >> t) used = used || t == name;
-      if (!used) raw_warnings.push_back(src + ": " + path + " has no effect on " + name);
+      if (!used) warnings.push_back(src + ": " + path + " has no effect on " + name);
     }
     const std::string d = "DeepSpeed default";
     const bool cosine = s.type == DsScheduler::Type::warmup_cosine_lr;
@@ -309,8 +310,8 @@ struct Resolver {
     }
     std::string wt = pick("scheduler.warmup_type", raw.warmup_type, nullptr, std::string("log"), d);
     if (wt != "log" && wt != "linear") {
-      raw_warnings.push_back(src + ": scheduler.params.warmup_type \"" + wt +
-                             "\" is unknown; log is used, as in DeepSpeed");
+      warnings.push_back(src + ": scheduler.params.warmup_type \"" + wt +
+                         "\" is unknown; log is used, as in DeepSpeed");
     }
     s.warmup_type = wt == "linear" ? DsScheduler::Warmup::linear : DsScheduler::Warmup::log;
     if (s.type == DsScheduler::Type::warmup_lr) return ok_status();
@@ -332,8 +333,8 @@ struct Resolver {
           "WarmupCosineLR divides by total_num_steps - warmup_num_steps");
     }
     if (s.total_num_steps < s.warmup_num_steps) {
-      raw_warnings.push_back(src + ": scheduler total_num_steps " + text(s.total_num_steps) +
-                             " is less than warmup_num_steps " + text(s.warmup_num_steps));
+      warnings.push_back(src + ": scheduler total_num_steps " + text(s.total_num_steps) +
+                         " is less than warmup_num_steps " + text(s.warmup_num_steps));
     }
     return ok_status();
   }
@@ -380,7 +381,8 @@ struct Resolver {
           {"stage3_max_reuse_distance", z.stage3_max_reuse_distance},
           {"sub_group_size", z.sub_group_size}}) {
       if (v < 0)
-        return key_error(src, std::string("zero_optimization.") + key, "must be >= 0", "sizes count elements");
+        return key_error(src, std::string("zero_optimization.") + key, "must be >= 0",
+                         "sizes count elements");
     }
     z.overlap_comm = pick("zero_optimization.overlap_comm", raw.overlap_comm, nullptr, z.stage == 3,
                           "DeepSpeed default (true only for stage 3)");
@@ -395,6 +397,8 @@ struct Resolver {
              nullptr, false, d);
     for (const auto& [key, dev] : {std::pair{"offload_optimizer", &raw.offload_optimizer_device},
                                    {"offload_param", &raw.offload_param_device}}) {
+      if (dev->present)
+        note(std::string("zero_optimization.") + key + ".device", dev->value, "file");
       if (!dev->present || dev->value == "none") continue;
       const std::string path = std::string("zero_optimization.") + key + ".device";
       if (dev->value == "cpu" || dev->value == "nvme") {
@@ -425,8 +429,6 @@ struct Resolver {
          counted ? "number_checkpoints" : "all layers");
     return ok_status();
   }
-
-  std::vector<std::string> raw_warnings;
 };
 
 }  // namespace
@@ -499,7 +501,7 @@ StatusOr<DeepSpeedConfig> parse_deepspeed_config(const std::string& json_text,
   LJ_RETURN_IF_ERROR(r.recompute(raw));
   c.no_effect_keys = std::move(raw.no_effect);
   c.warnings = std::move(raw.warnings);
-  c.warnings.insert(c.warnings.end(), r.raw_warnings.begin(), r.raw_warnings.end());
+  c.warnings.insert(c.warnings.end(), r.warnings.begin(), r.warnings.end());
   return c;
 }
 

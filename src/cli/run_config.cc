@@ -1,0 +1,44 @@
+#include "cli/run_config.h"
+
+#include <filesystem>
+
+#include "models/hf_config.h"
+
+namespace lj::cli {
+
+StatusOr<ModelRef> resolve_model(const std::string& name) {
+  namespace fs = std::filesystem;
+  ModelRef m;
+  std::string preset = name;
+  if (name.rfind("deepspeed/", 0) == 0) {
+    preset = name.substr(10);
+    m.recipe = "deepspeed/zero3_bf16";
+  }
+  if (fs::is_directory(preset)) {
+    m.weights_dir = preset;
+    LJ_ASSIGN_OR_RETURN(m.config, load_hf_config(preset + "/config.json"));
+  } else if (preset.ends_with(".json")) {
+    LJ_ASSIGN_OR_RETURN(m.config, load_hf_config(preset));
+  } else {
+    LJ_ASSIGN_OR_RETURN(m.config, llama_preset(preset));
+  }
+  if (!m.recipe.empty()) m.config.name = name;
+  return m;
+}
+
+StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& file, const ModelRef& model,
+                                                           RunSettings run) {
+  run.hidden_size = model.config.hidden_size;
+  if (!file.empty()) {
+    LJ_ASSIGN_OR_RETURN(DeepSpeedConfig c, load_deepspeed_config(file, run));
+    return std::optional<DeepSpeedConfig>(std::move(c));
+  }
+  if (!model.recipe.empty()) {
+    LJ_ASSIGN_OR_RETURN(DeepSpeedConfig c, parse_deepspeed_config(std::string(deepspeed_zero3_bf16_recipe()),
+                                                                  model.recipe, run));
+    return std::optional<DeepSpeedConfig>(std::move(c));
+  }
+  return std::optional<DeepSpeedConfig>();
+}
+
+}  // namespace lj::cli
