@@ -2,9 +2,10 @@
 # One entry point for a fresh Debian 12 machine:
 #   tools/setup.sh run    install what is missing, build Release, run `ljperf benchmark`
 #   tools/setup.sh test   install what is missing, build, run every test with ctest
+#   tools/setup.sh test-asan  the same tests (without e2e) under AddressSanitizer + UBSan
 #   tools/setup.sh deps   only install what is missing
-# Environment: BUILD_DIR (default build), CI=true turns compiler warnings into errors,
-# LJ_SANITIZE=ON builds with AddressSanitizer.
+# Environment: BUILD_DIR (default build; build-asan for test-asan), CI=true turns compiler
+# warnings into errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,8 +48,14 @@ case "${1:-}" in
     build
     ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
     ;;
+  test-asan)
+    install_missing
+    BUILD_DIR=${BUILD_DIR:-build-asan} LJ_SANITIZE=ON build -DLJ_BENCH=OFF
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" -LE e2e
+    ;;
   *)
-    echo "usage: tools/setup.sh run|test|deps" >&2
+    echo "usage: tools/setup.sh run|test|test-asan|deps" >&2
     exit 2
     ;;
 esac

@@ -64,7 +64,8 @@ double percentile(std::vector<double> v, double p) {
 }
 
 // Seeded synthetic batch: uniform token ids; targets are the next tokens of the same stream.
-TrainStep::Batch synthetic_batch(Device& dev, int64_t B, int64_t T, int64_t vocab, uint64_t seed, int64_t index) {
+TrainStep::Batch synthetic_batch(Device& dev, int64_t B, int64_t T, int64_t vocab, uint64_t seed,
+                                 int64_t index) {
   TrainStep::Batch b{Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries),
                      Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries)};
   int32_t* x = b.tokens.data<int32_t>();
@@ -73,17 +74,21 @@ TrainStep::Batch synthetic_batch(Device& dev, int64_t B, int64_t T, int64_t voca
   for (int64_t r = 0; r < B; ++r) {
     const auto base = static_cast<uint64_t>((index * B + r) * (T + 1));
     for (int64_t t = 0; t < T; ++t) {
-      x[r * T + t] = static_cast<int32_t>(random_bits(stream, base + t) % static_cast<uint64_t>(vocab));
-      y[r * T + t] = static_cast<int32_t>(random_bits(stream, base + t + 1) % static_cast<uint64_t>(vocab));
+      x[r * T + t] =
+          static_cast<int32_t>(random_bits(stream, base + t) % static_cast<uint64_t>(vocab));
+      y[r * T + t] =
+          static_cast<int32_t>(random_bits(stream, base + t + 1) % static_cast<uint64_t>(vocab));
     }
   }
   return b;
 }
 
 StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
-  if (a.steps <= 0) return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
+  if (a.steps <= 0)
+    return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
   if (a.warmup_steps < 0 || a.warmup_steps >= a.steps) {
-    return invalid_argument("--warmup-steps must be in [0, --steps)", "e.g. --steps 12 --warmup-steps 2");
+    return invalid_argument("--warmup-steps must be in [0, --steps)",
+                            "e.g. --steps 12 --warmup-steps 2");
   }
   if (a.batch_size <= 0 || a.seq_len <= 0 || a.grad_accum <= 0) {
     return invalid_argument("--batch-size, --seq-len and --grad-accum must be positive");
@@ -91,7 +96,8 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   Resolved r;
   LJ_ASSIGN_OR_RETURN(r.model, resolve_model(a.model));
   DType precision;
-  if (!parse_dtype(a.precision, &precision) || !(precision == DType::f32 || precision == DType::bf16)) {
+  if (!parse_dtype(a.precision, &precision) ||
+      !(precision == DType::f32 || precision == DType::bf16)) {
     return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
   }
   RunSettings run;
@@ -116,15 +122,16 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
     r.grad_accum = r.ds->gradient_accumulation_steps;
     r.precision = r.ds->precision;
     r.step.grad_clip = r.ds->gradient_clipping;
-    r.step.adamw = AdamWConfig{r.ds->optimizer.lr, r.ds->optimizer.beta1, r.ds->optimizer.beta2, r.ds->optimizer.eps,
-                               r.ds->optimizer.weight_decay};
+    r.step.adamw = AdamWConfig{r.ds->optimizer.lr, r.ds->optimizer.beta1, r.ds->optimizer.beta2,
+                               r.ds->optimizer.eps, r.ds->optimizer.weight_decay};
   }
   r.seq_len = a.seq_len;
   r.steps = a.steps;
   r.warmup = a.warmup_steps;
   if (r.seq_len > r.model.config.max_position_embeddings) {
-    return invalid_argument("--seq-len " + std::to_string(r.seq_len) + " is above " + r.model.config.name +
-                                "'s max_position_embeddings " + std::to_string(r.model.config.max_position_embeddings),
+    return invalid_argument("--seq-len " + std::to_string(r.seq_len) + " is above " +
+                                r.model.config.name + "'s max_position_embeddings " +
+                                std::to_string(r.model.config.max_position_embeddings),
                             "use a shorter --seq-len");
   }
   return r;
@@ -133,38 +140,49 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
 // Refuses, before anything is allocated, a run whose predicted memory exceeds what the host
 // has available, and says what would fit.
 Status check_memory_fits(const Resolved& r, const HostInfo& host) {
-  LJ_ASSIGN_OR_RETURN(TrainMemoryEstimate e, estimate_train_memory(r.model.config, r.micro_batch, r.seq_len));
+  LJ_ASSIGN_OR_RETURN(TrainMemoryEstimate e,
+                      estimate_train_memory(r.model.config, r.micro_batch, r.seq_len));
   const double base = static_cast<double>(process_peak_rss_bytes());  // binary, libraries, graph
   const double need = static_cast<double>(e.bytes_reserved) + base;
   const auto avail = static_cast<double>(host.mem_available_bytes);
-  LJ_LOG(info) << "predicted peak " << format_bytes(need) << " (" << format_bytes(static_cast<double>(e.bytes_peak))
-               << " in tensors), available " << format_bytes(avail);
+  LJ_LOG(debug) << "predicted peak " << format_bytes(need) << " ("
+                << format_bytes(static_cast<double>(e.bytes_peak)) << " in tensors), available "
+                << format_bytes(avail);
   if (need <= 0.9 * avail) return ok_status();
   const MemoryStats& s = e.stats;
-  auto gib = [](int64_t b) { return fmt::format("{:.1f}", static_cast<double>(b) / static_cast<double>(kGiB)); };
+  auto gib = [](int64_t b) {
+    return fmt::format("{:.1f}", static_cast<double>(b) / static_cast<double>(kGiB));
+  };
   std::string what = fmt::format(
-      "{} needs {} for one training step at batch {} x seq {} (GiB: weights {}, grads {}, optimizer {}, activations "
+      "{} needs {} for one training step at batch {} x seq {} (GiB: weights {}, grads {}, "
+      "optimizer {}, activations "
       "up to {}) but this host has {} available",
       r.model.config.name, format_bytes(need), r.micro_batch, r.seq_len, gib(s.bytes_at_peak[0]),
-      gib(s.bytes_at_peak[1]), gib(s.bytes_at_peak[2]), gib(s.peak(MemCategory::activations)), format_bytes(avail));
+      gib(s.bytes_at_peak[1]), gib(s.bytes_at_peak[2]), gib(s.peak(MemCategory::activations)),
+      format_bytes(avail));
   std::string hint;
   for (const std::string& p : llama_preset_names()) {
     auto c = llama_preset(p);
     if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
-    auto est = estimate_train_memory(*c, r.micro_batch, std::min(r.seq_len, c->max_position_embeddings));
+    auto est =
+        estimate_train_memory(*c, r.micro_batch, std::min(r.seq_len, c->max_position_embeddings));
     if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
-      hint = "--model " + p + " fits (" + format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")";
+      hint = "--model " + p + " fits (" +
+             format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")";
     }
   }
-  const double states = static_cast<double>(s.bytes_at_peak[0] + s.bytes_at_peak[1] + s.bytes_at_peak[2]);
+  const double states =
+      static_cast<double>(s.bytes_at_peak[0] + s.bytes_at_peak[1] + s.bytes_at_peak[2]);
   const double rest = need - states;
   if (rest < 0.9 * avail) {
     const auto ranks = static_cast<int64_t>(std::ceil(states / (0.9 * avail - rest)));
     hint += (hint.empty() ? "" : "; ") +
-            fmt::format("ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough", ranks,
-                        states / static_cast<double>(kGiB));
+            fmt::format(
+                "ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough",
+                ranks, states / static_cast<double>(kGiB));
   }
-  hint += (hint.empty() ? "" : "; ") + std::string("a smaller --batch-size or --seq-len lowers the activations");
+  hint += (hint.empty() ? "" : "; ") +
+          std::string("a smaller --batch-size or --seq-len lowers the activations");
   return resource_exhausted(what, hint);
 }
 
@@ -173,11 +191,13 @@ Status run_benchmark(const BenchmarkArgs& a) {
   const HostInfo host = host_info();
   const LlamaConfig& model = r.model.config;
   if (r.ds) {
-    for (const auto& w : r.ds->warnings) LJ_LOG(warning) << r.ds->source << ": " << w;
+    for (const auto& w : r.ds->warnings) LJ_LOG(warning) << w;
   }
+  // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, host));
   if (r.precision != DType::f32) {
-    return unimplemented(std::string(dtype_name(r.precision)) + " training needs the CUDA backend; the CPU trains in f32",
+    return unimplemented(std::string(dtype_name(r.precision)) +
+                             " training needs the CUDA backend; the CPU trains in f32",
                          "add --precision f32 (flags win over the DeepSpeed JSON)");
   }
   Device dev(a.threads);
@@ -186,12 +206,14 @@ Status run_benchmark(const BenchmarkArgs& a) {
   const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
   const double flops_per_token = model.flops_per_token(r.seq_len);
   const double peak = host.peak_fp32_flops();
-  fmt::print("ljperf benchmark: model {} ({:.1f}M params), micro-batch {} x seq {} x accum {}, {} steps ({} warmup), "
-             "{} threads\n",
-             model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len, r.grad_accum,
-             r.steps, r.warmup, dev.threads());
-  fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model, host.cores, host.ghz,
-             peak / 1e9);
+  fmt::print(
+      "ljperf benchmark: model {} ({:.1f}M params), micro-batch {} x seq {} x accum {}, {} steps "
+      "({} warmup), "
+      "{} threads\n",
+      model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len,
+      r.grad_accum, r.steps, r.warmup, dev.threads());
+  fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model,
+             host.cores, host.ghz, peak / 1e9);
   if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
 
   Progress progress("benchmark", "steps");
@@ -200,7 +222,8 @@ Status run_benchmark(const BenchmarkArgs& a) {
   for (int64_t s = 0; s < r.steps; ++s) {
     std::vector<TrainStep::Batch> micro;
     for (int64_t k = 0; k < r.grad_accum; ++k) {
-      micro.push_back(synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed, s * r.grad_accum + k));
+      micro.push_back(synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed,
+                                      s * r.grad_accum + k));
     }
     const double t0 = now_seconds();
     const bool ds_schedule = r.ds && r.ds->scheduler.type != DsScheduler::Type::none;
@@ -214,10 +237,12 @@ Status run_benchmark(const BenchmarkArgs& a) {
     if (tty) {
       progress.update(s + 1, r.steps);
     } else if (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == r.steps)) {
-      fmt::print(stderr, "{}{}\n",
-                 torchtitan_line(StepLine{s + 1, res.loss, res.grad_norm, static_cast<double>(dev.memory().bytes_total_peak),
-                                          static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak}),
-                 s < r.warmup ? "  (warmup)" : "");
+      fmt::print(
+          stderr, "{}{}\n",
+          torchtitan_line(StepLine{
+              s + 1, res.loss, res.grad_norm, static_cast<double>(dev.memory().bytes_total_peak),
+              static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak}),
+          s < r.warmup ? "  (warmup)" : "");
     }
   }
   progress.finish();
@@ -226,11 +251,14 @@ Status run_benchmark(const BenchmarkArgs& a) {
   const double tflops = flops_per_token * tps / 1e12;
   const double rss = static_cast<double>(process_peak_rss_bytes());
   const MemoryStats& mem = dev.memory();
-  fmt::print("\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's convention)\n",
-             step_seconds.size(), flops_per_token / 1e9);
+  fmt::print(
+      "\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's "
+      "convention)\n",
+      step_seconds.size(), flops_per_token / 1e9);
   fmt::print("  tokens/s      {:.0f}   (median step)\n", tps);
   fmt::print("  TFLOP/s       {:.4f}\n", tflops);
-  fmt::print("  MFU           {:.2f}%   (of {:.1f} GFLOP/s fp32 peak)\n", 100.0 * tflops * 1e12 / peak, peak / 1e9);
+  fmt::print("  MFU           {:.2f}%   (of {:.1f} GFLOP/s fp32 peak)\n",
+             100.0 * tflops * 1e12 / peak, peak / 1e9);
   fmt::print("  step time     p50 {}   p90 {}\n", format_seconds(p50), format_seconds(p90));
   fmt::print("  kernels/step  {}\n", trainer->executor().kernels_launched() * r.grad_accum);
   fmt::print("  final loss    {:.4f}\n", losses.back());
@@ -241,19 +269,28 @@ Status run_benchmark(const BenchmarkArgs& a) {
     nlohmann::ordered_json j;
     j["ljperf"] = LJ_VERSION;
     j["time"] = static_cast<int64_t>(std::time(nullptr));
-    j["config"] = {{"model", model.name},          {"params", model.num_params()},
-                   {"micro_batch", r.micro_batch}, {"seq_len", r.seq_len},
-                   {"grad_accum", r.grad_accum},   {"steps", r.steps},
-                   {"warmup_steps", r.warmup},     {"precision", dtype_name(r.precision)},
-                   {"threads", dev.threads()},     {"seed", a.seed},
-                   {"lr", r.step.adamw.lr},        {"grad_clip", r.step.grad_clip},
+    j["config"] = {{"model", model.name},
+                   {"params", model.num_params()},
+                   {"micro_batch", r.micro_batch},
+                   {"seq_len", r.seq_len},
+                   {"grad_accum", r.grad_accum},
+                   {"steps", r.steps},
+                   {"warmup_steps", r.warmup},
+                   {"precision", dtype_name(r.precision)},
+                   {"threads", dev.threads()},
+                   {"seed", a.seed},
+                   {"lr", r.step.adamw.lr},
+                   {"grad_clip", r.step.grad_clip},
                    {"deepspeed", r.ds ? r.ds->source : ""}};
-    j["host"] = {{"cpu", host.cpu_model}, {"hostname", host.hostname}, {"cores", host.cores},
-                 {"ghz", host.ghz},       {"peak_fp32_flops", peak},   {"mem_total_bytes", host.mem_total_bytes}};
+    j["host"] = {{"cpu", host.cpu_model},   {"hostname", host.hostname},
+                 {"cores", host.cores},     {"ghz", host.ghz},
+                 {"peak_fp32_flops", peak}, {"mem_total_bytes", host.mem_total_bytes}};
     j["step_seconds"] = all_seconds;
     j["losses"] = losses;
     nlohmann::ordered_json by_cat;
-    for (int c = 0; c < kNumMemCategories; ++c) by_cat[mem_category_name(static_cast<MemCategory>(c))] = mem.bytes_peak[static_cast<size_t>(c)];
+    for (int c = 0; c < kNumMemCategories; ++c)
+      by_cat[mem_category_name(static_cast<MemCategory>(c))] =
+          mem.bytes_peak[static_cast<size_t>(c)];
     j["summary"] = {{"tokens_per_s", tps},
                     {"tflops", tflops},
                     {"mfu", tflops * 1e12 / peak},
@@ -277,25 +314,32 @@ Status run_benchmark(const BenchmarkArgs& a) {
 
 Command add_benchmark_command(CLI::App& app) {
   auto args = std::make_shared<BenchmarkArgs>();
-  CLI::App* sub = app.add_subcommand("benchmark", "Train on synthetic tokens and report throughput and memory");
+  CLI::App* sub =
+      app.add_subcommand("benchmark", "Train on synthetic tokens and report throughput and memory");
   args->app = sub;
   sub->add_option("--model", args->model,
-                  "Preset (tiny, small, llama3.2-1b, ...), deepspeed/<preset> (ZeRO-3 bf16 recipe), a config.json, "
+                  "Preset (tiny, small, llama3.2-1b, ...), deepspeed/<preset> (ZeRO-3 bf16 "
+                  "recipe), a config.json, "
                   "or an HF model folder")
       ->capture_default_str();
   sub->add_option("--deepspeed", args->deepspeed, "DeepSpeed JSON config (flags win over it)");
   sub->add_option("--batch-size", args->batch_size, "Micro-batch size")->capture_default_str();
   sub->add_option("--seq-len", args->seq_len, "Sequence length")->capture_default_str();
-  sub->add_option("--grad-accum", args->grad_accum, "Micro-batches per optimizer step")->capture_default_str();
+  sub->add_option("--grad-accum", args->grad_accum, "Micro-batches per optimizer step")
+      ->capture_default_str();
   sub->add_option("--steps", args->steps, "Steps to run, warmup included")->capture_default_str();
-  sub->add_option("--warmup-steps", args->warmup_steps, "Steps excluded from the summary")->capture_default_str();
-  sub->add_option("--precision", args->precision, "f32 or bf16 (bf16 needs the CUDA backend)")->capture_default_str();
+  sub->add_option("--warmup-steps", args->warmup_steps, "Steps excluded from the summary")
+      ->capture_default_str();
+  sub->add_option("--precision", args->precision, "f32 or bf16 (bf16 needs the CUDA backend)")
+      ->capture_default_str();
   sub->add_option("--threads", args->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", args->seed, "Seed for weights and data")->capture_default_str();
   sub->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
-  sub->add_option("--log-every", args->log_every, "A progress line every N steps when stderr is not a terminal")
+  sub->add_option("--log-every", args->log_every,
+                  "A progress line every N steps when stderr is not a terminal")
       ->capture_default_str();
-  sub->add_option("--output", args->output, "Append one JSON object with the run's results to this .jsonl file");
+  sub->add_option("--output", args->output,
+                  "Append one JSON object with the run's results to this .jsonl file");
   return {sub, [args] { return run_benchmark(*args); }};
 }
 

@@ -16,17 +16,17 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ljperf ") + LJ_VERSION);
   app.require_subcommand(1);
   const std::vector<lj::cli::Command> commands = {
-      lj::cli::add_benchmark_command(app),
-      lj::cli::add_eval_command(app),
-      lj::cli::add_init_command(app),
-      lj::cli::add_train_command(app),
-      lj::cli::add_export_command(app),
-      lj::cli::add_doctor_command(app),
+      lj::cli::add_benchmark_command(app), lj::cli::add_eval_command(app),
+      lj::cli::add_init_command(app),      lj::cli::add_train_command(app),
+      lj::cli::add_export_command(app),    lj::cli::add_doctor_command(app),
   };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "error: %s\nhint: see ljperf --help, or ljperf <command> --help\n",
+                 e.what());
+    return 2;
   }
   for (const auto& c : commands) {
     if (!c.app->parsed()) continue;

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/cli.h"
 #include "cli/report.h"
@@ -24,7 +25,9 @@ namespace {
 
 // Set by SIGTERM / SIGINT; the trainer checks it between steps.
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+}
 
 struct TrainArgs {
   std::string model = "small";
@@ -53,10 +56,14 @@ Status run_train(TrainArgs& a) {
   namespace fs = std::filesystem;
   TokenFormat fmt_;
   if (!parse_token_format(a.data_format, &fmt_)) {
-    return invalid_argument("unknown --data-format '" + a.data_format + "'", "use auto, llmc, megatron, u16 or u32");
+    return invalid_argument("unknown --data-format '" + a.data_format + "'",
+                            "use auto, llmc, megatron, u16 or u32");
   }
-  if (a.t.steps <= 0) return invalid_argument("--steps must be positive, got " + std::to_string(a.t.steps));
-  if (a.lr <= 0 || a.min_lr < 0 || a.min_lr > a.lr) return invalid_argument("need 0 <= --min-lr <= --lr and --lr > 0");
+  if (a.t.steps <= 0)
+    return invalid_argument("--steps must be positive, got " + std::to_string(a.t.steps));
+  if (a.t.keep_last < 0) return invalid_argument("--keep-last must be >= 0 (0 keeps all)");
+  if (a.lr <= 0 || a.min_lr < 0 || a.min_lr > a.lr)
+    return invalid_argument("need 0 <= --min-lr <= --lr and --lr > 0");
   LrSchedule::Decay decay;
   if (a.decay == "cosine") {
     decay = LrSchedule::Decay::cosine;
@@ -80,10 +87,14 @@ Status run_train(TrainArgs& a) {
   const bool existed = fs::exists(a.out);
   fs::create_directories(a.out, ec);
   if (ec || !fs::is_directory(a.out)) {
-    return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""), "check --out and permissions");
+    return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""),
+                    "check --out and permissions");
   }
+  // A run that fails before it starts writing leaves no trace: a folder it created is removed,
+  // an existing one is untouched. Once logs are open they are kept (they say what happened).
+  bool started = false;
   auto cleanup_new_dir = [&](Status s) {
-    if (!existed && latest_checkpoint_dir(a.out).empty()) fs::remove_all(a.out, ec);
+    if (!existed && !started) fs::remove_all(a.out, ec);
     return s;
   };
 
@@ -103,32 +114,47 @@ Status run_train(TrainArgs& a) {
     if (!hf.ok()) return cleanup_new_dir(hf.status());
     initial = std::move(hf->params);
   }
-  auto jsonl = JsonlWriter::open(a.out + "/metrics.jsonl", /*append=*/true);
-  if (!jsonl.ok()) return cleanup_new_dir(jsonl.status());
-  auto tb = EventWriter::open(a.out + "/tb");
-  if (!tb.ok()) return cleanup_new_dir(tb.status());
+  std::optional<JsonlWriter> jsonl;
+  std::optional<EventWriter> tb;
 
-  fmt::print("ljperf train: model {} ({:.2f}M params), data {} ({} tokens), batch {} x {} x accum {}, {} steps, out {}\n",
-             model.name, static_cast<double>(model.num_params()) / 1e6, a.data, train_data.size(), t.batch_size,
-             t.seq_len, t.grad_accum, t.steps, a.out);
+  fmt::print(
+      "ljperf train: model {} ({:.2f}M params), data {} ({} tokens), batch {} x {} x accum {}, {} "
+      "steps, out {}\n",
+      model.name, static_cast<double>(model.num_params()) / 1e6, a.data, train_data.size(),
+      t.batch_size, t.seq_len, t.grad_accum, t.steps, a.out);
   const double flops_per_token = model.flops_per_token(t.seq_len);
   TrainerCallbacks cb;
   Status log_error;
   cb.info = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
+  cb.on_start = [&]() -> Status {
+    LJ_ASSIGN_OR_RETURN(JsonlWriter j,
+                        JsonlWriter::open(a.out + "/metrics.jsonl", /*append=*/true));
+    jsonl.emplace(std::move(j));
+    started = true;
+    LJ_ASSIGN_OR_RETURN(EventWriter w, EventWriter::open(a.out + "/tb"));
+    tb.emplace(std::move(w));
+    return ok_status();
+  };
   cb.on_step = [&](const StepMetrics& m) {
     const double tps = static_cast<double>(m.tokens) / m.step_seconds;
     const double mem = static_cast<double>(process_peak_rss_bytes());
     if (a.log_every > 0 && (m.step % a.log_every == 0 || m.step == t.steps)) {
       fmt::print(stderr, "{}{}\n",
-                 torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, static_cast<double>(host.mem_total_bytes),
-                                          tps, flops_per_token, host.peak_fp32_flops()}),
+                 torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem,
+                                          static_cast<double>(host.mem_total_bytes), tps,
+                                          flops_per_token, host.peak_fp32_flops()}),
                  m.skipped ? "  (skipped: not finite)" : "");
     }
-    nlohmann::ordered_json j{{"step", m.step},         {"loss", m.loss},       {"grad_norm", m.grad_norm},
-                             {"lr", m.lr},             {"step_s", m.step_seconds}, {"tps", tps},
+    nlohmann::ordered_json j{{"step", m.step},
+                             {"loss", m.loss},
+                             {"grad_norm", m.grad_norm},
+                             {"lr", m.lr},
+                             {"step_s", m.step_seconds},
+                             {"tps", tps},
                              {"tflops", flops_per_token * tps / 1e12},
                              {"mfu", flops_per_token * tps / host.peak_fp32_flops()},
-                             {"memory_bytes", mem},    {"skipped", m.skipped}};
+                             {"memory_bytes", mem},
+                             {"skipped", m.skipped}};
     if (!std::isfinite(m.loss)) j["loss"] = nullptr;
     Status s = jsonl->write(j.dump());
     if (s.ok()) {
@@ -142,8 +168,11 @@ Status run_train(TrainArgs& a) {
     if (!s.ok() && log_error.ok()) log_error = s;
   };
   cb.on_eval = [&](const EvalMetrics& e) {
-    fmt::print(stderr, "eval: step {}  val_loss {:.4f}  val_ppl {:.3f}\n", e.step, e.loss, e.perplexity);
-    Status s = jsonl->write(nlohmann::json{{"step", e.step}, {"val_loss", e.loss}, {"val_perplexity", e.perplexity}}.dump());
+    fmt::print(stderr, "eval: step {}  val_loss {:.4f}  val_ppl {:.3f}\n", e.step, e.loss,
+               e.perplexity);
+    Status s = jsonl->write(
+        nlohmann::json{{"step", e.step}, {"val_loss", e.loss}, {"val_perplexity", e.perplexity}}
+            .dump());
     if (s.ok()) s = tb->add_scalar("val_loss", e.step, e.loss);
     if (!s.ok() && log_error.ok()) log_error = s;
   };
@@ -153,17 +182,21 @@ Status run_train(TrainArgs& a) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  auto r = run_training(model, initial.empty() ? nullptr : &initial, train_data, val_data ? &*val_data : nullptr, t, dev,
-                        &g_stop, cb);
-  LJ_RETURN_IF_ERROR(jsonl->flush());
-  LJ_RETURN_IF_ERROR(tb->flush());
+  auto r = run_training(model, initial.empty() ? nullptr : &initial, train_data,
+                        val_data ? &*val_data : nullptr, t, dev, &g_stop, cb);
+  if (jsonl) LJ_RETURN_IF_ERROR(jsonl->flush());
+  if (tb) LJ_RETURN_IF_ERROR(tb->flush());
   if (!r.ok()) return cleanup_new_dir(r.status());
   LJ_RETURN_IF_ERROR(log_error);
   if (r->stopped_by_signal) {
-    fmt::print(stderr, "stopped by signal at step {}; checkpoint saved, rerun the same command to resume\n", r->final_step);
+    fmt::print(stderr,
+               "stopped by signal at step {}; checkpoint saved, rerun the same command to resume\n",
+               r->final_step);
   } else {
-    fmt::print("done: step {} ({} steps in this run{}), checkpoint {}\n", r->final_step, r->steps_run,
-               r->resumed ? ", resumed from step " + std::to_string(r->resumed_from) : "", latest_checkpoint_dir(a.out));
+    fmt::print("done: step {} ({} steps in this run{}), checkpoint {}\n", r->final_step,
+               r->steps_run,
+               r->resumed ? ", resumed from step " + std::to_string(r->resumed_from) : "",
+               latest_checkpoint_dir(a.out));
   }
   return ok_status();
 }
@@ -178,14 +211,16 @@ Status run_export(const ExportArgs& a) {
   // A training folder (with `latest`) or one step folder.
   std::string step_dir = latest_checkpoint_dir(a.src);
   if (step_dir.empty()) step_dir = a.src;
-  if (!fs::exists(step_dir + "/model.safetensors") && !fs::exists(step_dir + "/model.safetensors.index.json")) {
+  if (!fs::exists(step_dir + "/model.safetensors") &&
+      !fs::exists(step_dir + "/model.safetensors.index.json")) {
     return not_found(a.src + " is not a checkpoint (no latest, no model.safetensors)",
                      "give the --out folder of `ljperf train` or one of its step-N folders");
   }
   Device dev(0);
   LJ_ASSIGN_OR_RETURN(HfModel m, load_hf_model(step_dir, dev));
   LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params));
-  fmt::print("exported {} to {} ({:.2f}M params)\n", step_dir, a.hf_out, static_cast<double>(m.config.num_params()) / 1e6);
+  fmt::print("exported {} to {} ({:.2f}M params)\n", step_dir, a.hf_out,
+             static_cast<double>(m.config.num_params()) / 1e6);
   return ok_status();
 }
 
@@ -193,28 +228,40 @@ Status run_export(const ExportArgs& a) {
 
 Command add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  CLI::App* sub = app.add_subcommand("train", "Train on token files, with checkpoints that survive crashes");
-  sub->add_option("--model", a->model, "Preset, config.json, or HF model folder to start from")->capture_default_str();
-  sub->add_option("--data", a->data, "Training tokens (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")->required();
-  sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")->capture_default_str();
+  CLI::App* sub =
+      app.add_subcommand("train", "Train on token files, with checkpoints that survive crashes");
+  sub->add_option("--model", a->model, "Preset, config.json, or HF model folder to start from")
+      ->capture_default_str();
+  sub->add_option("--data", a->data,
+                  "Training tokens (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")
+      ->required();
+  sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")
+      ->capture_default_str();
   sub->add_option("--val-data", a->val_data, "Validation tokens");
-  sub->add_option("--val-every", a->t.val_every, "Evaluate every N steps (0: never)")->capture_default_str();
-  sub->add_option("--val-batches", a->t.val_batches, "Batches per evaluation")->capture_default_str();
+  sub->add_option("--val-every", a->t.val_every, "Evaluate every N steps (0: never)")
+      ->capture_default_str();
+  sub->add_option("--val-batches", a->t.val_batches, "Batches per evaluation")
+      ->capture_default_str();
   sub->add_option("--out", a->out, "Output folder: checkpoints, metrics.jsonl, tb/")->required();
   sub->add_option("--steps", a->t.steps, "Optimizer steps in total")->capture_default_str();
   sub->add_option("--batch-size", a->t.batch_size, "Micro-batch size")->capture_default_str();
   sub->add_option("--seq-len", a->t.seq_len, "Sequence length")->capture_default_str();
-  sub->add_option("--grad-accum", a->t.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
+  sub->add_option("--grad-accum", a->t.grad_accum, "Micro-batches per optimizer step")
+      ->capture_default_str();
   sub->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
   sub->add_option("--min-lr", a->min_lr, "Final learning rate")->capture_default_str();
   sub->add_option("--warmup-steps", a->warmup_steps, "Linear warmup steps")->capture_default_str();
   sub->add_option("--decay", a->decay, "cosine, linear or constant")->capture_default_str();
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay")->capture_default_str();
-  sub->add_option("--grad-clip", a->grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
-  sub->add_option("--checkpoint-every", a->t.checkpoint_every, "Checkpoint every N steps (0: at the end only)")
+  sub->add_option("--grad-clip", a->grad_clip, "Global gradient-norm clip (0: off)")
       ->capture_default_str();
-  sub->add_option("--keep-last", a->t.keep_last, "Checkpoints to keep (0: all)")->capture_default_str();
-  sub->add_option("--max-bad-steps", a->t.max_bad_steps, "Abort after this many non-finite steps in a row")
+  sub->add_option("--checkpoint-every", a->t.checkpoint_every,
+                  "Checkpoint every N steps (0: at the end only)")
+      ->capture_default_str();
+  sub->add_option("--keep-last", a->t.keep_last, "Checkpoints to keep (0: all)")
+      ->capture_default_str();
+  sub->add_option("--max-bad-steps", a->t.max_bad_steps,
+                  "Abort after this many non-finite steps in a row")
       ->capture_default_str();
   sub->add_option("--log-every", a->log_every, "Console line every N steps")->capture_default_str();
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
@@ -225,7 +272,8 @@ Command add_train_command(CLI::App& app) {
 Command add_export_command(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
   CLI::App* sub = app.add_subcommand("export", "Write a training checkpoint as an HF model folder");
-  sub->add_option("checkpoint", a->src, "`ljperf train --out` folder, or one step-N folder")->required();
+  sub->add_option("checkpoint", a->src, "`ljperf train --out` folder, or one step-N folder")
+      ->required();
   sub->add_option("--hf", a->hf_out, "New HF model folder to write")->required();
   return {sub, [a] { return run_export(*a); }};
 }

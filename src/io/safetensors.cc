@@ -21,9 +21,9 @@ struct StDType {
   int size;
 };
 constexpr StDType kStDTypes[] = {
-    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"I16", 2},     {"U16", 2},     {"F16", 2},  {"BF16", 2},
-    {"I32", 4},  {"U32", 4}, {"F32", 4}, {"F64", 8},     {"I64", 8},     {"U64", 8},  {"F8_E4M3", 1},
-    {"F8_E5M2", 1},
+    {"BOOL", 1}, {"U8", 1},   {"I8", 1},  {"I16", 2},     {"U16", 2},
+    {"F16", 2},  {"BF16", 2}, {"I32", 4}, {"U32", 4},     {"F32", 4},
+    {"F64", 8},  {"I64", 8},  {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
 };
 
 int st_dtype_size(const std::string& name) {
@@ -34,36 +34,50 @@ int st_dtype_size(const std::string& name) {
 }
 
 Status bad(const std::string& what) {
-  return invalid_argument("invalid safetensors file: " + what, "the file is corrupt or not a safetensors file");
+  return invalid_argument("invalid safetensors file: " + what,
+                          "the file is corrupt or not a safetensors file");
 }
 
-bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
+bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
 
 }  // namespace
 
 const char* safetensors_dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
   }
   return "?";
 }
 
 StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
-  if (bytes.size() < 8) return bad("file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
+  if (bytes.size() < 8)
+    return bad("file is " + std::to_string(bytes.size()) +
+               " bytes, shorter than the 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[static_cast<size_t>(i)];
-  if (n > kMaxHeaderBytes) return bad("header length " + std::to_string(n) + " is above the 100,000,000-byte limit");
+  if (n > kMaxHeaderBytes)
+    return bad("header length " + std::to_string(n) + " is above the 100,000,000-byte limit");
   if (n > bytes.size() - 8) {
-    return bad("header length " + std::to_string(n) + " runs past the end of the " + std::to_string(bytes.size()) +
-               "-byte file");
+    return bad("header length " + std::to_string(n) + " runs past the end of the " +
+               std::to_string(bytes.size()) + "-byte file");
   }
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<size_t>(n));
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8),
+                              static_cast<size_t>(n));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad("header is not valid JSON");
   if (!j.is_object()) return bad("header is not a JSON object");
@@ -77,12 +91,14 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
     if (name == "__metadata__") {
       if (!v.is_object()) return bad("__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) return bad("__metadata__ value of '" + m.key() + "' is not a string");
+        if (!m.value().is_string())
+          return bad("__metadata__ value of '" + m.key() + "' is not a string");
         h.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets")) {
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+        !v.contains("data_offsets")) {
       return bad("tensor '" + name + "' lacks dtype, shape or data_offsets");
     }
     SafetensorsEntry e;
@@ -90,11 +106,13 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
     if (!v["dtype"].is_string()) return bad("tensor '" + name + "' has a non-string dtype");
     e.dtype_name = v["dtype"].get<std::string>();
     e.dtype_size = st_dtype_size(e.dtype_name);
-    if (e.dtype_size == 0) return bad("tensor '" + name + "' has unknown dtype '" + e.dtype_name + "'");
+    if (e.dtype_size == 0)
+      return bad("tensor '" + name + "' has unknown dtype '" + e.dtype_name + "'");
     if (!v["shape"].is_array()) return bad("tensor '" + name + "' shape is not an array");
     uint64_t elems = 1;
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) return bad("tensor '" + name + "' shape holds a value that is not a non-negative integer");
+      if (!d.is_number_unsigned())
+        return bad("tensor '" + name + "' shape holds a value that is not a non-negative integer");
       const uint64_t x = d.get<uint64_t>();
       if (x > static_cast<uint64_t>(INT64_MAX) || mul_overflows(elems, x, &elems)) {
         return bad("tensor '" + name + "' shape overflows");
@@ -102,35 +120,42 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
       e.shape.push_back(static_cast<int64_t>(x));
     }
     const auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned()) {
       return bad("tensor '" + name + "' data_offsets is not two non-negative integers");
     }
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
     if (e.end < e.begin) return bad("tensor '" + name + "' data_offsets end before they begin");
     uint64_t want = 0;
-    if (mul_overflows(elems, static_cast<uint64_t>(e.dtype_size), &want)) return bad("tensor '" + name + "' size overflows");
+    if (mul_overflows(elems, static_cast<uint64_t>(e.dtype_size), &want))
+      return bad("tensor '" + name + "' size overflows");
     if (e.end - e.begin != want) {
-      return bad("tensor '" + name + "' holds " + std::to_string(e.end - e.begin) + " bytes but " + e.dtype_name +
-                 " shape needs " + std::to_string(want));
+      return bad("tensor '" + name + "' holds " + std::to_string(e.end - e.begin) + " bytes but " +
+                 e.dtype_name + " shape needs " + std::to_string(want));
     }
     if (e.end > buffer_len) {
-      return bad("tensor '" + name + "' data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                 ") run past the " + std::to_string(buffer_len) + "-byte data buffer");
+      return bad("tensor '" + name + "' data_offsets [" + std::to_string(e.begin) + ", " +
+                 std::to_string(e.end) + ") run past the " + std::to_string(buffer_len) +
+                 "-byte data buffer");
     }
     h.entries.push_back(std::move(e));
   }
   // nlohmann::json objects keep one value per key (the last): duplicates must be found in the text.
   {
     size_t keys = 0;
-    nlohmann::json::parser_callback_t count = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json&) {
+    nlohmann::json::parser_callback_t count = [&](int depth, nlohmann::json::parse_event_t ev,
+                                                  nlohmann::json&) {
       if (depth == 1 && ev == nlohmann::json::parse_event_t::key) ++keys;
       return true;
     };
-    (void)nlohmann::json::parse(text, count, false);
+    const nlohmann::json counted = nlohmann::json::parse(text, count, false);
+    (void)counted;
     if (keys != j.size()) return bad("header names a tensor more than once");
   }
-  std::sort(h.entries.begin(), h.entries.end(), [](const auto& a, const auto& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(h.entries.begin(), h.entries.end(), [](const auto& a, const auto& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
   uint64_t pos = 0;
   for (const auto& e : h.entries) {
     if (e.begin != pos) {
@@ -140,7 +165,8 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
     pos = e.end;
   }
   if (pos != buffer_len) {
-    return bad("data buffer is " + std::to_string(buffer_len) + " bytes but the tensors cover " + std::to_string(pos));
+    return bad("data buffer is " + std::to_string(buffer_len) + " bytes but the tensors cover " +
+               std::to_string(pos));
   }
   return h;
 }
@@ -170,7 +196,9 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   return f;
 }
 
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept { *this = std::move(o); }
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept {
+  *this = std::move(o);
+}
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
   if (this != &o) {
@@ -197,15 +225,16 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
 }
 
 std::span<const uint8_t> SafetensorsFile::bytes(const SafetensorsEntry& e) const {
-  return std::span<const uint8_t>(map_ + header_.data_offset + e.begin, static_cast<size_t>(e.end - e.begin));
+  return std::span<const uint8_t>(map_ + header_.data_offset + e.begin,
+                                  static_cast<size_t>(e.end - e.begin));
 }
 
 Status SafetensorsFile::read_f32(const SafetensorsEntry& e, std::span<float> out) const {
   const auto src = bytes(e);
   const size_t n = src.size() / static_cast<size_t>(e.dtype_size);
   if (out.size() != n) {
-    return invalid_argument(path_ + ": tensor '" + e.name + "' has " + std::to_string(n) + " elements, expected " +
-                            std::to_string(out.size()));
+    return invalid_argument(path_ + ": tensor '" + e.name + "' has " + std::to_string(n) +
+                            " elements, expected " + std::to_string(out.size()));
   }
   const uint8_t* p = src.data();
   if (e.dtype_name == "F32") {
@@ -224,7 +253,8 @@ Status SafetensorsFile::read_f32(const SafetensorsEntry& e, std::span<float> out
       out[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
     }
   } else {
-    return invalid_argument(path_ + ": tensor '" + e.name + "' is " + e.dtype_name + ", not a float type");
+    return invalid_argument(path_ + ": tensor '" + e.name + "' is " + e.dtype_name +
+                            ", not a float type");
   }
   return ok_status();
 }
@@ -238,10 +268,13 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   h["__metadata__"] = meta;
   uint64_t pos = 0;
   for (const auto& t : tensors) {
-    if (h.contains(t.name)) return invalid_argument("tensor '" + t.name + "' written twice to " + path);
+    if (h.contains(t.name))
+      return invalid_argument("tensor '" + t.name + "' written twice to " + path);
     uint64_t bytes = static_cast<uint64_t>(dtype_size(t.dtype));
     for (int64_t d : t.shape) bytes *= static_cast<uint64_t>(d);
-    h[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {pos, pos + bytes}}};
+    h[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
+                 {"shape", t.shape},
+                 {"data_offsets", {pos, pos + bytes}}};
     pos += bytes;
   }
   std::string text = h.dump();

@@ -13,7 +13,9 @@ Val rms_norm(Val x, Val w, double eps) {
 }
 
 // x (B, T, C_in) @ w (C_out, C_in)^T -> (B, T, C_out)
-Val linear(Val x, Val w) { return matmul(x, w, false, true); }
+Val linear(Val x, Val w) {
+  return matmul(x, w, false, true);
+}
 
 // HF rotate_half on the last dim: cat(-x2, x1).
 Val rotate_half(Val x, int64_t d) {
@@ -23,7 +25,9 @@ Val rotate_half(Val x, int64_t d) {
 }
 
 // x (B, H, T, D); cos, sin (T, D) broadcast.
-Val apply_rope(Val x, Val cos, Val sin, int64_t d) { return x * cos + rotate_half(x, d) * sin; }
+Val apply_rope(Val x, Val cos, Val sin, int64_t d) {
+  return x * cos + rotate_half(x, d) * sin;
+}
 
 }  // namespace
 
@@ -52,7 +56,7 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
   LJ_RETURN_IF_ERROR(c.validate());
   Builder b(g);
   LlamaGraph out;
-  const int64_t C = c.hidden_size, H = c.num_attention_heads, G = c.num_key_value_heads, D = c.head_dim;
+  const int64_t H = c.num_attention_heads, G = c.num_key_value_heads, D = c.head_dim;
 
   Val tokens = b.input("tokens", DType::i32, {kB, kT});
   Val targets = b.input("targets", DType::i32, {kB, kT});
@@ -106,8 +110,8 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
         q = apply_rope(q, cos, sin, D);
         k = apply_rope(k, cos, sin, D);
       }
-      Val o = sdpa(q, k, v, /*causal=*/true).out;                    // (B, H, T, D)
-      o = reshape(permute(o, {0, 2, 1, 3}), {kB, kT, H * D});         // (B, T, H*D)
+      Val o = sdpa(q, k, v, /*causal=*/true).out;              // (B, H, T, D)
+      o = reshape(permute(o, {0, 2, 1, 3}), {kB, kT, H * D});  // (B, T, H*D)
       ScopeGuard p(b, "o_proj");
       attn = linear(o, wo);  // (B, T, C)
     }
@@ -143,7 +147,8 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
   }
   {
     ScopeGuard s(b, "loss");
-    loss = cross_entropy(reshape(logits, {kB * kT, c.vocab_size}), reshape(targets, {kB * kT}), -100);
+    loss =
+        cross_entropy(reshape(logits, {kB * kT, c.vocab_size}), reshape(targets, {kB * kT}), -100);
   }
   if (!b.ok()) return b.status();
   out.logits = logits.id;

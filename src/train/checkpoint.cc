@@ -29,26 +29,32 @@ StatusOr<std::string> read_text(const std::string& path) {
   return ss.str();
 }
 
-Status write_tensors(const std::string& path, const std::vector<ParamSpec>& specs, const std::vector<Tensor>& ts,
-                     const std::string& prefix) {
+Status write_tensors(const std::string& path, const std::vector<ParamSpec>& specs,
+                     const std::vector<Tensor>& ts, const std::string& prefix) {
   std::vector<TensorToWrite> out;
-  for (size_t i = 0; i < specs.size(); ++i) out.push_back({prefix + specs[i].name, DType::f32, ts[i].dims(), ts[i].raw()});
+  for (size_t i = 0; i < specs.size(); ++i)
+    out.push_back({prefix + specs[i].name, DType::f32, ts[i].dims(), ts[i].raw()});
   return write_safetensors(path, out);
 }
 
-StatusOr<std::vector<Tensor>> read_tensors(const std::string& path, const std::vector<ParamSpec>& specs,
-                                           const std::string& prefix, MemCategory category, Device& dev) {
+StatusOr<std::vector<Tensor>> read_tensors(const std::string& path,
+                                           const std::vector<ParamSpec>& specs,
+                                           const std::string& prefix, MemCategory category,
+                                           Device& dev) {
   LJ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
   std::vector<Tensor> out;
   for (const ParamSpec& s : specs) {
     const SafetensorsEntry* e = f.find(prefix + s.name);
-    if (e == nullptr) return invalid_argument(path + " has no tensor '" + prefix + s.name + "'", "the checkpoint is damaged or from another model");
+    if (e == nullptr)
+      return invalid_argument(path + " has no tensor '" + prefix + s.name + "'",
+                              "the checkpoint is damaged or from another model");
     if (e->shape != s.dims || e->dtype_name != "F32") {
-      return invalid_argument(path + ": tensor '" + prefix + s.name + "' is " + e->dtype_name + dims_to_string(e->shape) +
-                              ", expected F32" + dims_to_string(s.dims));
+      return invalid_argument(path + ": tensor '" + prefix + s.name + "' is " + e->dtype_name +
+                              dims_to_string(e->shape) + ", expected F32" + dims_to_string(s.dims));
     }
     Tensor t = Tensor::empty(dev, DType::f32, s.dims, category);
-    LJ_RETURN_IF_ERROR(f.read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
+    LJ_RETURN_IF_ERROR(
+        f.read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
     out.push_back(std::move(t));
   }
   return out;
@@ -60,7 +66,8 @@ std::vector<std::pair<int64_t, fs::path>> committed_steps(const std::string& dir
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || name.rfind("step-", 0) != 0 || name.find(".tmp.") != std::string::npos) continue;
+    if (!e.is_directory() || name.rfind("step-", 0) != 0 || name.find(".tmp.") != std::string::npos)
+      continue;
     char* end = nullptr;
     const long long n = std::strtoll(name.c_str() + 5, &end, 10);
     if (*end == '\0') steps.emplace_back(n, e.path());
@@ -79,11 +86,12 @@ std::string latest_checkpoint_dir(const std::string& dir) {
   return name.empty() ? "" : dir + "/" + name;
 }
 
-Status save_checkpoint(const std::string& dir, const LlamaConfig& config, const std::vector<ParamSpec>& specs,
-                       const Checkpoint& c, int keep_last) {
+Status save_checkpoint(const std::string& dir, const LlamaConfig& config,
+                       const std::vector<ParamSpec>& specs, const Checkpoint& c, int keep_last) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return io_error("cannot create checkpoint folder " + dir + ": " + ec.message(), "check --out");
+  if (ec)
+    return io_error("cannot create checkpoint folder " + dir + ": " + ec.message(), "check --out");
   const std::string name = "step-" + std::to_string(c.state.step);
   const std::string final_dir = dir + "/" + name;
   const std::string tmp = final_dir + ".tmp." + std::to_string(::getpid());
@@ -123,29 +131,40 @@ Status save_checkpoint(const std::string& dir, const LlamaConfig& config, const 
   LJ_RETURN_IF_ERROR(fsync_parent_dir(final_dir));
   LJ_RETURN_IF_ERROR(write_text(dir + "/latest", name + "\n"));
 
-  // Retention: committed checkpoints beyond keep_last, and temporaries of dead writers.
+  return prune_checkpoints(dir, keep_last);
+}
+
+Status prune_checkpoints(const std::string& dir, int keep_last) {
+  std::error_code ec;
+  const std::string latest = fs::path(latest_checkpoint_dir(dir)).filename().string();
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && n.find(".tmp.") != std::string::npos) fs::remove_all(e.path(), ec);
+    const bool temp = n.find(".tmp.") != std::string::npos &&
+                      (n.rfind("step-", 0) == 0 || n.rfind("latest", 0) == 0);
+    if (temp) fs::remove_all(e.path(), ec);
   }
   if (keep_last > 0) {
     auto steps = committed_steps(dir);
     for (size_t i = 0; i + static_cast<size_t>(keep_last) < steps.size(); ++i) {
-      if (steps[i].second.filename() != name) fs::remove_all(steps[i].second, ec);
+      if (steps[i].second.filename() != latest) fs::remove_all(steps[i].second, ec);
     }
   }
+  if (ec) return io_error("pruning checkpoints in " + dir + ": " + ec.message());
   return ok_status();
 }
 
-StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir, const std::vector<ParamSpec>& specs, Device& dev) {
+StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir,
+                                     const std::vector<ParamSpec>& specs, Device& dev) {
   Checkpoint c;
   LJ_ASSIGN_OR_RETURN(std::string text, read_text(step_dir + "/trainer_state.json"));
   auto j = nlohmann::json::parse(text, nullptr, false);
   const std::string state_path = step_dir + "/trainer_state.json";
-  if (j.is_discarded() || !j.is_object()) return invalid_argument(state_path + " is not valid JSON", "the checkpoint is damaged");
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument(state_path + " is not valid JSON", "the checkpoint is damaged");
   for (const char* key : {"step", "optimizer_steps", "data_position", "skipped_steps", "seed"}) {
     if (!j.contains(key) || !j[key].is_number_integer()) {
-      return invalid_argument(state_path + ": missing or non-integer '" + key + "'", "the checkpoint is damaged");
+      return invalid_argument(state_path + ": missing or non-integer '" + key + "'",
+                              "the checkpoint is damaged");
     }
   }
   c.state.step = j["step"].get<int64_t>();
@@ -153,18 +172,24 @@ StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir, const std::vec
   c.state.data_position = j["data_position"].get<int64_t>();
   c.state.skipped_steps = j["skipped_steps"].get<int64_t>();
   c.state.seed = j["seed"].get<uint64_t>();
-  if (j.contains("fingerprint") && j["fingerprint"].is_string()) c.state.fingerprint = j["fingerprint"].get<std::string>();
-  LJ_ASSIGN_OR_RETURN(c.params, read_tensors(step_dir + "/model.safetensors", specs, "", MemCategory::weights, dev));
-  LJ_ASSIGN_OR_RETURN(c.m, read_tensors(step_dir + "/optimizer.safetensors", specs, "m.", MemCategory::optimizer, dev));
-  LJ_ASSIGN_OR_RETURN(c.v, read_tensors(step_dir + "/optimizer.safetensors", specs, "v.", MemCategory::optimizer, dev));
+  if (j.contains("fingerprint") && j["fingerprint"].is_string())
+    c.state.fingerprint = j["fingerprint"].get<std::string>();
+  LJ_ASSIGN_OR_RETURN(c.params, read_tensors(step_dir + "/model.safetensors", specs, "",
+                                             MemCategory::weights, dev));
+  LJ_ASSIGN_OR_RETURN(c.m, read_tensors(step_dir + "/optimizer.safetensors", specs, "m.",
+                                        MemCategory::optimizer, dev));
+  LJ_ASSIGN_OR_RETURN(c.v, read_tensors(step_dir + "/optimizer.safetensors", specs, "v.",
+                                        MemCategory::optimizer, dev));
   return c;
 }
 
-StatusOr<Checkpoint> load_latest_checkpoint(const std::string& dir, const std::vector<ParamSpec>& specs, Device& dev) {
+StatusOr<Checkpoint> load_latest_checkpoint(const std::string& dir,
+                                            const std::vector<ParamSpec>& specs, Device& dev) {
   const std::string step_dir = latest_checkpoint_dir(dir);
   if (step_dir.empty()) return not_found("no checkpoint in " + dir);
   if (!fs::is_directory(step_dir)) {
-    return invalid_argument(dir + "/latest names " + step_dir + ", which does not exist", "the checkpoint folder is damaged");
+    return invalid_argument(dir + "/latest names " + step_dir + ", which does not exist",
+                            "the checkpoint folder is damaged");
   }
   return load_checkpoint(step_dir, specs, dev);
 }

@@ -22,7 +22,7 @@ struct TrainerState {
   int64_t data_position = 0;    // windows consumed by the data loader
   int64_t skipped_steps = 0;    // non-finite loss or gradient, update skipped
   uint64_t seed = 0;
-  std::string fingerprint;      // model + batch shape: resuming with another run is refused
+  std::string fingerprint;  // model + batch shape: resuming with another run is refused
 };
 
 struct Checkpoint {
@@ -32,14 +32,20 @@ struct Checkpoint {
 
 // Writes `dir/step-<state.step>` and points `dir/latest` at it; then deletes committed
 // checkpoints beyond the newest `keep_last` (0: keep all) and stale temporaries.
-Status save_checkpoint(const std::string& dir, const LlamaConfig& config, const std::vector<ParamSpec>& specs,
-                       const Checkpoint& ckpt, int keep_last);
+Status save_checkpoint(const std::string& dir, const LlamaConfig& config,
+                       const std::vector<ParamSpec>& specs, const Checkpoint& ckpt, int keep_last);
+
+// Deletes committed checkpoints beyond the newest `keep_last` (0: keep all; the one `latest`
+// names is always kept) and temporaries left by writers that died (step-N.tmp.*, latest.tmp.*).
+Status prune_checkpoints(const std::string& dir, int keep_last);
 
 // The checkpoint `dir/latest` names, or not_found when there is none. A checkpoint that exists
 // but is damaged is an error naming the file.
-StatusOr<Checkpoint> load_latest_checkpoint(const std::string& dir, const std::vector<ParamSpec>& specs, Device& dev);
+StatusOr<Checkpoint> load_latest_checkpoint(const std::string& dir,
+                                            const std::vector<ParamSpec>& specs, Device& dev);
 // Loads one checkpoint folder (for export).
-StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir, const std::vector<ParamSpec>& specs, Device& dev);
+StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir,
+                                     const std::vector<ParamSpec>& specs, Device& dev);
 // The folder `dir/latest` names ("" when none).
 std::string latest_checkpoint_dir(const std::string& dir);
 

@@ -48,6 +48,9 @@ struct EvalMetrics {
 
 struct TrainerCallbacks {
   std::function<void(const std::string&)> info;  // one-line notices (resume, checkpoint)
+  // Called once the run is validated (data, model, checkpoint to resume) and before the first
+  // step: the place to open log files, so a run that fails validation writes nothing.
+  std::function<Status()> on_start;
   std::function<void(const StepMetrics&)> on_step;
   std::function<void(const EvalMetrics&)> on_eval;
 };
@@ -64,7 +67,7 @@ struct TrainSummary {
 // `stop`: set asynchronously (SIGTERM/SIGINT); the trainer saves a checkpoint and returns.
 StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<Tensor>* initial,
                                     const TokenFile& train_data, const TokenFile* val_data,
-                                    const TrainerConfig& config, Device& dev, const std::atomic<bool>* stop,
-                                    const TrainerCallbacks& cb);
+                                    const TrainerConfig& config, Device& dev,
+                                    const std::atomic<bool>* stop, const TrainerCallbacks& cb);
 
 }  // namespace lj
