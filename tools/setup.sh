@@ -28,12 +28,15 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# build [cmake -D options...] [-- targets...]
 build() {
-  local werror=OFF
+  local werror=OFF opts=() targets=()
   [ "${CI:-}" = "true" ] && werror=ON
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do opts+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift && targets=(--target "$@")
   cmake -S . -B "${BUILD_DIR:-build}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLJ_WERROR="$werror" \
-    -DLJ_SANITIZE="${LJ_SANITIZE:-OFF}" "$@"
-  cmake --build "${BUILD_DIR:-build}" -j "$(nproc)"
+    -DLJ_SANITIZE="${LJ_SANITIZE:-OFF}" "${opts[@]}"
+  cmake --build "${BUILD_DIR:-build}" -j "$(nproc)" "${targets[@]}"
 }
 
 case "${1:-}" in
@@ -50,7 +53,7 @@ case "${1:-}" in
     ;;
   test-asan)
     install_missing
-    BUILD_DIR=${BUILD_DIR:-build-asan} LJ_SANITIZE=ON build -DLJ_BENCH=OFF
+    BUILD_DIR=${BUILD_DIR:-build-asan} LJ_SANITIZE=ON build -DLJ_BENCH=OFF -- unit_tests ops_tests model_tests
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" -LE e2e
     ;;

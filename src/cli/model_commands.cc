@@ -29,7 +29,8 @@ struct EvalArgs {
 Status run_eval(const EvalArgs& a) {
   TokenFormat fmt;
   if (!parse_token_format(a.data_format, &fmt)) {
-    return invalid_argument("unknown --data-format '" + a.data_format + "'", "use auto, llmc, megatron, u16 or u32");
+    return invalid_argument("unknown --data-format '" + a.data_format + "'",
+                            "use auto, llmc, megatron, u16 or u32");
   }
   Device dev(a.threads);
   LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(a.model, dev));
@@ -45,12 +46,14 @@ Status run_eval(const EvalArgs& a) {
   LJ_ASSIGN_OR_RETURN(EvalResult r, evaluate(model, data, o, dev));
   progress.finish();
   if (!a.dump_logits.empty()) {
-    LJ_RETURN_IF_ERROR(write_safetensors(a.dump_logits, {{"logits", DType::f32, logits.dims(), logits.raw()}}));
+    LJ_RETURN_IF_ERROR(
+        write_safetensors(a.dump_logits, {{"logits", DType::f32, logits.dims(), logits.raw()}}));
   }
   fmt::print("model {} ({:.2f}M params), data {} ({} tokens, {})\n", a.model,
-             static_cast<double>(model.config.num_params()) / 1e6, a.data, data.size(), token_format_name(data.format()));
-  fmt::print("loss {:.6f}  perplexity {:.4f}  over {} tokens in {} batches of {} x {}\n", r.loss, r.perplexity, r.tokens,
-             r.batches, a.batch_size, a.seq_len);
+             static_cast<double>(model.config.num_params()) / 1e6, a.data, data.size(),
+             token_format_name(data.format()));
+  fmt::print("loss {:.6f}  perplexity {:.4f}  over {} tokens in {} batches of {} x {}\n", r.loss,
+             r.perplexity, r.tokens, r.batches, a.batch_size, a.seq_len);
   return ok_status();
 }
 
@@ -72,8 +75,8 @@ Status run_init(const InitArgs& a) {
   const auto specs = llama_param_specs(c);
   const auto params = init_llama_params(dev, specs, c.initializer_range, a.seed);
   LJ_RETURN_IF_ERROR(save_hf_model(a.out, c, specs, params, a.max_shard_mb * 1'000'000));
-  fmt::print("wrote {} ({}, {:.2f}M params, seed {})\n", a.out, c.name, static_cast<double>(c.num_params()) / 1e6,
-             a.seed);
+  fmt::print("wrote {} ({}, {:.2f}M params, seed {})\n", a.out, c.name,
+             static_cast<double>(c.num_params()) / 1e6, a.seed);
   return ok_status();
 }
 
@@ -81,15 +84,20 @@ Status run_init(const InitArgs& a) {
 
 Command add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
-  CLI::App* sub = app.add_subcommand("eval", "Mean loss and perplexity of an HF model folder on a token file");
+  CLI::App* sub =
+      app.add_subcommand("eval", "Mean loss and perplexity of an HF model folder on a token file");
   sub->add_option("--model", a->model, "HF model folder (config.json + safetensors)")->required();
-  sub->add_option("--data", a->data, "Token file (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")->required();
-  sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")->capture_default_str();
+  sub->add_option("--data", a->data, "Token file (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")
+      ->required();
+  sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")
+      ->capture_default_str();
   sub->add_option("--batch-size", a->batch_size, "Windows per batch")->capture_default_str();
   sub->add_option("--seq-len", a->seq_len, "Tokens per window")->capture_default_str();
-  sub->add_option("--max-batches", a->max_batches, "Stop after this many batches (0: all)")->capture_default_str();
+  sub->add_option("--max-batches", a->max_batches, "Stop after this many batches (0: all)")
+      ->capture_default_str();
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
-  sub->add_option("--dump-logits", a->dump_logits, "Write the first batch's logits to this safetensors file");
+  sub->add_option("--dump-logits", a->dump_logits,
+                  "Write the first batch's logits to this safetensors file");
   return {sub, [a] { return run_eval(*a); }};
 }
 
@@ -99,7 +107,8 @@ Command add_init_command(CLI::App& app) {
   sub->add_option("--model", a->model, "Preset name or config.json path")->capture_default_str();
   sub->add_option("--out", a->out, "New folder to write (must not exist)")->required();
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
-  sub->add_option("--max-shard-mb", a->max_shard_mb, "Split the weights into shards of at most this many MB")
+  sub->add_option("--max-shard-mb", a->max_shard_mb,
+                  "Split the weights into shards of at most this many MB")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   return {sub, [a] { return run_init(*a); }};

@@ -9,7 +9,10 @@
 namespace lj::cli {
 
 Progress::Progress(std::string label, std::string unit)
-    : label_(std::move(label)), unit_(std::move(unit)), tty_(isatty(STDERR_FILENO) != 0), t0_(now_seconds()) {}
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      tty_(isatty(STDERR_FILENO) != 0),
+      t0_(now_seconds()) {}
 
 void Progress::update(int64_t done, int64_t total) {
   const double elapsed = now_seconds() - t0_;
@@ -21,16 +24,17 @@ void Progress::update(int64_t done, int64_t total) {
     const int fill = static_cast<int>(frac * kWidth);
     std::string bar(static_cast<size_t>(fill), '#');
     bar.append(static_cast<size_t>(kWidth - fill), '.');
-    std::fprintf(stderr, "\r%s [%s] %lld/%lld %s  %.1f %s/s  eta %s   ", label_.c_str(), bar.c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total), unit_.c_str(), rate, unit_.c_str(),
-                 format_seconds(eta).c_str());
+    std::fprintf(stderr, "\r%s [%s] %lld/%lld %s  %.1f %s/s  eta %s   ", label_.c_str(),
+                 bar.c_str(), static_cast<long long>(done), static_cast<long long>(total),
+                 unit_.c_str(), rate, unit_.c_str(), format_seconds(eta).c_str());
     drawn_ = true;
   } else {
     const int64_t decile = total > 0 ? done * 10 / total : 10;
     if (decile == last_decile_) return;
     last_decile_ = decile;
-    std::fprintf(stderr, "%s: %lld/%lld %s (%.1f %s/s, eta %s)\n", label_.c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total), unit_.c_str(), rate, unit_.c_str(), format_seconds(eta).c_str());
+    std::fprintf(stderr, "%s: %lld/%lld %s (%.1f %s/s, eta %s)\n", label_.c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total), unit_.c_str(), rate,
+                 unit_.c_str(), format_seconds(eta).c_str());
   }
   std::fflush(stderr);
 }

@@ -14,9 +14,10 @@ std::string torchtitan_line(const StepLine& s) {
   const double pct = s.memory_total_bytes > 0 ? 100.0 * s.memory_bytes / s.memory_total_bytes : 0;
   const double tflops = s.flops_per_token * s.tokens_per_s / 1e12;
   const double mfu = s.peak_flops > 0 ? 100.0 * tflops * 1e12 / s.peak_flops : 0;
-  return fmt::format("step: {:>4d}  loss: {:7.4f}  grad_norm: {:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {:.0f}  "
-                     "tflops: {:.3f}  mfu: {:.2f}%",
-                     s.step, s.loss, s.grad_norm, gib, pct, s.tokens_per_s, tflops, mfu);
+  return fmt::format(
+      "step: {:>4d}  loss: {:7.4f}  grad_norm: {:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {:.0f}  "
+      "tflops: {:.3f}  mfu: {:.2f}%",
+      s.step, s.loss, s.grad_norm, gib, pct, s.tokens_per_s, tflops, mfu);
 }
 
 long long process_peak_rss_bytes() {

@@ -16,7 +16,8 @@ struct StepLine {
   double peak_flops = 0;
 };
 
-// torchtitan's line: "step: N  loss: L  grad_norm: G  memory: X GiB(P%)  tps: T  tflops: F  mfu: M%".
+// torchtitan's line: "step: N  loss: L  grad_norm: G  memory: X GiB(P%)  tps: T  tflops: F  mfu:
+// M%".
 std::string torchtitan_line(const StepLine& s);
 
 // Peak resident set size of this process (VmHWM), in bytes; 0 when unknown.

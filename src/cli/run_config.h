@@ -13,15 +13,15 @@ namespace lj::cli {
 
 struct ModelRef {
   LlamaConfig config;
-  std::string weights_dir;    // an HF folder to load weights from ("" = initialise)
-  std::string recipe;         // "deepspeed/zero3_bf16" when the name asked for it
+  std::string weights_dir;  // an HF folder to load weights from ("" = initialise)
+  std::string recipe;       // "deepspeed/zero3_bf16" when the name asked for it
 };
 
 StatusOr<ModelRef> resolve_model(const std::string& name);
 
 // DeepSpeed settings from --deepspeed FILE, else the model's recipe, else none; `run` holds
 // the flags (RunValue::set_flag for each flag the user gave) and ljperf's defaults.
-StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& file, const ModelRef& model,
-                                                           RunSettings run);
+StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& file,
+                                                           const ModelRef& model, RunSettings run);
 
 }  // namespace lj::cli

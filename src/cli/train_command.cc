@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/report.h"
+#include "cli/run_config.h"
 #include "core/units.h"
 #include "io/jsonl.h"
 #include "io/tensorboard.h"
@@ -36,21 +37,15 @@ struct TrainArgs {
   TrainerConfig t;
   double lr = 3e-4, min_lr = 3e-5, weight_decay = 0.1, grad_clip = 1.0;
   std::string decay = "cosine";
+  std::string deepspeed;
+  std::string precision = "f32";
+  CLI::App* app = nullptr;
+  bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
   int64_t warmup_steps = 10;
   int64_t log_every = 1;
   int threads = 0;
   uint64_t seed = 1234;
 };
-
-StatusOr<LlamaConfig> resolve_model(const std::string& m, std::string* weights_dir) {
-  namespace fs = std::filesystem;
-  if (fs::is_directory(m)) {
-    *weights_dir = m;
-    return load_hf_config(m + "/config.json");
-  }
-  if (m.ends_with(".json")) return load_hf_config(m);
-  return llama_preset(m);
-}
 
 Status run_train(TrainArgs& a) {
   namespace fs = std::filesystem;
@@ -74,8 +69,35 @@ Status run_train(TrainArgs& a) {
   } else {
     return invalid_argument("unknown --decay '" + a.decay + "'", "use cosine, linear or constant");
   }
-  std::string weights_dir;
-  LJ_ASSIGN_OR_RETURN(LlamaConfig model, resolve_model(a.model, &weights_dir));
+  LJ_ASSIGN_OR_RETURN(ModelRef ref, resolve_model(a.model));
+  const LlamaConfig& model = ref.config;
+  const std::string& weights_dir = ref.weights_dir;
+  RunSettings run;
+  run.micro_batch = a.t.batch_size;
+  run.grad_accum = a.t.grad_accum;
+  run.lr = a.lr;
+  run.weight_decay = a.weight_decay;
+  run.grad_clip = a.grad_clip;
+  run.total_steps = a.t.steps;
+  run.warmup_steps = a.warmup_steps;
+  if (a.given("--batch-size")) run.micro_batch.set_flag(a.t.batch_size);
+  if (a.given("--grad-accum")) run.grad_accum.set_flag(a.t.grad_accum);
+  if (a.given("--lr")) run.lr.set_flag(a.lr);
+  if (a.given("--weight-decay")) run.weight_decay.set_flag(a.weight_decay);
+  if (a.given("--grad-clip")) run.grad_clip.set_flag(a.grad_clip);
+  if (a.given("--warmup-steps")) run.warmup_steps.set_flag(a.warmup_steps);
+  DType precision;
+  if (!parse_dtype(a.precision, &precision) ||
+      !(precision == DType::f32 || precision == DType::bf16)) {
+    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
+  }
+  run.precision = precision;
+  if (a.given("--precision")) run.precision.set_flag(precision);
+  LJ_ASSIGN_OR_RETURN(std::optional<DeepSpeedConfig> ds, resolve_deepspeed(a.deepspeed, ref, run));
+  if ((ds ? ds->precision : precision) != DType::f32) {
+    return unimplemented("bf16 training needs the CUDA backend; the CPU trains in f32",
+                         "add --precision f32 (flags win over the DeepSpeed JSON)");
+  }
   // Open the data before touching the output folder: a bad input leaves nothing behind.
   LJ_ASSIGN_OR_RETURN(TokenFile train_data, TokenFile::open(a.data, fmt_));
   std::optional<TokenFile> val_data;
@@ -107,6 +129,21 @@ Status run_train(TrainArgs& a) {
   t.step.adamw.weight_decay = a.weight_decay;
   t.step.grad_clip = a.grad_clip;
   t.step.seed = a.seed;
+  if (ds) {
+    t.batch_size = ds->micro_batch_per_gpu;
+    t.grad_accum = ds->gradient_accumulation_steps;
+    t.step.grad_clip = ds->gradient_clipping;
+    t.step.adamw = AdamWConfig{ds->optimizer.lr, ds->optimizer.beta1, ds->optimizer.beta2,
+                               ds->optimizer.eps, ds->optimizer.weight_decay};
+    if (ds->scheduler.type != DsScheduler::Type::none) {
+      const DsScheduler sched = ds->scheduler;
+      t.lr_fn = [sched](int64_t step) { return sched.lr_for_step(step); };
+    } else {
+      t.lr.max_lr = ds->optimizer.lr;
+    }
+    fmt::print("deepspeed ({}):\n{}", ds->source, ds->describe());
+    for (const auto& w : ds->warnings) fmt::print(stderr, "warning: {}\n", w);
+  }
 
   std::vector<Tensor> initial;
   if (!weights_dir.empty()) {
@@ -230,7 +267,12 @@ Command add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* sub =
       app.add_subcommand("train", "Train on token files, with checkpoints that survive crashes");
-  sub->add_option("--model", a->model, "Preset, config.json, or HF model folder to start from")
+  a->app = sub;
+  sub->add_option("--model", a->model,
+                  "Preset, deepspeed/<preset>, config.json, or HF model folder to start from")
+      ->capture_default_str();
+  sub->add_option("--deepspeed", a->deepspeed, "DeepSpeed JSON config (flags win over it)");
+  sub->add_option("--precision", a->precision, "f32 or bf16 (bf16 needs the CUDA backend)")
       ->capture_default_str();
   sub->add_option("--data", a->data,
                   "Training tokens (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")

@@ -22,10 +22,12 @@ void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, 
   const double b1 = config_.beta1, b2 = config_.beta2;
   // torch: step_size = lr / (1 - b1^t); denom = sqrt(v) / sqrt(1 - b2^t) + eps.
   const float bc1 = static_cast<float>(1.0 - std::pow(b1, static_cast<double>(step_)));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_))));
+  const float bc2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_))));
   const float step_size = static_cast<float>(lr) / bc1;
   const float decay = static_cast<float>(1.0 - lr * config_.weight_decay);
-  const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2), eps = static_cast<float>(config_.eps);
+  const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2),
+              eps = static_cast<float>(config_.eps);
   for (size_t i = 0; i < params.size(); ++i) {
     float* p = params[i].data<float>();
     const float* g = grads[i].data<float>();

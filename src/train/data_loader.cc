@@ -2,16 +2,18 @@
 
 namespace lj {
 
-StatusOr<DataLoader> DataLoader::create(const TokenFile& file, int64_t batch_size, int64_t seq_len, int64_t vocab_size) {
-  if (batch_size <= 0 || seq_len <= 0) return invalid_argument("--batch-size and --seq-len must be positive");
+StatusOr<DataLoader> DataLoader::create(const TokenFile& file, int64_t batch_size, int64_t seq_len,
+                                        int64_t vocab_size) {
+  if (batch_size <= 0 || seq_len <= 0)
+    return invalid_argument("--batch-size and --seq-len must be positive");
   DataLoader d(file);
   d.batch_size_ = batch_size;
   d.seq_len_ = seq_len;
   d.windows_ = (d.file_->size() - 1) / seq_len;
   if (d.windows_ < batch_size) {
     return invalid_argument(d.file_->path() + " holds " + std::to_string(d.file_->size()) +
-                                " tokens, fewer than one batch of " + std::to_string(batch_size) + " x " +
-                                std::to_string(seq_len) + " + 1",
+                                " tokens, fewer than one batch of " + std::to_string(batch_size) +
+                                " x " + std::to_string(seq_len) + " + 1",
                             "use more data or a smaller --batch-size / --seq-len");
   }
   const uint32_t max_id = d.file_->max_token();

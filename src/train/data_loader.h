@@ -15,7 +15,8 @@ class DataLoader {
  public:
   // Checks that the file holds at least one batch and that every id is below vocab_size.
   // `file` must outlive the loader.
-  static StatusOr<DataLoader> create(const TokenFile& file, int64_t batch_size, int64_t seq_len, int64_t vocab_size);
+  static StatusOr<DataLoader> create(const TokenFile& file, int64_t batch_size, int64_t seq_len,
+                                     int64_t vocab_size);
 
   // Fills tokens and targets (B, T) i32 and advances the position by B windows.
   void next(Device& dev, Tensor* tokens, Tensor* targets);

@@ -8,7 +8,8 @@
 
 namespace lj {
 
-StatusOr<EvalResult> evaluate(const HfModel& model, const TokenFile& data, const EvalOptions& o, Device& dev) {
+StatusOr<EvalResult> evaluate(const HfModel& model, const TokenFile& data, const EvalOptions& o,
+                              Device& dev) {
   const int64_t B = o.batch_size, T = o.seq_len;
   if (B <= 0 || T <= 0) return invalid_argument("--batch-size and --seq-len must be positive");
   LJ_ASSIGN_OR_RETURN(DataLoader loader, DataLoader::create(data, B, T, model.config.vocab_size));

@@ -26,6 +26,7 @@ struct EvalResult {
   int64_t batches = 0;
 };
 
-StatusOr<EvalResult> evaluate(const HfModel& model, const TokenFile& data, const EvalOptions& options, Device& dev);
+StatusOr<EvalResult> evaluate(const HfModel& model, const TokenFile& data,
+                              const EvalOptions& options, Device& dev);
 
 }  // namespace lj

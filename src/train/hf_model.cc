@@ -24,14 +24,17 @@ StatusOr<std::map<std::string, std::string>> read_index(const std::string& path)
   std::stringstream ss;
   ss << f.rdbuf();
   auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+      !j["weight_map"].is_object()) {
     return invalid_argument(path + ": not a safetensors index (no weight_map object)");
   }
   std::map<std::string, std::string> m;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-    if (!it.value().is_string()) return invalid_argument(path + ": weight_map value of '" + it.key() + "' is not a string");
+    if (!it.value().is_string())
+      return invalid_argument(path + ": weight_map value of '" + it.key() + "' is not a string");
     const std::string shard = it.value().get<std::string>();
-    if (shard.find('/') != std::string::npos) return invalid_argument(path + ": shard name '" + shard + "' holds a path");
+    if (shard.find('/') != std::string::npos)
+      return invalid_argument(path + ": shard name '" + shard + "' holds a path");
     m[it.key()] = shard;
   }
   return m;
@@ -58,7 +61,8 @@ StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev) {
     std::string shard = "model.safetensors";
     if (!where.empty()) {
       auto it = where.find(name);
-      if (it == where.end()) return not_found(dir + ": the index does not list tensor '" + name + "'");
+      if (it == where.end())
+        return not_found(dir + ": the index does not list tensor '" + name + "'");
       shard = it->second;
     }
     auto f = files.find(shard);
@@ -72,34 +76,44 @@ StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev) {
   for (const ParamSpec& s : m.specs) {
     LJ_ASSIGN_OR_RETURN(const SafetensorsFile* f, file_for(s.name));
     const SafetensorsEntry* e = f->find(s.name);
-    if (e == nullptr) return not_found(f->path() + " has no tensor '" + s.name + "'", "is this a Llama checkpoint?");
+    if (e == nullptr)
+      return not_found(f->path() + " has no tensor '" + s.name + "'",
+                       "is this a Llama checkpoint?");
     if (e->shape != s.dims) {
-      return invalid_argument(f->path() + ": tensor '" + s.name + "' is " + dims_to_string(e->shape) +
-                              ", the config needs " + dims_to_string(s.dims));
+      return invalid_argument(f->path() + ": tensor '" + s.name + "' is " +
+                              dims_to_string(e->shape) + ", the config needs " +
+                              dims_to_string(s.dims));
     }
     Tensor t = Tensor::empty(dev, DType::f32, s.dims, MemCategory::weights);
-    LJ_RETURN_IF_ERROR(f->read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
+    LJ_RETURN_IF_ERROR(
+        f->read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
     m.params.push_back(std::move(t));
   }
   return m;
 }
 
-Status save_hf_model(const std::string& dir, const LlamaConfig& config, const std::vector<ParamSpec>& specs,
-                     const std::vector<Tensor>& params, int64_t max_shard_bytes) {
-  if (fs::exists(dir)) return invalid_argument(dir + " already exists", "choose a new output folder or remove it");
-  const fs::path parent = fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path();
-  if (!fs::is_directory(parent)) return not_found("parent folder " + parent.string() + " does not exist");
+Status save_hf_model(const std::string& dir, const LlamaConfig& config,
+                     const std::vector<ParamSpec>& specs, const std::vector<Tensor>& params,
+                     int64_t max_shard_bytes) {
+  if (fs::exists(dir))
+    return invalid_argument(dir + " already exists", "choose a new output folder or remove it");
+  const fs::path parent =
+      fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path();
+  if (!fs::is_directory(parent))
+    return not_found("parent folder " + parent.string() + " does not exist");
   const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec)) return io_error("cannot create " + tmp + ": " + ec.message(), "check permissions");
+  if (!fs::create_directory(tmp, ec))
+    return io_error("cannot create " + tmp + ": " + ec.message(), "check permissions");
 
   auto fail = [&](Status s) {
     fs::remove_all(tmp, ec);
     return s;
   };
   const std::string cfg = hf_config_json(config);
-  Status s = write_file_atomic(tmp + "/config.json", [&](FileWriter& w) { return w.write(cfg.data(), cfg.size()); });
+  Status s = write_file_atomic(tmp + "/config.json",
+                               [&](FileWriter& w) { return w.write(cfg.data(), cfg.size()); });
   if (!s.ok()) return fail(s);
 
   // Group tensors into shards of at most max_shard_bytes (a larger tensor gets its own shard).

@@ -23,7 +23,8 @@ StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev);
 // Writes a new folder `dir` (which must not exist): built in a temporary folder beside it,
 // every file fsynced, then renamed into place. Shards when the weights exceed
 // `max_shard_bytes` (HF's save_pretrained default is 5 GB).
-Status save_hf_model(const std::string& dir, const LlamaConfig& config, const std::vector<ParamSpec>& specs,
-                     const std::vector<Tensor>& params, int64_t max_shard_bytes = 5'000'000'000);
+Status save_hf_model(const std::string& dir, const LlamaConfig& config,
+                     const std::vector<ParamSpec>& specs, const std::vector<Tensor>& params,
+                     int64_t max_shard_bytes = 5'000'000'000);
 
 }  // namespace lj

@@ -5,7 +5,8 @@
 
 namespace lj {
 
-StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, int64_t batch_size, int64_t seq_len) {
+StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, int64_t batch_size,
+                                                    int64_t seq_len) {
   Graph g;
   LJ_RETURN_IF_ERROR(build_train_graph(model, /*output_logits=*/false, &g).status());
   Device dev(1, /*is_virtual=*/true);
@@ -14,12 +15,16 @@ StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, in
   std::vector<Tensor> inputs;
   inputs.push_back(Tensor::empty(dev, DType::i32, {batch_size, seq_len}, MemCategory::temporaries));
   inputs.push_back(Tensor::empty(dev, DType::i32, {batch_size, seq_len}, MemCategory::temporaries));
-  inputs.push_back(Tensor::empty(dev, DType::f32, {seq_len, model.head_dim}, MemCategory::workspace));
-  inputs.push_back(Tensor::empty(dev, DType::f32, {seq_len, model.head_dim}, MemCategory::workspace));
+  inputs.push_back(
+      Tensor::empty(dev, DType::f32, {seq_len, model.head_dim}, MemCategory::workspace));
+  inputs.push_back(
+      Tensor::empty(dev, DType::f32, {seq_len, model.head_dim}, MemCategory::workspace));
   std::vector<Tensor> moments;
-  for (const ParamSpec& s : specs) inputs.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::weights));
+  for (const ParamSpec& s : specs)
+    inputs.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::weights));
   for (int k = 0; k < 2; ++k) {
-    for (const ParamSpec& s : specs) moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));
+    for (const ParamSpec& s : specs)
+      moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));
   }
   Executor ex(g, dev);
   LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));

@@ -16,6 +16,7 @@ struct TrainMemoryEstimate {
   int64_t bytes_reserved = 0;  // held by the caching allocator at peak (>= bytes_peak)
 };
 
-StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, int64_t batch_size, int64_t seq_len);
+StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, int64_t batch_size,
+                                                    int64_t seq_len);
 
 }  // namespace lj

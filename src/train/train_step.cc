@@ -8,7 +8,8 @@
 
 namespace lj {
 
-std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed) {
+std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>& specs, double std,
+                                      uint64_t seed) {
   std::vector<Tensor> params;
   for (size_t i = 0; i < specs.size(); ++i) {
     Tensor t = Tensor::empty(dev, DType::f32, specs[i].dims, MemCategory::weights);
@@ -17,7 +18,9 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
     const uint64_t stream = seed + i;
 #pragma omp parallel for schedule(static) num_threads(dev.threads()) if (n > 65536)
     for (int64_t k = 0; k < n; ++k) {
-      p[k] = specs[i].is_norm ? 1.0f : static_cast<float>(std * random_normal01(stream, static_cast<uint64_t>(k)));
+      p[k] = specs[i].is_norm
+                 ? 1.0f
+                 : static_cast<float>(std * random_normal01(stream, static_cast<uint64_t>(k)));
     }
     params.push_back(std::move(t));
   }
@@ -33,7 +36,8 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, bool output_log
   return ids;
 }
 
-StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model, TrainStepConfig config, Device& dev) {
+StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
+                                                       TrainStepConfig config, Device& dev) {
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
@@ -45,10 +49,12 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   return s;
 }
 
-Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos, Tensor* sin) {
+Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos,
+                        Tensor* sin) {
   if (seq_len > c.max_position_embeddings) {
-    return invalid_argument("sequence length " + std::to_string(seq_len) + " is above the model's " +
-                                "max_position_embeddings " + std::to_string(c.max_position_embeddings),
+    return invalid_argument("sequence length " + std::to_string(seq_len) +
+                                " is above the model's " + "max_position_embeddings " +
+                                std::to_string(c.max_position_embeddings),
                             "use a shorter --seq-len");
   }
   std::vector<float> vc, vs;

@@ -34,7 +34,8 @@ struct StepResult {
 
 class TrainStep {
  public:
-  static StatusOr<std::unique_ptr<TrainStep>> create(const LlamaConfig& model, TrainStepConfig config, Device& dev);
+  static StatusOr<std::unique_ptr<TrainStep>> create(const LlamaConfig& model,
+                                                     TrainStepConfig config, Device& dev);
 
   // tokens, targets: (B, T) i32. Runs forward+backward, clips, updates with learning rate lr.
   StatusOr<StepResult> step(const Tensor& tokens, const Tensor& targets, double lr);
@@ -78,10 +79,12 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, bool output_log
 
 // The rope.cos / rope.sin inputs (T, D) for a sequence length; an error past the model's
 // max_position_embeddings.
-Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos, Tensor* sin);
+Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos,
+                        Tensor* sin);
 
 // HF's initialisation: normal(0, initializer_range) for linear and embedding weights, ones for
 // norms; stream `seed + parameter index`, counter-based (core/random.h).
-std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed);
+std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>& specs, double std,
+                                      uint64_t seed);
 
 }  // namespace lj

@@ -100,7 +100,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
       summary.stopped_by_signal = true;
       break;
     }
-    const double lr = c.lr.at(state.step);
+    const double lr = c.lr_fn ? c.lr_fn(state.step) : c.lr.at(state.step);
     const double t0 = now_seconds();
     std::vector<TrainStep::Batch> micro(static_cast<size_t>(c.grad_accum));
     for (auto& mb : micro) loader.next(dev, &mb.tokens, &mb.targets);

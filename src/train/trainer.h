@@ -21,6 +21,7 @@ struct TrainerConfig {
   int64_t seq_len = 256;
   int64_t grad_accum = 1;
   LrSchedule lr;
+  std::function<double(int64_t)> lr_fn;  // when set, replaces `lr` (a DeepSpeed scheduler)
   TrainStepConfig step;
   int64_t checkpoint_every = 100;  // 0: only at the end
   int keep_last = 3;
