@@ -237,12 +237,11 @@ Status run_benchmark(const BenchmarkArgs& a) {
     if (tty) {
       progress.update(s + 1, r.steps);
     } else if (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == r.steps)) {
-      fmt::print(
-          stderr, "{}{}\n",
-          torchtitan_line(StepLine{
-              s + 1, res.loss, res.grad_norm, static_cast<double>(dev.memory().bytes_total_peak),
-              static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak}),
-          s < r.warmup ? "  (warmup)" : "");
+      fmt::print(stderr, "{}{}\n",
+                 torchtitan_line(StepLine{
+                     s + 1, res.loss, res.grad_norm, static_cast<double>(process_peak_rss_bytes()),
+                     static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak}),
+                 s < r.warmup ? "  (warmup)" : "");
     }
   }
   progress.finish();

@@ -9,7 +9,7 @@ struct StepLine {
   int64_t step = 0;
   double loss = 0;
   double grad_norm = 0;
-  double memory_bytes = 0;
+  double memory_bytes = 0;        // the process's peak resident set (what the OS sees)
   double memory_total_bytes = 0;  // what the percentage is of
   double tokens_per_s = 0;
   double flops_per_token = 0;
