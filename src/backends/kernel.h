@@ -24,7 +24,9 @@ struct TensorView {
   int rank() const { return static_cast<int>(dims.size()); }
   int64_t numel() const { return numel_of(dims); }
   int64_t dim(int axis) const { return dims[static_cast<size_t>(axis < 0 ? axis + rank() : axis)]; }
-  size_t bytes() const { return static_cast<size_t>(numel()) * static_cast<size_t>(dtype_size(dtype)); }
+  size_t bytes() const {
+    return static_cast<size_t>(numel()) * static_cast<size_t>(dtype_size(dtype));
+  }
   template <class T>
   T* as() const {
     return static_cast<T*>(data);

@@ -28,8 +28,8 @@ struct Voidify {
 
 }  // namespace lj::detail
 
-#define LJ_CHECK(cond)        \
-  (cond) ? (void)0            \
+#define LJ_CHECK(cond) \
+  (cond) ? (void)0     \
          : ::lj::detail::Voidify() & ::lj::detail::CheckFailure(__FILE__, __LINE__, #cond).self()
 
 #define LJ_CHECK_EQ(a, b) LJ_CHECK((a) == (b)) << #a " = " << (a) << ", " #b " = " << (b) << " "

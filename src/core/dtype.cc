@@ -8,8 +8,8 @@ namespace lj {
 namespace {
 
 constexpr DTypeInfo kDTypes[kNumDTypes] = {
-    {DType::f32, "f32", 4, true},  {DType::f64, "f64", 8, true}, {DType::bf16, "bf16", 2, true},
-    {DType::f16, "f16", 2, true},  {DType::i32, "i32", 4, false}, {DType::i64, "i64", 8, false},
+    {DType::f32, "f32", 4, true}, {DType::f64, "f64", 8, true},  {DType::bf16, "bf16", 2, true},
+    {DType::f16, "f16", 2, true}, {DType::i32, "i32", 4, false}, {DType::i64, "i64", 8, false},
     {DType::u8, "u8", 1, false},
 };
 
@@ -45,7 +45,7 @@ uint16_t f32_to_f16(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (absx < 0x38800000u) {  // subnormal or zero in f16: scale and round to nearest even
     float a;

@@ -19,9 +19,15 @@ struct DTypeInfo {
 };
 
 const DTypeInfo& dtype_info(DType t);
-inline int dtype_size(DType t) { return dtype_info(t).size_bytes; }
-inline const char* dtype_name(DType t) { return dtype_info(t).name; }
-inline bool is_float(DType t) { return dtype_info(t).is_float; }
+inline int dtype_size(DType t) {
+  return dtype_info(t).size_bytes;
+}
+inline const char* dtype_name(DType t) {
+  return dtype_info(t).name;
+}
+inline bool is_float(DType t) {
+  return dtype_info(t).is_float;
+}
 // Parses "f32"/"float32"/... ; returns false when the name is unknown.
 bool parse_dtype(std::string_view name, DType* out);
 

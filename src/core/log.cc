@@ -10,8 +10,12 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::info)};
 }
 
-void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
-LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+void set_log_level(LogLevel level) {
+  g_level.store(static_cast<int>(level));
+}
+LogLevel log_level() {
+  return static_cast<LogLevel>(g_level.load());
+}
 
 void init_log_level_from_env() {
   const char* v = std::getenv("LJ_LOG");

@@ -32,7 +32,7 @@ class LogLine {
 
 }  // namespace lj
 
-#define LJ_LOG(level)                                      \
-  if (::lj::LogLevel::level < ::lj::log_level()) {         \
-  } else                                                   \
+#define LJ_LOG(level)                              \
+  if (::lj::LogLevel::level < ::lj::log_level()) { \
+  } else                                           \
     ::lj::detail::LogLine(::lj::LogLevel::level)

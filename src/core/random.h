@@ -16,7 +16,9 @@ inline uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-inline uint64_t random_bits(uint64_t seed, uint64_t counter) { return mix64(mix64(seed) ^ (counter * 0xd1b54a32d192ed03ull)); }
+inline uint64_t random_bits(uint64_t seed, uint64_t counter) {
+  return mix64(mix64(seed) ^ (counter * 0xd1b54a32d192ed03ull));
+}
 
 // Uniform in [0, 1) with 53 random bits.
 inline double random_uniform01(uint64_t seed, uint64_t counter) {

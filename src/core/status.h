@@ -11,7 +11,16 @@
 
 namespace lj {
 
-enum class StatusCode { ok, invalid_argument, not_found, out_of_range, unimplemented, io, internal, resource_exhausted };
+enum class StatusCode {
+  ok,
+  invalid_argument,
+  not_found,
+  out_of_range,
+  unimplemented,
+  io,
+  internal,
+  resource_exhausted
+};
 
 class [[nodiscard]] Status {
  public:
@@ -34,7 +43,9 @@ class [[nodiscard]] Status {
   std::string hint_;
 };
 
-inline Status ok_status() { return Status(); }
+inline Status ok_status() {
+  return Status();
+}
 Status invalid_argument(std::string message, std::string hint = {});
 Status not_found(std::string message, std::string hint = {});
 Status out_of_range(std::string message, std::string hint = {});
@@ -46,7 +57,7 @@ Status resource_exhausted(std::string message, std::string hint = {});
 template <class T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  StatusOr(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   StatusOr(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     LJ_CHECK(!std::get<Status>(v_).ok()) << "StatusOr built from an ok Status";
   }
@@ -79,14 +90,15 @@ class [[nodiscard]] StatusOr {
 #define LJ_CONCAT(a, b) LJ_CONCAT_INNER(a, b)
 
 // Returns early from a function returning Status or StatusOr when `expr` is not ok.
-#define LJ_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    ::lj::Status lj_status_ = (expr);       \
+#define LJ_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::lj::Status lj_status_ = (expr);        \
     if (!lj_status_.ok()) return lj_status_; \
   } while (0)
 
 // `LJ_ASSIGN_OR_RETURN(auto x, f());` binds the value or returns the error.
-#define LJ_ASSIGN_OR_RETURN(lhs, expr) LJ_ASSIGN_OR_RETURN_IMPL(LJ_CONCAT(lj_sor_, __LINE__), lhs, expr)
+#define LJ_ASSIGN_OR_RETURN(lhs, expr) \
+  LJ_ASSIGN_OR_RETURN_IMPL(LJ_CONCAT(lj_sor_, __LINE__), lhs, expr)
 #define LJ_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \

@@ -33,18 +33,36 @@ const T& get(const AttrValue* v, const std::string& key) {
 }
 }  // namespace
 
-int64_t Attrs::i(const std::string& key) const { return get<int64_t>(find(key), key); }
-double Attrs::f(const std::string& key) const { return get<double>(find(key), key); }
-bool Attrs::b(const std::string& key) const { return get<bool>(find(key), key); }
-const std::string& Attrs::s(const std::string& key) const { return get<std::string>(find(key), key); }
+int64_t Attrs::i(const std::string& key) const {
+  return get<int64_t>(find(key), key);
+}
+double Attrs::f(const std::string& key) const {
+  return get<double>(find(key), key);
+}
+bool Attrs::b(const std::string& key) const {
+  return get<bool>(find(key), key);
+}
+const std::string& Attrs::s(const std::string& key) const {
+  return get<std::string>(find(key), key);
+}
 const std::vector<int64_t>& Attrs::ints(const std::string& key) const {
   return get<std::vector<int64_t>>(find(key), key);
 }
-const Shape& Attrs::shape(const std::string& key) const { return get<Shape>(find(key), key); }
-DType Attrs::dtype(const std::string& key) const { return get<DType>(find(key), key); }
-int64_t Attrs::i_or(const std::string& key, int64_t def) const { return has(key) ? i(key) : def; }
-double Attrs::f_or(const std::string& key, double def) const { return has(key) ? f(key) : def; }
-bool Attrs::b_or(const std::string& key, bool def) const { return has(key) ? b(key) : def; }
+const Shape& Attrs::shape(const std::string& key) const {
+  return get<Shape>(find(key), key);
+}
+DType Attrs::dtype(const std::string& key) const {
+  return get<DType>(find(key), key);
+}
+int64_t Attrs::i_or(const std::string& key, int64_t def) const {
+  return has(key) ? i(key) : def;
+}
+double Attrs::f_or(const std::string& key, double def) const {
+  return has(key) ? f(key) : def;
+}
+bool Attrs::b_or(const std::string& key, bool def) const {
+  return has(key) ? b(key) : def;
+}
 
 std::string Attrs::to_string() const {
   if (kv_.empty()) return "";

@@ -13,7 +13,8 @@
 
 namespace lj {
 
-using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, Shape, DType>;
+using AttrValue =
+    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, Shape, DType>;
 
 class Attrs {
  public:

@@ -20,14 +20,16 @@ Val Builder::add_input(const std::string& name, DType dtype, Shape shape, Role r
   }
   for (const Dim& d : shape.dims()) {
     if (d.is_concrete() ? d.coef() < 0 : d.coef() <= 0) {
-      fail(invalid_argument("input '" + name + "': shape " + shape.to_string() + " has an invalid dim"));
+      fail(invalid_argument("input '" + name + "': shape " + shape.to_string() +
+                            " has an invalid dim"));
       return {};
     }
   }
   // dtype and shape are attributes too, so verify() can re-infer the node (infer_input).
-  Attrs attrs{{"name", name}, {"role", static_cast<int64_t>(role)}, {"dtype", dtype}, {"shape", shape}};
-  const NodeId n = g_->add_node(Op::input, {}, std::move(attrs), {TypedShape{dtype, std::move(shape)}},
-                                scope_, phase_);
+  Attrs attrs{
+      {"name", name}, {"role", static_cast<int64_t>(role)}, {"dtype", dtype}, {"shape", shape}};
+  const NodeId n = g_->add_node(Op::input, {}, std::move(attrs),
+                                {TypedShape{dtype, std::move(shape)}}, scope_, phase_);
   return Val{g_->node(n).outputs[0], this};
 }
 
@@ -61,7 +63,8 @@ std::vector<Val> Builder::add(Op op, const std::vector<Val>& inputs, Attrs attrs
     return invalid;
   }
   LJ_CHECK_EQ(static_cast<int>(out.size()), def.num_outputs);
-  const NodeId n = g_->add_node(op, std::move(ids), std::move(attrs), std::move(out), scope_, phase_);
+  const NodeId n =
+      g_->add_node(op, std::move(ids), std::move(attrs), std::move(out), scope_, phase_);
   std::vector<Val> result;
   for (ValueId v : g_->node(n).outputs) result.push_back(Val{v, this});
   return result;

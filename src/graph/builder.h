@@ -32,14 +32,22 @@ class Builder {
   // Appends to `g`, which must outlive the builder.
   explicit Builder(Graph* g) : g_(g) {}
 
-  Val input(const std::string& name, DType dtype, Shape shape) { return add_input(name, dtype, std::move(shape), Role::data); }
-  Val param(const std::string& name, DType dtype, Shape shape) { return add_input(name, dtype, std::move(shape), Role::param); }
-  Val state(const std::string& name, DType dtype, Shape shape) { return add_input(name, dtype, std::move(shape), Role::state); }
+  Val input(const std::string& name, DType dtype, Shape shape) {
+    return add_input(name, dtype, std::move(shape), Role::data);
+  }
+  Val param(const std::string& name, DType dtype, Shape shape) {
+    return add_input(name, dtype, std::move(shape), Role::param);
+  }
+  Val state(const std::string& name, DType dtype, Shape shape) {
+    return add_input(name, dtype, std::move(shape), Role::state);
+  }
   void output(const std::string& name, Val v);
 
   // Adds a node after inferring its output types; on error records it and returns invalid Vals.
   std::vector<Val> add(Op op, const std::vector<Val>& inputs, Attrs attrs = {});
-  Val add1(Op op, const std::vector<Val>& inputs, Attrs attrs = {}) { return add(op, inputs, std::move(attrs))[0]; }
+  Val add1(Op op, const std::vector<Val>& inputs, Attrs attrs = {}) {
+    return add(op, inputs, std::move(attrs))[0];
+  }
 
   // Wraps an existing value id.
   Val val(ValueId id) { return Val{id, this}; }

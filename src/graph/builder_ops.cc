@@ -27,64 +27,136 @@ Attrs reduce_attrs(std::vector<int64_t> axes, bool keepdim) {
 }  // namespace
 
 Val constant(Builder& b, double value, DType dtype, Shape shape) {
-  return b.add1(Op::constant, {}, {{"value", value}, {"dtype", dtype}, {"shape", std::move(shape)}});
+  return b.add1(Op::constant, {},
+                {{"value", value}, {"dtype", dtype}, {"shape", std::move(shape)}});
 }
 
 Val iota(Builder& b, Shape shape, int axis, DType dtype) {
-  return b.add1(Op::iota, {}, {{"shape", std::move(shape)}, {"axis", int64_t{axis}}, {"dtype", dtype}});
+  return b.add1(Op::iota, {},
+                {{"shape", std::move(shape)}, {"axis", int64_t{axis}}, {"dtype", dtype}});
 }
 
 Val random_normal(Builder& b, Shape shape, DType dtype, double mean, double std, uint64_t seed) {
   return b.add1(Op::random_normal, {},
-                {{"shape", std::move(shape)}, {"dtype", dtype}, {"mean", mean}, {"std", std},
+                {{"shape", std::move(shape)},
+                 {"dtype", dtype},
+                 {"mean", mean},
+                 {"std", std},
                  {"seed", static_cast<int64_t>(seed)}});
 }
 
 Val random_uniform(Builder& b, Shape shape, DType dtype, double low, double high, uint64_t seed) {
   return b.add1(Op::random_uniform, {},
-                {{"shape", std::move(shape)}, {"dtype", dtype}, {"low", low}, {"high", high},
+                {{"shape", std::move(shape)},
+                 {"dtype", dtype},
+                 {"low", low},
+                 {"high", high},
                  {"seed", static_cast<int64_t>(seed)}});
 }
 
-Val neg(Val x) { return unary(Op::neg, x); }
-Val exp(Val x) { return unary(Op::exp, x); }
-Val log(Val x) { return unary(Op::log, x); }
-Val sqrt(Val x) { return unary(Op::sqrt, x); }
-Val rsqrt(Val x) { return unary(Op::rsqrt, x); }
-Val reciprocal(Val x) { return unary(Op::reciprocal, x); }
-Val square(Val x) { return unary(Op::square, x); }
-Val silu(Val x) { return unary(Op::silu, x); }
-Val sigmoid(Val x) { return unary(Op::sigmoid, x); }
-Val tanh(Val x) { return unary(Op::tanh, x); }
-Val pow(Val x, double exponent) { return unary(Op::pow_scalar, x, {{"exponent", exponent}}); }
-Val cast(Val x, DType dtype) { return unary(Op::cast, x, {{"dtype", dtype}}); }
+Val neg(Val x) {
+  return unary(Op::neg, x);
+}
+Val exp(Val x) {
+  return unary(Op::exp, x);
+}
+Val log(Val x) {
+  return unary(Op::log, x);
+}
+Val sqrt(Val x) {
+  return unary(Op::sqrt, x);
+}
+Val rsqrt(Val x) {
+  return unary(Op::rsqrt, x);
+}
+Val reciprocal(Val x) {
+  return unary(Op::reciprocal, x);
+}
+Val square(Val x) {
+  return unary(Op::square, x);
+}
+Val silu(Val x) {
+  return unary(Op::silu, x);
+}
+Val sigmoid(Val x) {
+  return unary(Op::sigmoid, x);
+}
+Val tanh(Val x) {
+  return unary(Op::tanh, x);
+}
+Val pow(Val x, double exponent) {
+  return unary(Op::pow_scalar, x, {{"exponent", exponent}});
+}
+Val cast(Val x, DType dtype) {
+  return unary(Op::cast, x, {{"dtype", dtype}});
+}
 
-Val add(Val a, Val b) { return binary(Op::add, a, b); }
-Val sub(Val a, Val b) { return binary(Op::sub, a, b); }
-Val mul(Val a, Val b) { return binary(Op::mul, a, b); }
-Val div(Val a, Val b) { return binary(Op::div, a, b); }
-Val eq(Val a, Val b) { return binary(Op::eq, a, b); }
-Val lt(Val a, Val b) { return binary(Op::lt, a, b); }
-Val gt(Val a, Val b) { return binary(Op::gt, a, b); }
+Val add(Val a, Val b) {
+  return binary(Op::add, a, b);
+}
+Val sub(Val a, Val b) {
+  return binary(Op::sub, a, b);
+}
+Val mul(Val a, Val b) {
+  return binary(Op::mul, a, b);
+}
+Val div(Val a, Val b) {
+  return binary(Op::div, a, b);
+}
+Val eq(Val a, Val b) {
+  return binary(Op::eq, a, b);
+}
+Val lt(Val a, Val b) {
+  return binary(Op::lt, a, b);
+}
+Val gt(Val a, Val b) {
+  return binary(Op::gt, a, b);
+}
 
 Val where(Val cond, Val a, Val b) {
   if (!cond.valid() || !a.valid() || !b.valid()) return {};
   return cond.b->add1(Op::where, {cond, a, b});
 }
 
-Val operator+(Val a, Val b) { return add(a, b); }
-Val operator-(Val a, Val b) { return sub(a, b); }
-Val operator*(Val a, Val b) { return mul(a, b); }
-Val operator/(Val a, Val b) { return div(a, b); }
-Val operator-(Val a) { return neg(a); }
-Val operator+(Val a, double s) { return add(a, scalar_like(a, s)); }
-Val operator-(Val a, double s) { return sub(a, scalar_like(a, s)); }
-Val operator*(Val a, double s) { return mul(a, scalar_like(a, s)); }
-Val operator/(Val a, double s) { return div(a, scalar_like(a, s)); }
-Val operator+(double s, Val a) { return add(scalar_like(a, s), a); }
-Val operator-(double s, Val a) { return sub(scalar_like(a, s), a); }
-Val operator*(double s, Val a) { return mul(scalar_like(a, s), a); }
-Val operator/(double s, Val a) { return div(scalar_like(a, s), a); }
+Val operator+(Val a, Val b) {
+  return add(a, b);
+}
+Val operator-(Val a, Val b) {
+  return sub(a, b);
+}
+Val operator*(Val a, Val b) {
+  return mul(a, b);
+}
+Val operator/(Val a, Val b) {
+  return div(a, b);
+}
+Val operator-(Val a) {
+  return neg(a);
+}
+Val operator+(Val a, double s) {
+  return add(a, scalar_like(a, s));
+}
+Val operator-(Val a, double s) {
+  return sub(a, scalar_like(a, s));
+}
+Val operator*(Val a, double s) {
+  return mul(a, scalar_like(a, s));
+}
+Val operator/(Val a, double s) {
+  return div(a, scalar_like(a, s));
+}
+Val operator+(double s, Val a) {
+  return add(scalar_like(a, s), a);
+}
+Val operator-(double s, Val a) {
+  return sub(scalar_like(a, s), a);
+}
+Val operator*(double s, Val a) {
+  return mul(scalar_like(a, s), a);
+}
+Val operator/(double s, Val a) {
+  return div(scalar_like(a, s), a);
+}
 
 Val sum(Val x, std::vector<int64_t> axes, bool keepdim) {
   return unary(Op::sum, x, reduce_attrs(std::move(axes), keepdim));
@@ -95,16 +167,24 @@ Val mean(Val x, std::vector<int64_t> axes, bool keepdim) {
 Val max(Val x, std::vector<int64_t> axes, bool keepdim) {
   return unary(Op::max, x, reduce_attrs(std::move(axes), keepdim));
 }
-Val softmax(Val x, int axis) { return unary(Op::softmax, x, {{"axis", int64_t{axis}}}); }
-Val log_softmax(Val x, int axis) { return unary(Op::log_softmax, x, {{"axis", int64_t{axis}}}); }
+Val softmax(Val x, int axis) {
+  return unary(Op::softmax, x, {{"axis", int64_t{axis}}});
+}
+Val log_softmax(Val x, int axis) {
+  return unary(Op::log_softmax, x, {{"axis", int64_t{axis}}});
+}
 
 Val matmul(Val a, Val b, bool ta, bool tb) {
   if (!a.valid() || !b.valid()) return {};
   return a.b->add1(Op::matmul, {a, b}, {{"ta", ta}, {"tb", tb}});
 }
 
-Val reshape(Val x, Shape shape) { return unary(Op::reshape, x, {{"shape", std::move(shape)}}); }
-Val permute(Val x, std::vector<int64_t> perm) { return unary(Op::permute, x, {{"perm", std::move(perm)}}); }
+Val reshape(Val x, Shape shape) {
+  return unary(Op::reshape, x, {{"shape", std::move(shape)}});
+}
+Val permute(Val x, std::vector<int64_t> perm) {
+  return unary(Op::permute, x, {{"perm", std::move(perm)}});
+}
 
 Val transpose(Val x, int axis0, int axis1) {
   if (!x.valid()) return {};
@@ -112,8 +192,9 @@ Val transpose(Val x, int axis0, int axis1) {
   const int a0 = axis0 < 0 ? axis0 + r : axis0;
   const int a1 = axis1 < 0 ? axis1 + r : axis1;
   if (a0 < 0 || a0 >= r || a1 < 0 || a1 >= r) {
-    x.b->fail(invalid_argument("transpose: axes " + std::to_string(axis0) + ", " + std::to_string(axis1) +
-                               " out of range for " + x.type().to_string()));
+    x.b->fail(invalid_argument("transpose: axes " + std::to_string(axis0) + ", " +
+                               std::to_string(axis1) + " out of range for " +
+                               x.type().to_string()));
     return {};
   }
   std::vector<int64_t> perm(static_cast<size_t>(r));
@@ -134,8 +215,12 @@ Val concat(const std::vector<Val>& xs, int axis) {
   return xs[0].b->add1(Op::concat, xs, {{"axis", int64_t{axis}}});
 }
 
-Val expand(Val x, Shape shape) { return unary(Op::expand, x, {{"shape", std::move(shape)}}); }
-Val gather(Val table, Val ids) { return binary(Op::gather, table, ids); }
+Val expand(Val x, Shape shape) {
+  return unary(Op::expand, x, {{"shape", std::move(shape)}});
+}
+Val gather(Val table, Val ids) {
+  return binary(Op::gather, table, ids);
+}
 
 Val scatter_add(Val ids, Val src, Shape out_shape) {
   if (!ids.valid() || !src.valid()) return {};

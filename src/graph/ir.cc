@@ -91,8 +91,8 @@ Status verify(const Graph& g) {
     const OpDef& def = op_def(n.op);
     const std::string where = "node " + std::to_string(i) + " (" + def.name + ")";
     if (def.num_inputs >= 0 && static_cast<int>(n.inputs.size()) != def.num_inputs) {
-      return internal_error(where + ": has " + std::to_string(n.inputs.size()) + " inputs, op takes " +
-                            std::to_string(def.num_inputs));
+      return internal_error(where + ": has " + std::to_string(n.inputs.size()) +
+                            " inputs, op takes " + std::to_string(def.num_inputs));
     }
     if (static_cast<int>(n.outputs.size()) != def.num_outputs) {
       return internal_error(where + ": wrong number of outputs");
@@ -100,7 +100,8 @@ Status verify(const Graph& g) {
     std::vector<TypedShape> in;
     for (ValueId v : n.inputs) {
       if (v < 0 || static_cast<size_t>(v) >= defined.size() || !defined[static_cast<size_t>(v)]) {
-        return internal_error(where + ": input %" + std::to_string(v) + " is not defined before use");
+        return internal_error(where + ": input %" + std::to_string(v) +
+                              " is not defined before use");
       }
       in.push_back(g.type(v));
     }
@@ -131,19 +132,23 @@ std::string print_graph(const Graph& g) {
   std::string s;
   for (const Node& n : g.nodes()) {
     std::string line;
-    for (size_t k = 0; k < n.outputs.size(); ++k) line += (k ? ", %" : "%") + std::to_string(n.outputs[k]);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      line += (k ? ", %" : "%") + std::to_string(n.outputs[k]);
     line += std::string(" = ") + op_name(n.op) + "(";
-    for (size_t k = 0; k < n.inputs.size(); ++k) line += (k ? ", %" : "%") + std::to_string(n.inputs[k]);
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      line += (k ? ", %" : "%") + std::to_string(n.inputs[k]);
     line += ")";
     const std::string attrs = n.attrs.to_string();
     if (!attrs.empty()) line += " " + attrs;
     line += " :";
-    for (size_t k = 0; k < n.outputs.size(); ++k) line += (k ? ", " : " ") + g.type(n.outputs[k]).to_string();
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      line += (k ? ", " : " ") + g.type(n.outputs[k]).to_string();
     if (!n.scope.empty()) line += "  @" + n.scope;
     line += std::string(" [") + phase_name(n.phase) + "]\n";
     s += line;
   }
-  for (const auto& o : g.outputs()) s += "output " + o.name + " = %" + std::to_string(o.value) + "\n";
+  for (const auto& o : g.outputs())
+    s += "output " + o.name + " = %" + std::to_string(o.value) + "\n";
   return s;
 }
 

@@ -56,8 +56,8 @@ class Graph {
  public:
   // Appends a node whose output types are already known (the builder infers them). Returns the
   // node id; output value ids are in nodes()[id].outputs.
-  NodeId add_node(Op op, std::vector<ValueId> inputs, Attrs attrs, std::vector<TypedShape> out_types,
-                  std::string scope, Phase phase);
+  NodeId add_node(Op op, std::vector<ValueId> inputs, Attrs attrs,
+                  std::vector<TypedShape> out_types, std::string scope, Phase phase);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Node>& mutable_nodes() { return nodes_; }

@@ -28,7 +28,14 @@ inline constexpr int kNumOps = 0
 
 // `source` ops (input, constant, iota, random) have no inputs; the others follow DESIGN.md.
 enum class OpCategory : uint8_t {
-  source, elementwise, reduction, contraction, attention, data_movement, collective, opaque
+  source,
+  elementwise,
+  reduction,
+  contraction,
+  attention,
+  data_movement,
+  collective,
+  opaque
 };
 const char* category_name(OpCategory c);
 
@@ -81,7 +88,9 @@ struct OpDef {
 };
 
 const OpDef& op_def(Op op);
-inline const char* op_name(Op op) { return op_def(op).name; }
+inline const char* op_name(Op op) {
+  return op_def(op).name;
+}
 // Finds an op by name; false when unknown.
 bool find_op(const std::string& name, Op* out);
 

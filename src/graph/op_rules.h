@@ -6,8 +6,8 @@
 
 namespace lj {
 
-#define LJ_OP(name, cat, nin, nout, infer, flops, vjp, flags) \
-  Status infer(const InferCtx& c, std::vector<TypedShape>* out);  \
+#define LJ_OP(name, cat, nin, nout, infer, flops, vjp, flags)    \
+  Status infer(const InferCtx& c, std::vector<TypedShape>* out); \
   double flops(const CostCtx& c);
 #include "graph/ops.def"
 #undef LJ_OP

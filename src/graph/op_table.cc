@@ -17,7 +17,9 @@ static_assert(sizeof(kOps) / sizeof(kOps[0]) == kNumOps);
 
 }  // namespace
 
-const OpDef& op_def(Op op) { return kOps[static_cast<int>(op)]; }
+const OpDef& op_def(Op op) {
+  return kOps[static_cast<int>(op)];
+}
 
 bool find_op(const std::string& name, Op* out) {
   for (const auto& d : kOps) {
@@ -27,12 +29,15 @@ bool find_op(const std::string& name, Op* out) {
 }
 
 const char* category_name(OpCategory c) {
-  static constexpr const char* kNames[] = {"source",      "elementwise", "reduction", "contraction",
-                                           "attention",   "data_movement", "collective", "opaque"};
+  static constexpr const char* kNames[] = {"source",      "elementwise", "reduction",
+                                           "contraction", "attention",   "data_movement",
+                                           "collective",  "opaque"};
   return kNames[static_cast<int>(c)];
 }
 
-std::string TypedShape::to_string() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
+std::string TypedShape::to_string() const {
+  return std::string(dtype_name(dtype)) + shape.to_string();
+}
 
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
   const int r = std::max(a.rank(), b.rank());

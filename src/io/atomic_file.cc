@@ -25,7 +25,8 @@ Status FileWriter::write(const void* data, size_t bytes) {
 
 Status fsync_parent_dir(const std::string& path) {
   const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return io_error("cannot open directory " + dir + ": " + std::strerror(errno));
   const int rc = ::fsync(fd);
@@ -38,7 +39,8 @@ Status write_file_atomic(const std::string& path, const std::function<Status(Fil
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return io_error("cannot create " + tmp + ": " + std::strerror(errno), "check that the directory exists and is writable");
+    return io_error("cannot create " + tmp + ": " + std::strerror(errno),
+                    "check that the directory exists and is writable");
   }
   FileWriter w(fd, tmp);
   Status s = fill(w);

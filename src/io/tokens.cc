@@ -19,7 +19,8 @@ constexpr int32_t kLlmcLlama3Magic = 20240801;
 constexpr size_t kLlmcHeaderBytes = 256 * 4;
 
 Status bad(const std::string& path, const std::string& what, const std::string& hint = "") {
-  return invalid_argument(path + ": " + what, hint.empty() ? "check the file and --data-format" : hint);
+  return invalid_argument(path + ": " + what,
+                          hint.empty() ? "check the file and --data-format" : hint);
 }
 
 bool file_exists(const std::string& p) {
@@ -37,20 +38,26 @@ StatusOr<int> megatron_token_width(const std::string& idx_path) {
   f.read(magic, 9);
   f.read(reinterpret_cast<char*>(&version), 8);
   f.read(reinterpret_cast<char*>(&code), 1);
-  if (!f || std::memcmp(magic, "MMIDIDX\0\0", 9) != 0) return bad(idx_path, "not a Megatron index (wrong magic)");
-  if (version != 1) return bad(idx_path, "Megatron index version " + std::to_string(version) + ", expected 1");
+  if (!f || std::memcmp(magic, "MMIDIDX\0\0", 9) != 0)
+    return bad(idx_path, "not a Megatron index (wrong magic)");
+  if (version != 1)
+    return bad(idx_path, "Megatron index version " + std::to_string(version) + ", expected 1");
   switch (code) {
-    case 8: return 2;  // uint16
-    case 4: return 4;  // int32
-    default: return bad(idx_path, "token dtype code " + std::to_string(code) + " is not supported (uint16 or int32)");
+    case 8:
+      return 2;  // uint16
+    case 4:
+      return 4;  // int32
+    default:
+      return bad(idx_path, "token dtype code " + std::to_string(code) +
+                               " is not supported (uint16 or int32)");
   }
 }
 
 }  // namespace
 
 bool parse_token_format(const std::string& s, TokenFormat* out) {
-  for (auto f : {TokenFormat::auto_detect, TokenFormat::llmc, TokenFormat::megatron, TokenFormat::raw_u16,
-                 TokenFormat::raw_u32}) {
+  for (auto f : {TokenFormat::auto_detect, TokenFormat::llmc, TokenFormat::megatron,
+                 TokenFormat::raw_u16, TokenFormat::raw_u32}) {
     if (s == token_format_name(f)) return *out = f, true;
   }
   return false;
@@ -58,18 +65,24 @@ bool parse_token_format(const std::string& s, TokenFormat* out) {
 
 const char* token_format_name(TokenFormat f) {
   switch (f) {
-    case TokenFormat::auto_detect: return "auto";
-    case TokenFormat::llmc: return "llmc";
-    case TokenFormat::megatron: return "megatron";
-    case TokenFormat::raw_u16: return "u16";
-    case TokenFormat::raw_u32: return "u32";
+    case TokenFormat::auto_detect:
+      return "auto";
+    case TokenFormat::llmc:
+      return "llmc";
+    case TokenFormat::megatron:
+      return "megatron";
+    case TokenFormat::raw_u16:
+      return "u16";
+    case TokenFormat::raw_u32:
+      return "u32";
   }
   return "?";
 }
 
 StatusOr<TokenFile> TokenFile::open(const std::string& path, TokenFormat format) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return not_found("cannot open data file " + path + ": " + std::strerror(errno), "check --data");
+  if (fd < 0)
+    return not_found("cannot open data file " + path + ": " + std::strerror(errno), "check --data");
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -91,7 +104,8 @@ StatusOr<TokenFile> TokenFile::open(const std::string& path, TokenFormat format)
   const auto* bytes = static_cast<const uint8_t*>(t.map_);
 
   std::string idx = path;
-  if (idx.size() > 4 && idx.compare(idx.size() - 4, 4, ".bin") == 0) idx.replace(idx.size() - 4, 4, ".idx");
+  if (idx.size() > 4 && idx.compare(idx.size() - 4, 4, ".bin") == 0)
+    idx.replace(idx.size() - 4, 4, ".idx");
   int32_t magic = 0;
   if (t.map_bytes_ >= 4) std::memcpy(&magic, bytes, 4);
   if (format == TokenFormat::auto_detect) {
@@ -106,21 +120,29 @@ StatusOr<TokenFile> TokenFile::open(const std::string& path, TokenFormat format)
   t.format_ = format;
   switch (format) {
     case TokenFormat::llmc: {
-      if (t.map_bytes_ < kLlmcHeaderBytes) return bad(path, "shorter than the 1024-byte llm.c header (truncated shard?)");
+      if (t.map_bytes_ < kLlmcHeaderBytes)
+        return bad(path, "shorter than the 1024-byte llm.c header (truncated shard?)");
       int32_t h[3];
       std::memcpy(h, bytes, sizeof h);
       if (h[0] == kLlmcGpt2Magic) {
-        if (h[1] != 1) return bad(path, "llm.c GPT-2 shard with version " + std::to_string(h[1]) + ", expected 1");
+        if (h[1] != 1)
+          return bad(path,
+                     "llm.c GPT-2 shard with version " + std::to_string(h[1]) + ", expected 1");
         t.width_ = 2;
       } else if (h[0] == kLlmcLlama3Magic) {
-        if (h[1] != 7) return bad(path, "llm.c Llama 3 shard with version " + std::to_string(h[1]) + ", expected 7");
+        if (h[1] != 7)
+          return bad(path,
+                     "llm.c Llama 3 shard with version " + std::to_string(h[1]) + ", expected 7");
         t.width_ = 4;
       } else {
-        return bad(path, "wrong magic " + std::to_string(h[0]) + " for an llm.c shard (expected 20240520 or 20240801)");
+        return bad(path, "wrong magic " + std::to_string(h[0]) +
+                             " for an llm.c shard (expected 20240520 or 20240801)");
       }
-      const uint64_t want = kLlmcHeaderBytes + static_cast<uint64_t>(std::max(h[2], 0)) * static_cast<uint64_t>(t.width_);
+      const uint64_t want = kLlmcHeaderBytes + static_cast<uint64_t>(std::max(h[2], 0)) *
+                                                   static_cast<uint64_t>(t.width_);
       if (h[2] < 0 || want != t.map_bytes_) {
-        return bad(path, "header says " + std::to_string(h[2]) + " tokens (" + std::to_string(want) + " bytes) but the file is " +
+        return bad(path, "header says " + std::to_string(h[2]) + " tokens (" +
+                             std::to_string(want) + " bytes) but the file is " +
                              std::to_string(t.map_bytes_) + " bytes (truncated shard?)");
       }
       t.tokens_ = bytes + kLlmcHeaderBytes;
@@ -132,21 +154,30 @@ StatusOr<TokenFile> TokenFile::open(const std::string& path, TokenFormat format)
       t.tokens_ = bytes;
       break;
     }
-    case TokenFormat::raw_u16: t.width_ = 2, t.tokens_ = bytes; break;
-    case TokenFormat::raw_u32: t.width_ = 4, t.tokens_ = bytes; break;
-    case TokenFormat::auto_detect: break;
+    case TokenFormat::raw_u16:
+      t.width_ = 2, t.tokens_ = bytes;
+      break;
+    case TokenFormat::raw_u32:
+      t.width_ = 4, t.tokens_ = bytes;
+      break;
+    case TokenFormat::auto_detect:
+      break;
   }
   if (format != TokenFormat::llmc) {
     if (t.map_bytes_ % static_cast<size_t>(t.width_) != 0) {
-      return bad(path, std::to_string(t.map_bytes_) + " bytes is not a whole number of " + std::to_string(t.width_) +
-                           "-byte tokens", "use --data-format u16 or u32 to match the file");
+      return bad(path,
+                 std::to_string(t.map_bytes_) + " bytes is not a whole number of " +
+                     std::to_string(t.width_) + "-byte tokens",
+                 "use --data-format u16 or u32 to match the file");
     }
     t.num_tokens_ = static_cast<int64_t>(t.map_bytes_ / static_cast<size_t>(t.width_));
   }
   return t;
 }
 
-TokenFile::TokenFile(TokenFile&& o) noexcept { *this = std::move(o); }
+TokenFile::TokenFile(TokenFile&& o) noexcept {
+  *this = std::move(o);
+}
 
 TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
   if (this != &o) {

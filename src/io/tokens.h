@@ -22,7 +22,8 @@ class TokenFile {
  public:
   // auto_detect: a .idx beside the file -> Megatron; an llm.c magic in the first int32 ->
   // llm.c; otherwise raw uint32 when the size is a multiple of 4, else an error.
-  static StatusOr<TokenFile> open(const std::string& path, TokenFormat format = TokenFormat::auto_detect);
+  static StatusOr<TokenFile> open(const std::string& path,
+                                  TokenFormat format = TokenFormat::auto_detect);
   TokenFile(TokenFile&& o) noexcept;
   TokenFile& operator=(TokenFile&& o) noexcept;
   TokenFile(const TokenFile&) = delete;
@@ -31,7 +32,8 @@ class TokenFile {
 
   int64_t size() const { return num_tokens_; }
   uint32_t operator[](int64_t i) const {
-    return width_ == 2 ? static_cast<const uint16_t*>(tokens_)[i] : static_cast<const uint32_t*>(tokens_)[i];
+    return width_ == 2 ? static_cast<const uint16_t*>(tokens_)[i]
+                       : static_cast<const uint32_t*>(tokens_)[i];
   }
   TokenFormat format() const { return format_; }
   int token_bytes() const { return width_; }

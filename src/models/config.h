@@ -21,9 +21,9 @@ struct RopeScaling {
 struct LlamaConfig {
   std::string name;  // preset name, or the config.json path
   int64_t vocab_size = 0;
-  int64_t hidden_size = 0;        // C
-  int64_t intermediate_size = 0;  // F
-  int64_t num_hidden_layers = 0;  // L
+  int64_t hidden_size = 0;          // C
+  int64_t intermediate_size = 0;    // F
+  int64_t num_hidden_layers = 0;    // L
   int64_t num_attention_heads = 0;  // H
   int64_t num_key_value_heads = 0;  // G
   int64_t head_dim = 0;             // D
@@ -53,6 +53,7 @@ std::vector<std::string> llama_preset_names();
 // HF computes it.
 std::vector<float> rope_inv_freq(const LlamaConfig& c);
 // cos and sin tables (T, D) in HF's half-split layout (emb = cat(freqs, freqs)), computed in f32.
-void rope_tables(const LlamaConfig& c, int64_t seq_len, std::vector<float>* cos, std::vector<float>* sin);
+void rope_tables(const LlamaConfig& c, int64_t seq_len, std::vector<float>* cos,
+                 std::vector<float>* sin);
 
 }  // namespace lj

@@ -13,7 +13,8 @@ Status bad(const std::string& src, const std::string& what, const std::string& h
   return invalid_argument(src + ": " + what, hint.empty() ? "check the model's config.json" : hint);
 }
 
-Status get_int(const json& j, const std::string& src, const char* key, int64_t* out, bool required) {
+Status get_int(const json& j, const std::string& src, const char* key, int64_t* out,
+               bool required) {
   if (!j.contains(key) || j[key].is_null()) {
     return required ? bad(src, std::string("missing '") + key + "'") : ok_status();
   }
@@ -39,16 +40,19 @@ Status parse_rope(const json& r, const std::string& src, LlamaConfig* c) {
   LJ_RETURN_IF_ERROR(get_num(r, src, "rope_theta", &c->rope_theta));
   if (type == "default") return ok_status();
   if (type != "llama3") {
-    return unimplemented(src + ": rope type '" + type + "' is not supported", "supported: default, llama3");
+    return unimplemented(src + ": rope type '" + type + "' is not supported",
+                         "supported: default, llama3");
   }
   RopeScaling& s = c->rope_scaling;
   s.llama3 = true;
   LJ_RETURN_IF_ERROR(get_num(r, src, "factor", &s.factor));
   LJ_RETURN_IF_ERROR(get_num(r, src, "low_freq_factor", &s.low_freq_factor));
   LJ_RETURN_IF_ERROR(get_num(r, src, "high_freq_factor", &s.high_freq_factor));
-  LJ_RETURN_IF_ERROR(get_int(r, src, "original_max_position_embeddings", &s.original_max_position_embeddings, false));
+  LJ_RETURN_IF_ERROR(get_int(r, src, "original_max_position_embeddings",
+                             &s.original_max_position_embeddings, false));
   if (s.factor <= 0 || s.low_freq_factor <= 0 || s.high_freq_factor <= s.low_freq_factor) {
-    return bad(src, "llama3 rope scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+    return bad(src,
+               "llama3 rope scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0");
   }
   return ok_status();
 }
@@ -67,10 +71,13 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
       names += (names.empty() ? "" : ", ") + a.get<std::string>();
       llama = llama || a.get<std::string>() == "LlamaForCausalLM";
     }
-    if (!llama) return unimplemented(src + ": architecture " + names + " is not supported", "ljperf trains LlamaForCausalLM models");
+    if (!llama)
+      return unimplemented(src + ": architecture " + names + " is not supported",
+                           "ljperf trains LlamaForCausalLM models");
   }
   if (j.contains("model_type") && j["model_type"] != "llama") {
-    return unimplemented(src + ": model_type '" + j["model_type"].dump() + "' is not supported", "ljperf trains Llama models");
+    return unimplemented(src + ": model_type '" + j["model_type"].dump() + "' is not supported",
+                         "ljperf trains Llama models");
   }
   LlamaConfig c;
   c.name = src;
@@ -97,11 +104,13 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
   if (j.contains("rope_scaling")) LJ_RETURN_IF_ERROR(parse_rope(j["rope_scaling"], src, &c));
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>()) {
-      return unimplemented(src + ": '" + key + "' = true is not supported", "Llama 3 has no biases");
+      return unimplemented(src + ": '" + key + "' = true is not supported",
+                           "Llama 3 has no biases");
     }
   }
   if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
-    return unimplemented(src + ": hidden_act " + j["hidden_act"].dump() + " is not supported", "Llama uses silu");
+    return unimplemented(src + ": hidden_act " + j["hidden_act"].dump() + " is not supported",
+                         "Llama uses silu");
   }
   LJ_RETURN_IF_ERROR(c.validate());
   return c;
@@ -109,7 +118,9 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
 
 StatusOr<LlamaConfig> load_hf_config(const std::string& path) {
   std::ifstream f(path);
-  if (!f) return not_found("cannot read " + path, "give a model folder holding config.json, or a preset name");
+  if (!f)
+    return not_found("cannot read " + path,
+                     "give a model folder holding config.json, or a preset name");
   std::stringstream ss;
   ss << f.rdbuf();
   return parse_hf_config(ss.str(), path);
@@ -130,11 +141,12 @@ std::string hf_config_json(const LlamaConfig& c) {
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
   if (c.rope_scaling.llama3) {
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling.factor},
-                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", c.rope_scaling.factor},
+        {"low_freq_factor", c.rope_scaling.low_freq_factor},
+        {"high_freq_factor", c.rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
   } else {
     j["rope_scaling"] = nullptr;
   }

@@ -65,7 +65,8 @@ StatusOr<LlamaConfig> llama_preset(const std::string& name) {
   if (c.hidden_size == 0) {
     std::string names;
     for (const auto& n : llama_preset_names()) names += (names.empty() ? "" : ", ") + n;
-    return not_found("unknown model preset '" + name + "'", "presets: " + names + "; or a path to a config.json");
+    return not_found("unknown model preset '" + name + "'",
+                     "presets: " + names + "; or a path to a config.json");
   }
   return c;
 }
@@ -95,10 +96,12 @@ Status LlamaConfig::validate() const {
   if (vocab_size <= 0 || hidden_size <= 0 || intermediate_size <= 0 || num_hidden_layers <= 0) {
     return bad("sizes must be positive");
   }
-  if (num_attention_heads <= 0 || num_key_value_heads <= 0 || head_dim <= 0) return bad("heads must be positive");
+  if (num_attention_heads <= 0 || num_key_value_heads <= 0 || head_dim <= 0)
+    return bad("heads must be positive");
   if (num_attention_heads % num_key_value_heads != 0) {
     return bad("num_attention_heads (" + std::to_string(num_attention_heads) +
-               ") is not a multiple of num_key_value_heads (" + std::to_string(num_key_value_heads) + ")");
+               ") is not a multiple of num_key_value_heads (" +
+               std::to_string(num_key_value_heads) + ")");
   }
   if (head_dim % 2 != 0) return bad("head_dim must be even for rotary embeddings");
   if (rms_norm_eps <= 0) return bad("rms_norm_eps must be positive");
@@ -136,7 +139,8 @@ std::vector<float> rope_inv_freq(const LlamaConfig& c) {
   return inv;
 }
 
-void rope_tables(const LlamaConfig& c, int64_t seq_len, std::vector<float>* cos, std::vector<float>* sin) {
+void rope_tables(const LlamaConfig& c, int64_t seq_len, std::vector<float>* cos,
+                 std::vector<float>* sin) {
   const std::vector<float> inv = rope_inv_freq(c);
   const int64_t D = c.head_dim, half = D / 2;
   cos->resize(static_cast<size_t>(seq_len * D));

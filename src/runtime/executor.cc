@@ -24,7 +24,8 @@ class ArenaWorkspace final : public Workspace {
       alloc_.deallocate_uncached(*base_, *capacity_, MemCategory::workspace);
       *capacity_ = used_;
       *base_ = alloc_.allocate_uncached(*capacity_, MemCategory::workspace);
-      LJ_CHECK(*base_ != nullptr) << "out of host memory for " << *capacity_ << " bytes of workspace";
+      LJ_CHECK(*base_ != nullptr) << "out of host memory for " << *capacity_
+                                  << " bytes of workspace";
     }
   }
   void* get(size_t bytes) override {
@@ -51,7 +52,8 @@ class ArenaWorkspace final : public Workspace {
 
 }  // namespace
 
-Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options) : g_(g), dev_(dev), options_(options) {
+Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options)
+    : g_(g), dev_(dev), options_(options) {
   const size_t nv = g.values().size();
   last_use_.assign(nv, -1);
   is_output_.assign(nv, false);
@@ -94,18 +96,21 @@ Status Executor::bind(std::span<const Tensor> inputs) {
       const std::string& name = g_.input_name(ins[i]);
       if (!t.defined()) return invalid_argument("input '" + name + "' is not set");
       if (t.dtype() != want.dtype || static_cast<int>(t.dims().size()) != want.shape.rank()) {
-        return invalid_argument("input '" + name + "' is " + dtype_name(t.dtype()) + dims_to_string(t.dims()) +
-                                ", the graph declares " + want.to_string());
+        return invalid_argument("input '" + name + "' is " + dtype_name(t.dtype()) +
+                                dims_to_string(t.dims()) + ", the graph declares " +
+                                want.to_string());
       }
       for (int d = 0; d < want.shape.rank(); ++d) {
         const Dim& dim = want.shape[d];
         const int64_t fed = t.dims()[static_cast<size_t>(d)];
-        if (pass == 0 && dim.coef() == 1 && dim.syms().size() == 1 && env_.get(dim.syms()[0]) == 0) {
+        if (pass == 0 && dim.coef() == 1 && dim.syms().size() == 1 &&
+            env_.get(dim.syms()[0]) == 0) {
           env_.set(dim.syms()[0], fed);
         }
         if (pass == 1 && dim.eval(env_) != fed) {
-          return invalid_argument("input '" + name + "' is " + dims_to_string(t.dims()) + ", the graph declares " +
-                                  want.shape.to_string() + " with " + env_.to_string());
+          return invalid_argument("input '" + name + "' is " + dims_to_string(t.dims()) +
+                                  ", the graph declares " + want.shape.to_string() + " with " +
+                                  env_.to_string());
         }
       }
     }
@@ -122,12 +127,14 @@ StatusOr<std::vector<Tensor>> Executor::dry_run(std::span<const Tensor> inputs) 
   return execute(inputs, /*launch=*/false);
 }
 
-Status Executor::launch_kernel(const Node& n, KernelFn fn, std::span<const TensorView> in, std::span<TensorView> out) {
+Status Executor::launch_kernel(const Node& n, KernelFn fn, std::span<const TensorView> in,
+                               std::span<TensorView> out) {
   ArenaWorkspace ws(dev_.allocator(), &workspace_, &workspace_bytes_);
   KernelContext ctx{n, in, out, dev_.threads(), &ws};
   const double t0 = options_.profile ? now_seconds() : 0.0;
   Status s = fn(ctx);
-  if (!s.ok()) return s.with_context(std::string(op_name(n.op)) + (n.scope.empty() ? "" : " at " + n.scope));
+  if (!s.ok())
+    return s.with_context(std::string(op_name(n.op)) + (n.scope.empty() ? "" : " at " + n.scope));
   ++kernels_launched_;
   if (options_.profile) {
     const double dt = now_seconds() - t0;
@@ -148,7 +155,8 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
   const KernelTable& kernels = cpu::kernels();
   const size_t nv = g_.values().size();
   std::vector<Tensor> vals(nv);
-  for (size_t i = 0; i < g_.inputs().size(); ++i) vals[static_cast<size_t>(g_.inputs()[i])] = inputs[i];
+  for (size_t i = 0; i < g_.inputs().size(); ++i)
+    vals[static_cast<size_t>(g_.inputs()[i])] = inputs[i];
   kernels_launched_ = 0;
 
   std::vector<TensorView> in_views, out_views;
@@ -170,7 +178,8 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
       for (ValueId v : n.outputs) {
         const TypedShape& t = g_.type(v);
         LJ_CHECK(t.shape.eval(env_, &dims)) << "unbound symbol in " << t.to_string();
-        vals[static_cast<size_t>(v)] = Tensor::empty(dev_, t.dtype, dims, category_[static_cast<size_t>(v)]);
+        vals[static_cast<size_t>(v)] =
+            Tensor::empty(dev_, t.dtype, dims, category_[static_cast<size_t>(v)]);
         out_views.push_back(vals[static_cast<size_t>(v)].view());
       }
       if (launch) LJ_RETURN_IF_ERROR(launch_kernel(n, fn, in_views, out_views));

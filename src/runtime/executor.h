@@ -55,7 +55,8 @@ class Executor {
  private:
   Status bind(std::span<const Tensor> inputs);
   StatusOr<std::vector<Tensor>> execute(std::span<const Tensor> inputs, bool launch);
-  Status launch_kernel(const Node& n, KernelFn fn, std::span<const TensorView> in, std::span<TensorView> out);
+  Status launch_kernel(const Node& n, KernelFn fn, std::span<const TensorView> in,
+                       std::span<TensorView> out);
 
   const Graph& g_;
   Device& dev_;

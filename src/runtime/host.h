@@ -10,8 +10,8 @@ namespace lj {
 struct HostInfo {
   std::string cpu_model;
   std::string hostname;
-  int cores = 1;        // online logical CPUs
-  double ghz = 0;       // nominal clock from /proc/cpuinfo
+  int cores = 1;   // online logical CPUs
+  double ghz = 0;  // nominal clock from /proc/cpuinfo
   bool avx2 = false;
   bool fma = false;
   bool avx512f = false;

@@ -19,16 +19,19 @@ std::string MemoryStats::to_string() const {
   char buf[128];
   for (int i = 0; i < kNumMemCategories; ++i) {
     const auto k = static_cast<size_t>(i);
-    std::snprintf(buf, sizeof buf, "%-12s %10s  %10s  %8s\n", mem_category_name(static_cast<MemCategory>(i)),
+    std::snprintf(buf, sizeof buf, "%-12s %10s  %10s  %8s\n",
+                  mem_category_name(static_cast<MemCategory>(i)),
                   format_bytes(static_cast<double>(bytes_current[k])).c_str(),
                   format_bytes(static_cast<double>(bytes_peak[k])).c_str(),
                   format_bytes(static_cast<double>(bytes_at_peak[k])).c_str());
     s += buf;
   }
-  std::snprintf(buf, sizeof buf, "%-12s %10s  %10s\n", "total", format_bytes(static_cast<double>(bytes_total_current)).c_str(),
+  std::snprintf(buf, sizeof buf, "%-12s %10s  %10s\n", "total",
+                format_bytes(static_cast<double>(bytes_total_current)).c_str(),
                 format_bytes(static_cast<double>(bytes_total_peak)).c_str());
   s += buf;
-  std::snprintf(buf, sizeof buf, "%-12s %10s  %10s\n", "reserved", format_bytes(static_cast<double>(bytes_reserved)).c_str(),
+  std::snprintf(buf, sizeof buf, "%-12s %10s  %10s\n", "reserved",
+                format_bytes(static_cast<double>(bytes_reserved)).c_str(),
                 format_bytes(static_cast<double>(bytes_reserved_peak)).c_str());
   s += buf;
   return s;
@@ -37,11 +40,14 @@ std::string MemoryStats::to_string() const {
 namespace {
 size_t round_up(size_t bytes) {
   if (bytes == 0) bytes = 1;
-  return (bytes + CachingAllocator::kRound - 1) / CachingAllocator::kRound * CachingAllocator::kRound;
+  return (bytes + CachingAllocator::kRound - 1) / CachingAllocator::kRound *
+         CachingAllocator::kRound;
 }
 }  // namespace
 
-CachingAllocator::~CachingAllocator() { release_cached(); }
+CachingAllocator::~CachingAllocator() {
+  release_cached();
+}
 
 void* CachingAllocator::system_alloc(size_t size) {
   void* p = nullptr;

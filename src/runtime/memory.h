@@ -1,15 +1,15 @@
-// Memory owned by the runtime (used from one thread: the executor's): a caching allocator (what PyTorch's eager mode does: freed blocks
-// are kept and reused by size, never returned to the system until release_cached()), and the
-// accounting every allocation passes through: current and peak bytes per category, and the peak
-// of the total (which is not the sum of the per-category peaks).
+// Memory owned by the runtime (used from one thread: the executor's): a caching allocator (what
+// PyTorch's eager mode does: freed blocks are kept and reused by size, never returned to the system
+// until release_cached()), and the accounting every allocation passes through: current and peak
+// bytes per category, and the peak of the total (which is not the sum of the per-category peaks).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 
 namespace lj {
 
@@ -24,10 +24,10 @@ struct MemoryStats {
   std::array<int64_t, kNumMemCategories> bytes_at_peak{};
   int64_t bytes_total_current = 0;
   int64_t bytes_total_peak = 0;
-  int64_t bytes_reserved = 0;       // held from the system, in use or cached
+  int64_t bytes_reserved = 0;  // held from the system, in use or cached
   int64_t bytes_reserved_peak = 0;
-  int64_t num_allocs = 0;           // requests served
-  int64_t num_system_allocs = 0;    // requests that reached the system allocator
+  int64_t num_allocs = 0;         // requests served
+  int64_t num_system_allocs = 0;  // requests that reached the system allocator
 
   int64_t current(MemCategory c) const { return bytes_current[static_cast<size_t>(c)]; }
   int64_t peak(MemCategory c) const { return bytes_peak[static_cast<size_t>(c)]; }
@@ -62,9 +62,9 @@ class CachingAllocator {
 
  private:
   bool virtual_ = false;
-  uintptr_t next_virtual_ = 4096;  // fake addresses, 64-byte aligned, never dereferenced
-  std::multimap<size_t, void*> free_;               // cached: size -> block (best fit)
-  std::unordered_map<void*, size_t> block_size_;    // in use: block -> its rounded size
+  uintptr_t next_virtual_ = 4096;      // fake addresses, 64-byte aligned, never dereferenced
+  std::multimap<size_t, void*> free_;  // cached: size -> block (best fit)
+  std::unordered_map<void*, size_t> block_size_;  // in use: block -> its rounded size
   void count_alloc(size_t size, MemCategory category);
   void count_free(size_t size, MemCategory category);
   void* system_alloc(size_t size);

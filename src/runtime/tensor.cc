@@ -35,31 +35,52 @@ Tensor Tensor::zeros(Device& dev, DType dtype, std::vector<int64_t> dims, MemCat
 namespace {
 void store(void* p, DType t, int64_t i, double v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::f64: static_cast<double*>(p)[i] = v; break;
-    case DType::bf16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v)); break;
-    case DType::f16: static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); break;
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-    case DType::u8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
+    case DType::f32:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::f64:
+      static_cast<double*>(p)[i] = v;
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v));
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v));
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
+      break;
   }
 }
 double load(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::f64: return static_cast<const double*>(p)[i];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::i32: return static_cast<const int32_t*>(p)[i];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DType::u8: return static_cast<const uint8_t*>(p)[i];
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::f64:
+      return static_cast<const double*>(p)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::i32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::i64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::u8:
+      return static_cast<const uint8_t*>(p)[i];
   }
   return 0;
 }
 }  // namespace
 
-Tensor Tensor::from_doubles(Device& dev, DType dtype, std::vector<int64_t> dims, std::span<const double> values,
-                            MemCategory category) {
+Tensor Tensor::from_doubles(Device& dev, DType dtype, std::vector<int64_t> dims,
+                            std::span<const double> values, MemCategory category) {
   Tensor t = empty(dev, dtype, std::move(dims), category);
   LJ_CHECK_EQ(static_cast<int64_t>(values.size()), t.numel());
   for (int64_t i = 0; i < t.numel(); ++i) store(t.raw(), dtype, i, values[static_cast<size_t>(i)]);
@@ -90,8 +111,12 @@ Tensor Tensor::clone(Device& dev, MemCategory category) const {
   return t;
 }
 
-Device::Device(int threads, bool is_virtual) : allocator_(is_virtual) { set_threads(threads); }
+Device::Device(int threads, bool is_virtual) : allocator_(is_virtual) {
+  set_threads(threads);
+}
 
-void Device::set_threads(int threads) { threads_ = threads > 0 ? threads : omp_get_max_threads(); }
+void Device::set_threads(int threads) {
+  threads_ = threads > 0 ? threads : omp_get_max_threads();
+}
 
 }  // namespace lj

@@ -21,7 +21,8 @@ class Tensor {
   static Tensor zeros(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category);
   // Copies `values` (converted to dtype) into a new tensor.
   static Tensor from_doubles(Device& dev, DType dtype, std::vector<int64_t> dims,
-                             std::span<const double> values, MemCategory category = MemCategory::temporaries);
+                             std::span<const double> values,
+                             MemCategory category = MemCategory::temporaries);
   // A tensor sharing this one's storage with other dims (same element count).
   Tensor reshaped(std::vector<int64_t> dims) const;
 
@@ -29,7 +30,9 @@ class Tensor {
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& dims() const { return dims_; }
   int64_t numel() const { return numel_of(dims_); }
-  size_t bytes() const { return static_cast<size_t>(numel()) * static_cast<size_t>(dtype_size(dtype_)); }
+  size_t bytes() const {
+    return static_cast<size_t>(numel()) * static_cast<size_t>(dtype_size(dtype_));
+  }
   void* raw() const { return storage_ ? storage_->data : nullptr; }
   template <class T>
   T* data() const {

@@ -36,7 +36,8 @@ TEST(HfFolder, RoundTripSingleAndSharded) {
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     ASSERT_EQ(m->params.size(), params.size());
     for (size_t i = 0; i < params.size(); ++i) {
-      ASSERT_EQ(std::memcmp(m->params[i].raw(), params[i].raw(), params[i].bytes()), 0) << specs[i].name;
+      ASSERT_EQ(std::memcmp(m->params[i].raw(), params[i].raw(), params[i].bytes()), 0)
+          << specs[i].name;
     }
     // An existing folder is never overwritten.
     Status again = save_hf_model(dir, *c, specs, params, shard);
@@ -63,7 +64,8 @@ TEST(HfFolder, LoadRefusesMismatchedWeights) {
   }
   auto m = load_hf_model(dir, dev);
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("gate_proj.weight' is (128, 64), the config needs (160, 64)"), std::string::npos)
+  EXPECT_NE(m.status().message().find("gate_proj.weight' is (128, 64), the config needs (160, 64)"),
+            std::string::npos)
       << m.status().to_string();
   fs::remove(dir + "/model.safetensors");
   m = load_hf_model(dir, dev);
@@ -86,7 +88,8 @@ TEST(Eval, UniformModelGivesLogVocabLossAndRejectsBadData) {
     std::vector<uint32_t> toks(1000);
     for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint32_t>((i * 7) % 256);
     std::ofstream f(path, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(toks.data()), static_cast<std::streamsize>(toks.size() * 4));
+    f.write(reinterpret_cast<const char*>(toks.data()),
+            static_cast<std::streamsize>(toks.size() * 4));
   }
   auto data = TokenFile::open(path, TokenFormat::raw_u32);
   ASSERT_TRUE(data.ok());
@@ -103,7 +106,8 @@ TEST(Eval, UniformModelGivesLogVocabLossAndRejectsBadData) {
   m.config.vocab_size = 100;  // the data holds ids up to 255
   auto bad = evaluate(m, *data, o, dev);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("outside the model's vocabulary of 100"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("outside the model's vocabulary of 100"),
+            std::string::npos);
   fs::remove(path);
 }
 

@@ -116,11 +116,12 @@ TEST_P(HfParity, LogitsLossAndGradients) {
   ASSERT_TRUE(fb.ok()) << fb.status().to_string();
 
   const auto ref_logits = read("logits");
-  const Err logits = compare(fb->logits.data<float>(), ref_logits.data(), static_cast<int64_t>(ref_logits.size()));
+  const Err logits =
+      compare(fb->logits.data<float>(), ref_logits.data(), static_cast<int64_t>(ref_logits.size()));
   const double ref_loss = read("loss")[0];
   const double loss_rel = std::fabs(fb->loss - ref_loss) / std::fabs(ref_loss);
-  std::printf("[%s] logits: max abs %.3g rel %.3g | loss: ljperf %.7f hf %.7f rel %.3g\n", GetParam().c_str(),
-              logits.abs, logits.rel, fb->loss, ref_loss, loss_rel);
+  std::printf("[%s] logits: max abs %.3g rel %.3g | loss: ljperf %.7f hf %.7f rel %.3g\n",
+              GetParam().c_str(), logits.abs, logits.rel, fb->loss, ref_loss, loss_rel);
   // Observed (3 fixtures): logits rel <= 3.7e-7, loss rel <= 1e-7: fp32 rounding in another
   // summation order.
   EXPECT_LT(logits.rel, 1e-5);
@@ -136,8 +137,8 @@ TEST_P(HfParity, LogitsLossAndGradients) {
     EXPECT_LT(e.rel, 1e-4) << specs[i].name << " abs " << e.abs;
     if (e.rel > worst.rel) worst = e, worst_name = specs[i].name;
   }
-  std::printf("[%s] gradients (%zu): worst rel %.3g (abs %.3g) at %s\n", GetParam().c_str(), specs.size(), worst.rel,
-              worst.abs, worst_name.c_str());
+  std::printf("[%s] gradients (%zu): worst rel %.3g (abs %.3g) at %s\n", GetParam().c_str(),
+              specs.size(), worst.rel, worst.abs, worst_name.c_str());
 }
 
 TEST_P(HfParity, FiveAdamWSteps) {
@@ -157,7 +158,8 @@ TEST_P(HfParity, FiveAdamWSteps) {
   for (int64_t s = 0; s < sched.total_steps; ++s) {
     auto r = trainer->step(tokens, targets, sched.at(s));
     ASSERT_TRUE(r.ok()) << r.status().to_string();
-    const double rel = std::fabs(r->loss - ref_losses[static_cast<size_t>(s)]) / ref_losses[static_cast<size_t>(s)];
+    const double rel = std::fabs(r->loss - ref_losses[static_cast<size_t>(s)]) /
+                       ref_losses[static_cast<size_t>(s)];
     worst_loss = std::max(worst_loss, rel);
     // Observed: <= 1.1e-7 over 5 steps.
     EXPECT_LT(rel, 1e-5) << "step " << s;
@@ -189,8 +191,10 @@ TEST_P(HfParity, FiveAdamWSteps) {
     if (update_rel > worst_update_rel) worst_update_rel = update_rel, worst_name = specs[i].name;
     worst_abs = std::max(worst_abs, max_abs);
   }
-  std::printf("[%s] 5 steps: worst loss rel %.3g; update norm-wise rel err worst %.3g at %s; max abs %.3g\n",
-              GetParam().c_str(), worst_loss, worst_update_rel, worst_name.c_str(), worst_abs);
+  std::printf(
+      "[%s] 5 steps: worst loss rel %.3g; update norm-wise rel err worst %.3g at %s; max abs "
+      "%.3g\n",
+      GetParam().c_str(), worst_loss, worst_update_rel, worst_name.c_str(), worst_abs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::Values("gqa_llama3", "tied", "head_dim"));

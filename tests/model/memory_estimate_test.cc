@@ -23,8 +23,8 @@ TEST(MemoryEstimate, DryRunMatchesARealStepByCategory) {
   auto r = (*trainer)->step(tokens, targets, 1e-3);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const MemoryStats& real = dev.memory();
-  for (auto c : {MemCategory::weights, MemCategory::grads, MemCategory::optimizer, MemCategory::activations,
-                 MemCategory::temporaries}) {
+  for (auto c : {MemCategory::weights, MemCategory::grads, MemCategory::optimizer,
+                 MemCategory::activations, MemCategory::temporaries}) {
     EXPECT_EQ(est->stats.peak(c), real.peak(c)) << mem_category_name(c);
   }
   // The total differs only by kernel workspace (attention tiles, loss rows).

@@ -32,11 +32,12 @@ TEST(HfConfig, V4RopeScalingMatchesPreset) {
 }
 
 TEST(HfConfig, V5RopeParametersAndDerivedHeadDim) {
-  auto c = parse_hf_config(R"({"vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336,
+  auto c =
+      parse_hf_config(R"({"vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336,
       "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
       "max_position_embeddings": 8192,
       "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}})",
-                           "v5.json");
+                      "v5.json");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->head_dim, 128);
   EXPECT_EQ(c->rope_theta, 500000.0);
@@ -60,16 +61,20 @@ TEST(HfConfig, Refusals) {
     const char* expect;
   };
   const Case cases[] = {
-      {R"({"architectures": ["MistralForCausalLM"]})", "architecture MistralForCausalLM is not supported"},
+      {R"({"architectures": ["MistralForCausalLM"]})",
+       "architecture MistralForCausalLM is not supported"},
       {R"({"model_type": "gpt2"})", "model_type"},
       {"{not json", "not valid JSON"},
       {R"({"vocab_size": 10})", "missing 'hidden_size'"},
       {R"({"vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1,
-          "num_attention_heads": 3, "num_key_value_heads": 2})", "not a multiple"},
+          "num_attention_heads": 3, "num_key_value_heads": 2})",
+       "not a multiple"},
       {R"({"vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1,
-          "num_attention_heads": 2, "rope_scaling": {"rope_type": "yarn", "factor": 4}})", "rope type 'yarn'"},
+          "num_attention_heads": 2, "rope_scaling": {"rope_type": "yarn", "factor": 4}})",
+       "rope type 'yarn'"},
       {R"({"vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1,
-          "num_attention_heads": 2, "attention_bias": true})", "attention_bias"},
+          "num_attention_heads": 2, "attention_bias": true})",
+       "attention_bias"},
       {R"({"vocab_size": "many"})", "not an integer"},
   };
   for (const Case& c : cases) {

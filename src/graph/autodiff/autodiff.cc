@@ -9,10 +9,13 @@ Status vjp_none(VjpCtx& c) {
                        "stop the gradient before it, or give the op a VJP rule");
 }
 
-StatusOr<std::vector<ValueId>> append_gradients(Graph* g, ValueId loss, std::span<const ValueId> wrt) {
+StatusOr<std::vector<ValueId>> append_gradients(Graph* g, ValueId loss,
+                                                std::span<const ValueId> wrt) {
   const size_t num_values = g->values().size();
-  if (loss < 0 || static_cast<size_t>(loss) >= num_values) return invalid_argument("autodiff: bad loss value id");
-  if (!is_float(g->type(loss).dtype)) return invalid_argument("autodiff: the loss must be a float value");
+  if (loss < 0 || static_cast<size_t>(loss) >= num_values)
+    return invalid_argument("autodiff: bad loss value id");
+  if (!is_float(g->type(loss).dtype))
+    return invalid_argument("autodiff: the loss must be a float value");
 
   // Forward reachability: values that depend on some wrt value (only those carry gradients).
   std::vector<bool> depends(num_values, false);
@@ -71,14 +74,17 @@ StatusOr<std::vector<ValueId>> append_gradients(Graph* g, ValueId loss, std::spa
     ctx.din.resize(node.inputs.size());
     const OpDef& def = op_def(node.op);
     Status s = def.vjp(ctx);
-    if (!s.ok()) return s.with_context("autodiff of " + std::string(def.name) + (node.scope.empty() ? "" : " at " + node.scope));
+    if (!s.ok())
+      return s.with_context("autodiff of " + std::string(def.name) +
+                            (node.scope.empty() ? "" : " at " + node.scope));
     if (!b.ok()) return b.status().with_context(std::string("autodiff of ") + def.name);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (!needs[k] || !ctx.din[k].valid()) continue;
       const TypedShape& want = g->type(node.inputs[k]);
       if (!(ctx.din[k].type() == want)) {
-        return internal_error(std::string("VJP of ") + def.name + " gave " + ctx.din[k].type().to_string() +
-                              " for an input of type " + want.to_string());
+        return internal_error(std::string("VJP of ") + def.name + " gave " +
+                              ctx.din[k].type().to_string() + " for an input of type " +
+                              want.to_string());
       }
       contrib[static_cast<size_t>(node.inputs[k])].push_back(ctx.din[k].id);
     }

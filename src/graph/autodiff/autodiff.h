@@ -15,6 +15,7 @@ namespace lj {
 
 // Returns, for each value in `wrt`, the id of d(loss)/d(value). `loss` must be a float scalar
 // (shape ()) or a tensor whose gradient is seeded with ones.
-StatusOr<std::vector<ValueId>> append_gradients(Graph* g, ValueId loss, std::span<const ValueId> wrt);
+StatusOr<std::vector<ValueId>> append_gradients(Graph* g, ValueId loss,
+                                                std::span<const ValueId> wrt);
 
 }  // namespace lj

@@ -13,12 +13,12 @@ namespace lj {
 
 struct VjpCtx {
   Builder& b;
-  const Node& node;             // the forward node (a copy: the graph grows while rules run)
-  std::vector<Val> in;          // its inputs
-  std::vector<Val> out;         // its outputs
-  std::vector<Val> dout;        // gradient of the loss w.r.t. each output; invalid = zero
-  std::vector<bool> needs_grad; // which inputs need a gradient
-  std::vector<Val> din;         // filled by the rule, same length as `in`
+  const Node& node;              // the forward node (a copy: the graph grows while rules run)
+  std::vector<Val> in;           // its inputs
+  std::vector<Val> out;          // its outputs
+  std::vector<Val> dout;         // gradient of the loss w.r.t. each output; invalid = zero
+  std::vector<bool> needs_grad;  // which inputs need a gradient
+  std::vector<Val> din;          // filled by the rule, same length as `in`
 };
 
 // Rule declarations (the op table names them).
