@@ -101,16 +101,12 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
     return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
   }
   RunSettings run;
-  run.micro_batch = a.batch_size;
-  run.grad_accum = a.grad_accum;
-  run.precision = precision;
-  run.lr = a.lr;
+  run.micro_batch.assign(a.batch_size, a.given("--batch-size"));
+  run.grad_accum.assign(a.grad_accum, a.given("--grad-accum"));
+  run.precision.assign(precision, a.given("--precision"));
+  run.lr.assign(a.lr, a.given("--lr"));
   run.total_steps = a.steps;
   run.warmup_steps = a.warmup_steps;
-  if (a.given("--batch-size")) run.micro_batch.set_flag(a.batch_size);
-  if (a.given("--grad-accum")) run.grad_accum.set_flag(a.grad_accum);
-  if (a.given("--precision")) run.precision.set_flag(precision);
-  if (a.given("--lr")) run.lr.set_flag(a.lr);
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
   r.micro_batch = a.batch_size;
   r.grad_accum = a.grad_accum;

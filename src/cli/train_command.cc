@@ -73,26 +73,19 @@ Status run_train(TrainArgs& a) {
   const LlamaConfig& model = ref.config;
   const std::string& weights_dir = ref.weights_dir;
   RunSettings run;
-  run.micro_batch = a.t.batch_size;
-  run.grad_accum = a.t.grad_accum;
-  run.lr = a.lr;
-  run.weight_decay = a.weight_decay;
-  run.grad_clip = a.grad_clip;
+  run.micro_batch.assign(a.t.batch_size, a.given("--batch-size"));
+  run.grad_accum.assign(a.t.grad_accum, a.given("--grad-accum"));
+  run.lr.assign(a.lr, a.given("--lr"));
+  run.weight_decay.assign(a.weight_decay, a.given("--weight-decay"));
+  run.grad_clip.assign(a.grad_clip, a.given("--grad-clip"));
   run.total_steps = a.t.steps;
-  run.warmup_steps = a.warmup_steps;
-  if (a.given("--batch-size")) run.micro_batch.set_flag(a.t.batch_size);
-  if (a.given("--grad-accum")) run.grad_accum.set_flag(a.t.grad_accum);
-  if (a.given("--lr")) run.lr.set_flag(a.lr);
-  if (a.given("--weight-decay")) run.weight_decay.set_flag(a.weight_decay);
-  if (a.given("--grad-clip")) run.grad_clip.set_flag(a.grad_clip);
-  if (a.given("--warmup-steps")) run.warmup_steps.set_flag(a.warmup_steps);
+  run.warmup_steps.assign(a.warmup_steps, a.given("--warmup-steps"));
   DType precision;
   if (!parse_dtype(a.precision, &precision) ||
       !(precision == DType::f32 || precision == DType::bf16)) {
     return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
   }
-  run.precision = precision;
-  if (a.given("--precision")) run.precision.set_flag(precision);
+  run.precision.assign(precision, a.given("--precision"));
   LJ_ASSIGN_OR_RETURN(std::optional<DeepSpeedConfig> ds, resolve_deepspeed(a.deepspeed, ref, run));
   if ((ds ? ds->precision : precision) != DType::f32) {
     return unimplemented("bf16 training needs the CUDA backend; the CPU trains in f32",

@@ -54,6 +54,11 @@ struct RunValue {
     value = v;
     from_flag = true;
   }
+  // The value of a command-line flag, marked as given when the user typed it.
+  void assign(T v, bool given) {
+    value = v;
+    from_flag = given;
+  }
 };
 
 // The run's own settings, from flags and ljperf's defaults (defaults follow train/adamw.h).

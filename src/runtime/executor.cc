@@ -67,6 +67,22 @@ Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options)
     }
   }
   for (const auto& o : g.outputs()) is_output_[static_cast<size_t>(o.value)] = true;
+  // The CPU kernels compute in f32 and f64; bf16/f16 values may only be made, cast, fed or fetched.
+  for (const Node& n : g.nodes()) {
+    const OpDef& def = op_def(n.op);
+    if (n.op == Op::cast || def.category == OpCategory::source || def.has(kAlias) ||
+        !supported_.ok())
+      continue;
+    for (ValueId v : n.outputs) {
+      const DType t = g.type(v).dtype;
+      if (t == DType::bf16 || t == DType::f16) {
+        supported_ = unimplemented(std::string("the CPU backend computes in f32 or f64; ") +
+                                       op_name(n.op) + (n.scope.empty() ? "" : " at " + n.scope) +
+                                       " produces " + dtype_name(t),
+                                   "train in f32 on the CPU (--precision f32)");
+      }
+    }
+  }
   for (const Node& n : g.nodes()) {
     for (ValueId v : n.outputs) {
       const auto k = static_cast<size_t>(v);
@@ -151,6 +167,7 @@ Status Executor::launch_kernel(const Node& n, KernelFn fn, std::span<const Tenso
 }
 
 StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, bool launch) {
+  if (launch) LJ_RETURN_IF_ERROR(supported_);
   LJ_RETURN_IF_ERROR(bind(inputs));
   const KernelTable& kernels = cpu::kernels();
   const size_t nv = g_.values().size();

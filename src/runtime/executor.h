@@ -67,6 +67,7 @@ class Executor {
   SymEnv env_;
   int64_t kernels_launched_ = 0;
   std::vector<OpProfile> profile_;
+  Status supported_;           // why the CPU kernels cannot run this graph, if they cannot
   void* workspace_ = nullptr;  // kernel scratch, see ArenaWorkspace in executor.cc
   size_t workspace_bytes_ = 0;
 };

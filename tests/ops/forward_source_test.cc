@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "op_test_util.h"
+#include "runtime/executor.h"
 
 namespace lj::test {
 namespace {
@@ -138,3 +139,26 @@ TEST(Forward, RandomPrefixIsStable) {
 
 }  // namespace
 }  // namespace lj::test
+
+namespace lj {
+namespace {
+
+// A bf16 graph on the CPU is refused with a Status, not an abort inside a kernel.
+TEST(ExecutorDtypes, Bf16ComputeOnTheCpuIsAStatus) {
+  Graph g;
+  Builder b(&g);
+  Val x = b.input("x", DType::f32, Shape{4});
+  b.output("y", cast(exp(cast(x, DType::bf16)), DType::f32));
+  ASSERT_TRUE(b.ok());
+  Device dev(1);
+  Executor ex(g, dev);
+  const std::vector<double> v{0, 1, 2, 3};
+  std::vector<Tensor> in{Tensor::from_doubles(dev, DType::f32, {4}, v)};
+  auto r = ex.run(in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("exp produces bf16"), std::string::npos)
+      << r.status().to_string();
+}
+
+}  // namespace
+}  // namespace lj
