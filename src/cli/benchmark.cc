@@ -39,6 +39,7 @@ struct BenchmarkArgs {
   int64_t steps = 12;
   int64_t warmup_steps = 2;
   int64_t log_every = 1;
+  bool profile = false;
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
@@ -197,6 +198,7 @@ Status run_benchmark(const BenchmarkArgs& a) {
                          "add --precision f32 (flags win over the DeepSpeed JSON)");
   }
   Device dev(a.threads);
+  r.step.profile = a.profile;
   LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, r.step, dev));
 
   const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
@@ -221,6 +223,7 @@ Status run_benchmark(const BenchmarkArgs& a) {
       micro.push_back(synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed,
                                       s * r.grad_accum + k));
     }
+    if (s == r.warmup) trainer->executor().reset_profile();
     const double t0 = now_seconds();
     const bool ds_schedule = r.ds && r.ds->scheduler.type != DsScheduler::Type::none;
     const double lr = ds_schedule ? r.ds->scheduler.lr_for_step(s) : r.step.adamw.lr;
@@ -259,6 +262,11 @@ Status run_benchmark(const BenchmarkArgs& a) {
   fmt::print("  final loss    {:.4f}\n", losses.back());
   fmt::print("  process peak RSS {}\n", format_bytes(rss));
   fmt::print("  memory (ljperf accounting)\n{}", mem.to_string());
+  if (a.profile) {
+    fmt::print("  kernel time by op category (per measured step)\n{}",
+               profile_table(trainer->executor().profile(),
+                             static_cast<int64_t>(step_seconds.size()) * r.grad_accum));
+  }
 
   if (!a.output.empty()) {
     nlohmann::ordered_json j;
@@ -333,6 +341,7 @@ Command add_benchmark_command(CLI::App& app) {
   sub->add_option("--log-every", args->log_every,
                   "A progress line every N steps when stderr is not a terminal")
       ->capture_default_str();
+  sub->add_flag("--profile", args->profile, "Time every kernel and print time per op category");
   sub->add_option("--output", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
   return {sub, [args] { return run_benchmark(*args); }};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -18,6 +19,37 @@ std::string torchtitan_line(const StepLine& s) {
       "step: {:>4d}  loss: {:7.4f}  grad_norm: {:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {:.0f}  "
       "tflops: {:.3f}  mfu: {:.2f}%",
       s.step, s.loss, s.grad_norm, gib, pct, s.tokens_per_s, tflops, mfu);
+}
+
+std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps) {
+  struct Row {
+    double calls = 0, seconds[3] = {0, 0, 0}, flops = 0;
+  };
+  Row rows[8];
+  double total = 0;
+  for (const OpProfile& p : profile) {
+    Row& r = rows[static_cast<int>(op_def(p.op).category)];
+    r.calls += static_cast<double>(p.calls);
+    r.seconds[static_cast<int>(p.phase)] += p.seconds;
+    r.flops += p.flops;
+    total += p.seconds;
+  }
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  std::string s = fmt::format("  {:<14} {:>7} {:>9} {:>9} {:>9} {:>6} {:>8}\n", "op category",
+                              "calls", "fwd ms", "bwd ms", "opt ms", "share", "GFLOP/s");
+  for (int c = 0; c < 8; ++c) {
+    const Row& r = rows[c];
+    if (r.calls == 0) continue;
+    const double sec = r.seconds[0] + r.seconds[1] + r.seconds[2];
+    s += fmt::format("  {:<14} {:>7.0f} {:>9.2f} {:>9.2f} {:>9.2f} {:>5.1f}% {:>8.1f}\n",
+                     category_name(static_cast<OpCategory>(c)), r.calls / n, 1e3 * r.seconds[0] / n,
+                     1e3 * r.seconds[1] / n, 1e3 * r.seconds[2] / n,
+                     total > 0 ? 100.0 * sec / total : 0.0, sec > 0 ? r.flops / sec / 1e9 : 0.0);
+  }
+  s += fmt::format(
+      "  {:<14} {:>7} {:>9.2f}  (kernel time per step; the rest of a step is the host)\n", "total",
+      "", 1e3 * total / n);
+  return s;
 }
 
 long long process_peak_rss_bytes() {

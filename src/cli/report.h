@@ -2,6 +2,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "runtime/executor.h"
 
 namespace lj::cli {
 
@@ -19,6 +22,10 @@ struct StepLine {
 // torchtitan's line: "step: N  loss: L  grad_norm: G  memory: X GiB(P%)  tps: T  tflops: F  mfu:
 // M%".
 std::string torchtitan_line(const StepLine& s);
+
+// Kernel time per step by op category and phase, from an executor profile accumulated over
+// `steps` steps: a table with calls, milliseconds and GFLOP/s per category.
+std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps);
 
 // Peak resident set size of this process (VmHWM), in bytes; 0 when unknown.
 long long process_peak_rss_bytes();

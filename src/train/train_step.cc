@@ -44,7 +44,7 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.output_logits, &s->graph_));
   s->specs_ = llama_param_specs(model);
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
-  s->executor_ = std::make_unique<Executor>(s->graph_, dev);
+  s->executor_ = std::make_unique<Executor>(s->graph_, dev, ExecutorOptions{config.profile});
   s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
   return s;
 }

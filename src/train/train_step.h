@@ -17,6 +17,7 @@ struct TrainStepConfig {
   double grad_clip = 1.0;  // 0: no clipping
   uint64_t seed = 1234;    // parameter initialisation
   bool output_logits = false;
+  bool profile = false;  // time every kernel (Executor::profile())
 };
 
 // What one forward+backward gives.
