@@ -29,7 +29,7 @@ Status dump_graph(const std::string& dir, size_t index, const std::string& pass,
     return io_error("cannot create LJ_DUMP directory " + dir + ": " + ec.message(),
                     "set LJ_DUMP to a writable directory, or unset it");
   }
-  char prefix[16];
+  char prefix[32];
   std::snprintf(prefix, sizeof(prefix), "%02zu-", index);
   const std::filesystem::path path = std::filesystem::path(dir) / (prefix + pass + ".txt");
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
