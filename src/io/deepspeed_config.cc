@@ -1,6 +1,7 @@
 // DeepSpeed JSON: resolves the file's values (read by deepspeed_keys.cc) against "auto" and the
 // run's flags into a DeepSpeedConfig; DeepSpeed's learning-rate schedules. See deepspeed_config.h.
 #include "io/deepspeed_config.h"
+#include "core/text_file.h"
 
 #include <algorithm>
 #include <charconv>
@@ -506,11 +507,9 @@ StatusOr<DeepSpeedConfig> parse_deepspeed_config(const std::string& json_text,
 }
 
 StatusOr<DeepSpeedConfig> load_deepspeed_config(const std::string& path, const RunSettings& run) {
-  std::ifstream f(path);
-  if (!f) return not_found("cannot read " + path, "give the path of a DeepSpeed JSON config");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_deepspeed_config(ss.str(), path, run);
+  LJ_ASSIGN_OR_RETURN(std::string text,
+                      read_text_file(path, "give the path of a DeepSpeed JSON config"));
+  return parse_deepspeed_config(text, path, run);
 }
 
 std::string_view deepspeed_zero3_bf16_recipe() {

@@ -1,8 +1,7 @@
 #include "models/hf_config.h"
+#include "core/text_file.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace lj {
 namespace {
@@ -117,13 +116,10 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
 }
 
 StatusOr<LlamaConfig> load_hf_config(const std::string& path) {
-  std::ifstream f(path);
-  if (!f)
-    return not_found("cannot read " + path,
-                     "give a model folder holding config.json, or a preset name");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_hf_config(ss.str(), path);
+  LJ_ASSIGN_OR_RETURN(
+      std::string text,
+      read_text_file(path, "give a model folder holding config.json, or a preset name"));
+  return parse_hf_config(text, path);
 }
 
 std::string hf_config_json(const LlamaConfig& c) {

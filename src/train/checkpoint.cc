@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/text_file.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
@@ -19,14 +18,6 @@ namespace {
 
 Status write_text(const std::string& path, const std::string& text) {
   return write_file_atomic(path, [&](FileWriter& w) { return w.write(text.data(), text.size()); });
-}
-
-StatusOr<std::string> read_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return not_found("cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 Status write_tensors(const std::string& path, const std::vector<ParamSpec>& specs,
@@ -79,7 +70,7 @@ std::vector<std::pair<int64_t, fs::path>> committed_steps(const std::string& dir
 }  // namespace
 
 std::string latest_checkpoint_dir(const std::string& dir) {
-  auto text = read_text(dir + "/latest");
+  auto text = read_text_file(dir + "/latest");
   if (!text.ok()) return "";
   std::string name = *text;
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
@@ -156,7 +147,7 @@ Status prune_checkpoints(const std::string& dir, int keep_last) {
 StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir,
                                      const std::vector<ParamSpec>& specs, Device& dev) {
   Checkpoint c;
-  LJ_ASSIGN_OR_RETURN(std::string text, read_text(step_dir + "/trainer_state.json"));
+  LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(step_dir + "/trainer_state.json"));
   auto j = nlohmann::json::parse(text, nullptr, false);
   const std::string state_path = step_dir + "/trainer_state.json";
   if (j.is_discarded() || !j.is_object())

@@ -3,12 +3,11 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/log.h"
+#include "core/text_file.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
@@ -19,11 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 StatusOr<std::map<std::string, std::string>> read_index(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return not_found("cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
       !j["weight_map"].is_object()) {
     return invalid_argument(path + ": not a safetensors index (no weight_map object)");
