@@ -6,9 +6,9 @@
 namespace lj {
 
 StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, int64_t batch_size,
-                                                    int64_t seq_len) {
+                                                    int64_t seq_len, const GraphOptions& options) {
   Graph g;
-  LJ_RETURN_IF_ERROR(build_train_graph(model, /*output_logits=*/false, &g).status());
+  LJ_RETURN_IF_ERROR(build_train_graph(model, options, &g).status());
   Device dev(1, /*is_virtual=*/true);
   const auto specs = llama_param_specs(model);
   // Persistent state first, in the order the trainer allocates it: weights, then AdamW's m, v.

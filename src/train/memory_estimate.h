@@ -7,6 +7,7 @@
 
 #include "models/config.h"
 #include "runtime/memory.h"
+#include "train/train_step.h"
 
 namespace lj {
 
@@ -17,6 +18,7 @@ struct TrainMemoryEstimate {
 };
 
 StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, int64_t batch_size,
-                                                    int64_t seq_len);
+                                                    int64_t seq_len,
+                                                    const GraphOptions& options = {});
 
 }  // namespace lj

@@ -27,12 +27,32 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
   return params;
 }
 
-StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, bool output_logits, Graph* g) {
-  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, DType::f32, output_logits));
+StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOptions& options,
+                                       Graph* g, PassReport* report) {
+  LJ_RETURN_IF_ERROR(options.recompute.validate(model.num_hidden_layers));
+  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, DType::f32, options.output_logits));
+  // Before autodiff (compile only): pattern fusion.
+  PassReport pre;
+  if (options.compile) {
+    PassManager pm;
+    // [compile: pattern fusion passes are added here]
+    LJ_ASSIGN_OR_RETURN(pre, pm.run(*g));
+  }
   LJ_ASSIGN_OR_RETURN(auto grads, append_gradients(g, ids.loss, ids.params));
   const auto specs = llama_param_specs(model);
   for (size_t i = 0; i < grads.size(); ++i) g->add_output("grad:" + specs[i].name, grads[i]);
   LJ_RETURN_IF_ERROR(verify(*g));
+  // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
+  PassManager pm;
+  // [remat pass is added here when options.recompute.policy != none]
+  if (options.compile) {
+    // [compile: cse, dce, pointwise fusion, schedule are added here]
+  }
+  LJ_ASSIGN_OR_RETURN(PassReport post, pm.run(*g));
+  if (report) {
+    report->runs = pre.runs;
+    report->runs.insert(report->runs.end(), post.runs.begin(), post.runs.end());
+  }
   return ids;
 }
 
@@ -41,7 +61,7 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
-  LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.output_logits, &s->graph_));
+  LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.graph, &s->graph_));
   s->specs_ = llama_param_specs(model);
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->executor_ = std::make_unique<Executor>(s->graph_, dev, ExecutorOptions{config.profile});
@@ -81,7 +101,7 @@ StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, cons
   ForwardBackward r;
   r.loss = outs[0].at(0);
   size_t next = 1;
-  if (config_.output_logits) r.logits = outs[next++];
+  if (config_.graph.output_logits) r.logits = outs[next++];
   r.grads.assign(outs.begin() + static_cast<std::ptrdiff_t>(next), outs.end());
   return r;
 }

@@ -7,16 +7,27 @@
 
 #include "graph/ir.h"
 #include "models/llama.h"
+#include "passes/pass.h"
+#include "passes/remat/remat.h"
 #include "runtime/executor.h"
 #include "train/adamw.h"
 
 namespace lj {
 
+// How the joint graph is built: which compile passes run and what is recomputed.
+struct GraphOptions {
+  bool output_logits = false;
+  // --compile / LJ_COMPILE=1: pattern fusion before autodiff, pointwise fusion + codegen after,
+  // and the static memory plan. Off: the eager path (primitive ops, caching allocator).
+  bool compile = false;
+  RecomputeConfig recompute;  // passes/remat
+};
+
 struct TrainStepConfig {
   AdamWConfig adamw;
   double grad_clip = 1.0;  // 0: no clipping
   uint64_t seed = 1234;    // parameter initialisation
-  bool output_logits = false;
+  GraphOptions graph;
   bool profile = false;  // time every kernel (Executor::profile())
 };
 
@@ -76,7 +87,9 @@ class TrainStep {
 // The joint graph of one training step: the forward graph (build_llama) and the gradient of
 // the loss for every parameter. Outputs: "loss", ["logits"], then "grad:<name>" in
 // llama_param_specs order.
-StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, bool output_logits, Graph* g);
+// The passes that ran (in order, with timings) go to `report` when given.
+StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOptions& options,
+                                       Graph* g, PassReport* report = nullptr);
 
 // The rope.cos / rope.sin inputs (T, D) for a sequence length; an error past the model's
 // max_position_embeddings.

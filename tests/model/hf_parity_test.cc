@@ -81,7 +81,7 @@ class HfParity : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<TrainStep> make_trainer(Device& dev, bool logits) {
     TrainStepConfig tc;
-    tc.output_logits = logits;
+    tc.graph.output_logits = logits;
     tc.grad_clip = train_["grad_clip"].get<double>();
     tc.adamw.beta1 = train_["beta1"].get<double>();
     tc.adamw.beta2 = train_["beta2"].get<double>();

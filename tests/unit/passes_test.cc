@@ -192,9 +192,9 @@ TEST(Passes, TrainGraphBitwiseEqualAfterDceCse) {
   auto model = llama_preset("tiny");
   ASSERT_TRUE(model.ok());
   Graph plain, opt;
-  auto ids = build_train_graph(*model, /*output_logits=*/false, &plain);
+  auto ids = build_train_graph(*model, GraphOptions{}, &plain);
   ASSERT_TRUE(ids.ok()) << ids.status().message();
-  ASSERT_TRUE(build_train_graph(*model, false, &opt).ok());
+  ASSERT_TRUE(build_train_graph(*model, GraphOptions{}, &opt).ok());
   PassReport report;
   optimize(opt, &report);
   ASSERT_TRUE(verify(opt).ok()) << verify(opt).message();
@@ -235,7 +235,7 @@ TEST(Passes, NodeCountsOfPresets) {
     auto model = llama_preset(preset);
     ASSERT_TRUE(model.ok());
     Graph g;
-    ASSERT_TRUE(build_train_graph(*model, false, &g).ok());
+    ASSERT_TRUE(build_train_graph(*model, GraphOptions{}, &g).ok());
     const size_t before = g.nodes().size();
     std::vector<int> ops_before(kNumOps, 0);
     for (const Node& n : g.nodes()) ++ops_before[static_cast<size_t>(n.op)];
