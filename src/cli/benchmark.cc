@@ -40,6 +40,7 @@ struct BenchmarkArgs {
   int64_t warmup_steps = 2;
   int64_t log_every = 1;
   bool profile = false;
+  bool compile = false;
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
@@ -114,6 +115,7 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   r.precision = precision;
   r.step.seed = a.seed;
   r.step.adamw.lr = a.lr;
+  r.step.graph.compile = compile_requested(a.compile);
   if (r.ds) {
     r.micro_batch = r.ds->micro_batch_per_gpu;
     r.grad_accum = r.ds->gradient_accumulation_steps;
@@ -137,8 +139,8 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
 // Refuses, before anything is allocated, a run whose predicted memory exceeds what the host
 // has available, and says what would fit.
 Status check_memory_fits(const Resolved& r, const HostInfo& host) {
-  LJ_ASSIGN_OR_RETURN(TrainMemoryEstimate e,
-                      estimate_train_memory(r.model.config, r.micro_batch, r.seq_len));
+  LJ_ASSIGN_OR_RETURN(TrainMemoryEstimate e, estimate_train_memory(r.model.config, r.micro_batch,
+                                                                   r.seq_len, r.step.graph));
   const double base = static_cast<double>(process_peak_rss_bytes());  // binary, libraries, graph
   const double need = static_cast<double>(e.bytes_reserved) + base;
   const auto avail = static_cast<double>(host.mem_available_bytes);
@@ -161,8 +163,8 @@ Status check_memory_fits(const Resolved& r, const HostInfo& host) {
   for (const std::string& p : llama_preset_names()) {
     auto c = llama_preset(p);
     if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
-    auto est =
-        estimate_train_memory(*c, r.micro_batch, std::min(r.seq_len, c->max_position_embeddings));
+    auto est = estimate_train_memory(*c, r.micro_batch,
+                                     std::min(r.seq_len, c->max_position_embeddings), r.step.graph);
     if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
       hint = "--model " + p + " fits (" +
              format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")";
@@ -199,7 +201,9 @@ Status run_benchmark(const BenchmarkArgs& a) {
   }
   Device dev(a.threads);
   r.step.profile = a.profile;
+  const double compile_t0 = now_seconds();
   LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, r.step, dev));
+  const double compile_s = now_seconds() - compile_t0;
 
   const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
   const double flops_per_token = model.flops_per_token(r.seq_len);
@@ -213,6 +217,11 @@ Status run_benchmark(const BenchmarkArgs& a) {
   fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model,
              host.cores, host.ghz, peak / 1e9);
   if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
+  if (r.step.graph.compile) {
+    fmt::print("compile: on ({:.2f} s to build the step)\n{}", compile_s, trainer->compile_log());
+  } else {
+    fmt::print("compile: off (eager: one primitive op at a time, caching allocator)\n");
+  }
 
   Progress progress("benchmark", "steps");
   const bool tty = progress.is_tty();
@@ -282,6 +291,7 @@ Status run_benchmark(const BenchmarkArgs& a) {
                    {"precision", dtype_name(r.precision)},
                    {"threads", dev.threads()},
                    {"seed", a.seed},
+                   {"compile", r.step.graph.compile},
                    {"lr", r.step.adamw.lr},
                    {"grad_clip", r.step.grad_clip},
                    {"deepspeed", r.ds ? r.ds->source : ""}};
@@ -301,6 +311,8 @@ Status run_benchmark(const BenchmarkArgs& a) {
                     {"flops_convention", "6N+12LHQT (torchtitan)"},
                     {"step_s_p50", p50},
                     {"step_s_p90", p90},
+                    {"kernels_per_step", trainer->executor().kernels_launched() * r.grad_accum},
+                    {"compile_s", compile_s},
                     {"bytes_peak", mem.bytes_total_peak},
                     {"bytes_peak_by_category", by_cat},
                     {"bytes_reserved_peak", mem.bytes_reserved_peak},
@@ -342,6 +354,9 @@ Command add_benchmark_command(CLI::App& app) {
                   "A progress line every N steps when stderr is not a terminal")
       ->capture_default_str();
   sub->add_flag("--profile", args->profile, "Time every kernel and print time per op category");
+  sub->add_flag("--compile", args->compile,
+                "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
+                "plan (also LJ_COMPILE=1)");
   sub->add_option("--output", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
   return {sub, [args] { return run_benchmark(*args); }};

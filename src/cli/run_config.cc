@@ -1,5 +1,7 @@
 #include "cli/run_config.h"
 
+#include <cstdlib>
+
 #include <filesystem>
 
 #include "models/hf_config.h"
@@ -24,6 +26,14 @@ StatusOr<ModelRef> resolve_model(const std::string& name) {
   }
   if (!m.recipe.empty()) m.config.name = name;
   return m;
+}
+
+bool compile_requested(bool flag) {
+  if (flag) return true;
+  const char* env = std::getenv("LJ_COMPILE");
+  if (env == nullptr) return false;
+  const std::string v = env;
+  return v == "1" || v == "true" || v == "TRUE" || v == "True";
 }
 
 namespace {

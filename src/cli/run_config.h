@@ -19,6 +19,9 @@ struct ModelRef {
 
 StatusOr<ModelRef> resolve_model(const std::string& name);
 
+// --compile, or LJ_COMPILE=1 / true in the environment (the seed image's switch).
+bool compile_requested(bool flag);
+
 // DeepSpeed settings from --deepspeed FILE, else the model's recipe, else none; `run` holds
 // the flags (RunValue::set_flag for each flag the user gave) and ljperf's defaults.
 StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& file,

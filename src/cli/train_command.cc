@@ -45,6 +45,7 @@ struct TrainArgs {
   int64_t log_every = 1;
   int threads = 0;
   uint64_t seed = 1234;
+  bool compile = false;
 };
 
 Status run_train(TrainArgs& a) {
@@ -122,6 +123,7 @@ Status run_train(TrainArgs& a) {
   t.step.adamw.weight_decay = a.weight_decay;
   t.step.grad_clip = a.grad_clip;
   t.step.seed = a.seed;
+  t.step.graph.compile = compile_requested(a.compile);
   if (ds) {
     t.batch_size = ds->micro_batch_per_gpu;
     t.grad_accum = ds->gradient_accumulation_steps;
@@ -301,6 +303,9 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--log-every", a->log_every, "Console line every N steps")->capture_default_str();
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
+  sub->add_flag("--compile", a->compile,
+                "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
+                "plan (also LJ_COMPILE=1)");
   return {sub, [a] { return run_train(*a); }};
 }
 
