@@ -151,6 +151,30 @@ TEST(Remat, ClonedNodesPerRegion) {
   EXPECT_TRUE(clone_counts(*model, RecomputeConfig{}).empty());
 }
 
+// The pass runs inside build_train_graph with compile off and on, and reports itself.
+TEST(Remat, RunsInBuildTrainGraphWithCompileOffAndOn) {
+  auto model = llama_preset("tiny");
+  ASSERT_TRUE(model.ok());
+  const JointGraph base = joint_graph(*model);
+  for (bool compile : {false, true}) {
+    GraphOptions o;
+    o.compile = compile;
+    o.recompute = recompute(RecomputePolicy::full, RecomputeMethod::uniform, 1);
+    Graph g;
+    PassReport report;
+    auto ids = build_train_graph(*model, o, &g, &report);
+    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    bool ran = false;
+    for (const PassRun& r : report.runs) ran = ran || (r.name == "remat" && r.changed);
+    EXPECT_TRUE(ran) << "compile " << compile << ":\n" << report.to_string();
+    int64_t clones = 0;
+    for (const Node& n : g.nodes()) clones += n.attrs.b_or("recompute", false) ? 1 : 0;
+    // Full, one layer per region: all but two forward nodes of each layer (ClonedNodesPerRegion).
+    EXPECT_EQ(clones, model->num_hidden_layers * (base.layer_nodes[0] - 2))
+        << "compile " << compile;
+  }
+}
+
 TEST(Remat, LayerOfScope) {
   EXPECT_EQ(layer_of_scope("model.layers.3.self_attn.q_proj"), 3);
   EXPECT_EQ(layer_of_scope("model.layers.12"), 12);
