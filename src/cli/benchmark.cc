@@ -164,11 +164,24 @@ Status check_memory_fits(const Resolved& r, const HostInfo& host) {
   for (const std::string& p : llama_preset_names()) {
     auto c = llama_preset(p);
     if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
+    GraphOptions o = r.step.graph;  // the same recompute, where it fits the preset's layers
+    if (!o.recompute.validate(c->num_hidden_layers).ok()) o.recompute = RecomputeConfig{};
     auto est = estimate_train_memory(*c, r.micro_batch,
-                                     std::min(r.seq_len, c->max_position_embeddings), r.step.graph);
+                                     std::min(r.seq_len, c->max_position_embeddings), o);
     if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
       hint = "--model " + p + " fits (" +
              format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")";
+    }
+  }
+  // Recomputing every layer keeps the least activation memory.
+  GraphOptions full = r.step.graph;
+  full.recompute = RecomputeConfig{RecomputePolicy::full, 1, RecomputeMethod::uniform};
+  if (!(full.recompute == r.step.graph.recompute)) {
+    auto est = estimate_train_memory(r.model.config, r.micro_batch, r.seq_len, full);
+    if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
+      hint = "--recompute full fits (" +
+             format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")" +
+             (hint.empty() ? "" : "; " + hint);
     }
   }
   const double states =
