@@ -44,6 +44,7 @@ struct BenchmarkArgs {
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
+  RecomputeFlags recompute;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
 };
@@ -109,7 +110,9 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   run.lr.assign(a.lr, a.given("--lr"));
   run.total_steps = a.steps;
   run.warmup_steps = a.warmup_steps;
+  LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
+  LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
   r.micro_batch = a.batch_size;
   r.grad_accum = a.grad_accum;
   r.precision = precision;
@@ -163,11 +166,24 @@ Status check_memory_fits(const Resolved& r, const HostInfo& host) {
   for (const std::string& p : llama_preset_names()) {
     auto c = llama_preset(p);
     if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
+    GraphOptions o = r.step.graph;  // the same recompute, where it fits the preset's layers
+    if (!o.recompute.validate(c->num_hidden_layers).ok()) o.recompute = RecomputeConfig{};
     auto est = estimate_train_memory(*c, r.micro_batch,
-                                     std::min(r.seq_len, c->max_position_embeddings), r.step.graph);
+                                     std::min(r.seq_len, c->max_position_embeddings), o);
     if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
       hint = "--model " + p + " fits (" +
              format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")";
+    }
+  }
+  // Recomputing every layer keeps the least activation memory.
+  GraphOptions full = r.step.graph;
+  full.recompute = RecomputeConfig{RecomputePolicy::full, 1, RecomputeMethod::uniform};
+  if (!(full.recompute == r.step.graph.recompute)) {
+    auto est = estimate_train_memory(r.model.config, r.micro_batch, r.seq_len, full);
+    if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
+      hint = "--recompute full fits (" +
+             format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")" +
+             (hint.empty() ? "" : "; " + hint);
     }
   }
   const double states =
@@ -202,6 +218,7 @@ Status run_benchmark(const BenchmarkArgs& a) {
   Device dev(a.threads);
   r.step.profile = a.profile;
   const double compile_t0 = now_seconds();
+  const std::string recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
   LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, r.step, dev));
   const double compile_s = now_seconds() - compile_t0;
 
@@ -214,6 +231,7 @@ Status run_benchmark(const BenchmarkArgs& a) {
       "{} threads\n",
       model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len,
       r.grad_accum, r.steps, r.warmup, dev.threads());
+  fmt::print("recompute: {}\n", recompute);
   fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model,
              host.cores, host.ghz, peak / 1e9);
   if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
@@ -295,6 +313,10 @@ Status run_benchmark(const BenchmarkArgs& a) {
                    {"lr", r.step.adamw.lr},
                    {"grad_clip", r.step.grad_clip},
                    {"deepspeed", r.ds ? r.ds->source : ""}};
+    j["config"]["recompute"] = recompute;
+    j["config"]["recompute_policy"] = recompute_policy_name(r.step.graph.recompute.policy);
+    j["config"]["recompute_method"] = recompute_method_name(r.step.graph.recompute.method);
+    j["config"]["recompute_layers"] = r.step.graph.recompute.layers;
     j["host"] = {{"cpu", host.cpu_model},   {"hostname", host.hostname},
                  {"cores", host.cores},     {"ghz", host.ghz},
                  {"peak_fp32_flops", peak}, {"mem_total_bytes", host.mem_total_bytes}};
@@ -357,6 +379,7 @@ Command add_benchmark_command(CLI::App& app) {
   sub->add_flag("--compile", args->compile,
                 "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
                 "plan (also LJ_COMPILE=1)");
+  add_recompute_flags(sub, &args->recompute);
   sub->add_option("--output", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
   return {sub, [args] { return run_benchmark(*args); }};

@@ -46,7 +46,9 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   LJ_RETURN_IF_ERROR(verify(*g));
   // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
   PassManager pm;
-  // [remat pass is added here when options.recompute.policy != none]
+  if (options.recompute.policy != RecomputePolicy::none) {
+    pm.add(std::make_unique<RematPass>(options.recompute, model.num_hidden_layers));
+  }
   if (options.compile) {
     // [compile: cse, dce, pointwise fusion, schedule are added here]
   }

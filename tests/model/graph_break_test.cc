@@ -93,6 +93,16 @@ TEST(GraphBreak, CallbackInsideTheModelSplitsRegionsAndKeepsResults) {
     }
     EXPECT_LE(worst, compile ? 1e-4 : 0.0) << "compile " << compile;
   }
+  // Under full recompute the callback still runs once per forward: it is never recomputed.
+  GraphOptions g;
+  g.layer_callback = {"test_identity", 1};
+  g.recompute.policy = RecomputePolicy::full;
+  g_forward_calls = g_backward_calls = 0;
+  auto recomputed = run(*model, g, dev);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.status().to_string();
+  EXPECT_EQ(g_forward_calls.load(), 1);
+  EXPECT_EQ(g_backward_calls.load(), 1);
+  EXPECT_EQ(recomputed->loss, plain->loss);
   unregister_host_callback("test_identity");
 }
 
