@@ -48,6 +48,17 @@ bool first_line_of(const std::string& cmd, std::string* line) {
   return rc == 0 && !line->empty();
 }
 
+// What -march=native compiles for: the CPU's feature flags (the first "flags" line of
+// /proc/cpuinfo; empty elsewhere). In the key, so a cache shared between machines (a network
+// home) never hands one machine another's instructions.
+std::string cpu_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0) return line;
+  }
+  return "";
+}
+
 KernelEntry load(const std::string& path, const std::string& symbol) {
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return nullptr;
@@ -95,6 +106,7 @@ bool KernelCache::compiler_ready() {
   if (compiler_state_ == 0) {
     const bool ok = first_line_of(options_.cxx + " --version 2>/dev/null", &compiler_version_);
     compiler_state_ = ok ? 1 : -1;
+    compiler_version_ += "\n" + cpu_identity();
     if (!ok) warn_once("kernel compiler '" + options_.cxx + "' does not run");
   }
   return compiler_state_ == 1;

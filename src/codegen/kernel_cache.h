@@ -2,8 +2,8 @@
 // on-disk cache keyed by content.
 //
 // Key: FNV-1a/64 of (renderer prelude + source rendered with a neutral entry name, compiler
-// flags, the compiler's `--version` first line). A kernel's shared object is
-// <dir>/k_<key>.so with entry `lj_k_<key>`; dir is $LJ_KERNEL_CACHE, else
+// flags, the compiler's `--version` first line, the CPU's feature flags: -march=native). A kernel's
+// shared object is <dir>/k_<key>.so with entry `lj_k_<key>`; dir is $LJ_KERNEL_CACHE, else
 // $XDG_CACHE_HOME/ljperf/kernels, else ~/.cache/ljperf/kernels. All kernels not yet cached in
 // one get() are compiled in ONE compiler run into one shared object, in a temporary directory
 // inside dir, then hard-linked to each kernel's name and renamed into place (atomic: a reader
