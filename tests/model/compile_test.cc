@@ -83,5 +83,44 @@ TEST(Compile, TinyLossAndGradientsEqualEagerAndNewSeqLenCompilesNothing) {
   std::filesystem::remove_all(dir, ec);
 }
 
+TEST(Compile, FailingCompilerRunsTheInterpreterWithEagerResults) {
+  auto model = llama_preset("tiny");
+  ASSERT_TRUE(model.ok());
+  codegen::KernelCacheOptions opts = codegen::KernelCacheOptions::from_env();
+  opts.cxx = "/bin/false";  // as LJ_CXX=/bin/false sets it
+  opts.dir = (std::filesystem::temp_directory_path() / "lj_compile_test_unused").string();
+  Device dev(2);
+  TrainStepConfig eager_cfg, compiled_cfg;
+  compiled_cfg.graph.compile = true;
+  compiled_cfg.kernel_cache = std::make_shared<codegen::KernelCache>(opts);
+  auto eager = TrainStep::create(*model, eager_cfg, dev);
+  auto compiled = TrainStep::create(*model, compiled_cfg, dev);
+  ASSERT_TRUE(eager.ok() && compiled.ok());
+  const FusedKernelReport& rep = (*compiled)->kernel_report();
+  EXPECT_GT(rep.fused_nodes, 0);
+  EXPECT_EQ(rep.interpreted_nodes, rep.fused_nodes);
+  const int64_t B = 2, T = 16, V = model->vocab_size;
+  Tensor x = tokens_of(dev, B, T, 0, V), y = tokens_of(dev, B, T, 1, V);
+  auto a = (*eager)->forward_backward(x, y);
+  auto b = (*compiled)->forward_backward(x, y);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().message();
+  // Observed: losses equal to 9 digits; worst gradient error 3.8e-7 of its max.
+  EXPECT_NEAR(a->loss, b->loss, 1e-5 * std::fabs(a->loss));
+  double worst = 0;
+  for (size_t i = 0; i < a->grads.size(); ++i) {
+    const std::vector<double> g = a->grads[i].to_doubles(), h = b->grads[i].to_doubles();
+    double scale = 0, diff = 0;
+    for (size_t k = 0; k < g.size(); ++k) {
+      scale = std::max(scale, std::fabs(g[k]));
+      diff = std::max(diff, std::fabs(g[k] - h[k]));
+    }
+    worst = std::max(worst, diff / std::max(scale, 1e-30));
+  }
+  std::printf("interpreted: loss %.9g vs %.9g, worst gradient error %.3g of its max\n", a->loss,
+              b->loss, worst);
+  // Same bound and reason as the compiled test above.
+  EXPECT_LT(worst, 1e-4);
+}
+
 }  // namespace
 }  // namespace lj
