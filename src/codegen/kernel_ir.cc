@@ -1,5 +1,6 @@
 #include "codegen/kernel_ir.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -71,37 +72,37 @@ bool is_kernel_binary(Op op) {
 
 std::string Kernel::to_text() const {
   std::ostringstream os;
-  os << "lj-kernel 1\ndtype " << dtype_name(dtype) << "\nloop";
+  os << "lj-kernel 1; dtype " << dtype_name(dtype) << "; loop";
   for (int g : loop_groups) os << ' ' << g;
-  os << '\n';
-  for (const KernelInput& in : inputs)
-    os << "in " << dtype_name(in.dtype) << ' ' << in.mask << '\n';
+  for (const KernelInput& in : inputs) os << "; in " << dtype_name(in.dtype) << ' ' << in.mask;
   for (size_t i = 0; i < body.size(); ++i) {
     const Instr& x = body[i];
-    os << 't' << i << " = " << op_name(x.op);
+    os << "; t" << i << " = " << op_name(x.op);
     if (x.op == Op::input) os << ' ' << x.input;
     if (x.op == Op::constant) os << ' ' << number(x.value);
     if (x.a >= 0) os << " t" << x.a;
     if (x.b >= 0) os << " t" << x.b;
     if (x.op == Op::pow_scalar) os << ' ' << number(x.value);
-    os << '\n';
   }
-  for (int o : outputs) os << "out t" << o << '\n';
-  if (has_reduce()) os << "reduce " << op_name(reduce) << " t" << reduce_arg << '\n';
+  for (int o : outputs) os << "; out t" << o;
+  if (has_reduce()) os << "; reduce " << op_name(reduce) << " t" << reduce_arg;
   return os.str();
 }
 
 StatusOr<Kernel> parse_kernel(std::string_view text) {
   Kernel k;
-  std::istringstream lines{std::string(text)};
+  // Statements end at ';' or a newline.
+  std::string all(text);
+  std::replace(all.begin(), all.end(), ';', '\n');
+  std::istringstream lines{all};
   std::string line;
   int n = 0;
   bool have_dtype = false, have_loop = false;
   while (std::getline(lines, line)) {
-    if (line.empty()) continue;
     std::istringstream ws(line);
     std::vector<std::string> w;
     for (std::string s; ws >> s;) w.push_back(s);
+    if (w.empty()) continue;
     if (n++ == 0) {
       if (w.size() != 2 || w[0] != "lj-kernel" || w[1] != "1") return bad(line, "bad header");
       continue;

@@ -11,17 +11,13 @@
 // last dim, never merged) is the last output. Nothing in the IR is a concrete B or T: loop dims
 // and strides are run-time arguments (LaunchGeometry), so one kernel serves every shape.
 //
-// Text form (one line each, '\n'-separated; this text plus the dtypes is the kernel's identity):
-//   lj-kernel 1
-//   dtype f32
-//   loop 2 1
-//   in f32 10
-//   t0 = input 0             load input 0
-//   t1 = constant 1e-05      a literal (printed with 17 significant digits)
-//   t2 = add t0 t1           ops by their graph/ops.def names; pow_scalar carries its exponent
-//   t3 = pow_scalar t2 -0.5
-//   out t3
-//   reduce sum t2
+// Text form: statements separated by "; " (a newline also ends one), so a node prints on one
+// line. This text plus the dtypes it names is the kernel's identity (the cache key):
+//   lj-kernel 1; dtype f32; loop 2 1; in f32 10; t0 = input 0; t1 =
+//   constant 1.0000000000000001e-05; t2 = add t0 t1; t3 = pow_scalar t2 -0.5; out t3; reduce sum t2
+// `input k` loads input k; `constant` is a literal (17 significant digits); ops go by their
+// graph/ops.def names and pow_scalar carries its exponent; `out` lists the elementwise outputs in
+// order and `reduce` (at most one) is the last output.
 #pragma once
 
 #include <cstdint>

@@ -43,7 +43,7 @@ TEST(PointwiseFusion, ChainWithBroadcastAndLiteralIsOneNodeWithSymbolFreeKernel)
   EXPECT_EQ(f[0]->attrs.shape("shape"), (Shape{kB, kT, 16}));
   const std::string& k = f[0]->attrs.s("kernel");
   // (B, T) merge into one loop dim (every input reads them alike); no concrete B or T anywhere.
-  EXPECT_NE(k.find("loop 2 1\n"), std::string::npos) << k;
+  EXPECT_NE(k.find("; loop 2 1;"), std::string::npos) << k;
   EXPECT_EQ(k.find("16"), std::string::npos) << k;
   EXPECT_EQ(g.nodes().size(), 3u);  // two inputs and the fused node
 }
@@ -122,7 +122,7 @@ TEST(PointwiseFusion, SmallChainGrowsIntoTheLoopWhenReadOnlyInside) {
   const auto f = fused_nodes(g);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0]->attrs.shape("shape"), (Shape{kB, kT, 16}));
-  EXPECT_NE(f[0]->attrs.s("kernel").find("in f32 10\n"), std::string::npos)
+  EXPECT_NE(f[0]->attrs.s("kernel").find("; in f32 10;"), std::string::npos)
       << f[0]->attrs.s("kernel");  // v is broadcast along the last loop dim
 }
 
