@@ -1,5 +1,7 @@
 #include "graph/builder.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace lj {
@@ -40,7 +42,7 @@ void Builder::output(const std::string& name, Val v) {
 
 std::vector<Val> Builder::add(Op op, const std::vector<Val>& inputs, Attrs attrs) {
   const OpDef& def = op_def(op);
-  std::vector<Val> invalid(static_cast<size_t>(def.num_outputs));
+  std::vector<Val> invalid(static_cast<size_t>(std::max(def.num_outputs, 1)));
   for (const Val& v : inputs) {
     if (!v.valid()) return invalid;  // an earlier error is sticky
     LJ_CHECK(v.b == this) << "value from another builder passed to " << def.name;
@@ -62,7 +64,7 @@ std::vector<Val> Builder::add(Op op, const std::vector<Val>& inputs, Attrs attrs
     fail(scope_.empty() ? s : s.with_context(scope_));
     return invalid;
   }
-  LJ_CHECK_EQ(static_cast<int>(out.size()), def.num_outputs);
+  LJ_CHECK(def.num_outputs < 0 || static_cast<int>(out.size()) == def.num_outputs);
   const NodeId n =
       g_->add_node(op, std::move(ids), std::move(attrs), std::move(out), scope_, phase_);
   std::vector<Val> result;

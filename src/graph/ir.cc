@@ -94,7 +94,7 @@ Status verify(const Graph& g) {
       return internal_error(where + ": has " + std::to_string(n.inputs.size()) +
                             " inputs, op takes " + std::to_string(def.num_inputs));
     }
-    if (static_cast<int>(n.outputs.size()) != def.num_outputs) {
+    if (def.num_outputs >= 0 && static_cast<int>(n.outputs.size()) != def.num_outputs) {
       return internal_error(where + ": wrong number of outputs");
     }
     std::vector<TypedShape> in;

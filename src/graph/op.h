@@ -78,8 +78,8 @@ struct OpDef {
   Op op;
   const char* name;
   OpCategory category;
-  int num_inputs;  // -1: variadic
-  int num_outputs;
+  int num_inputs;   // -1: variadic
+  int num_outputs;  // -1: variadic (fused_pointwise)
   InferFn infer;
   FlopsFn flops;
   VjpFn vjp;  // nullptr: not differentiable

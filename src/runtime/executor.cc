@@ -143,7 +143,12 @@ StatusOr<std::vector<Tensor>> Executor::dry_run(std::span<const Tensor> inputs) 
   return execute(inputs, /*launch=*/false);
 }
 
-Status Executor::launch_kernel(const Node& n, KernelFn fn, std::span<const TensorView> in,
+void Executor::set_node_kernel(size_t node_index, NodeKernel k) {
+  if (node_kernels_.size() <= node_index) node_kernels_.resize(node_index + 1);
+  node_kernels_[node_index] = std::move(k);
+}
+
+Status Executor::launch_kernel(const Node& n, const NodeKernel& fn, std::span<const TensorView> in,
                                std::span<TensorView> out) {
   ArenaWorkspace ws(dev_.allocator(), &workspace_, &workspace_bytes_);
   KernelContext ctx{n, in, out, dev_.threads(), &ws};
@@ -199,7 +204,11 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
             Tensor::empty(dev_, t.dtype, dims, category_[static_cast<size_t>(v)]);
         out_views.push_back(vals[static_cast<size_t>(v)].view());
       }
-      if (launch) LJ_RETURN_IF_ERROR(launch_kernel(n, fn, in_views, out_views));
+      if (launch) {
+        const bool own = ni < node_kernels_.size() && node_kernels_[ni];
+        LJ_RETURN_IF_ERROR(
+            launch_kernel(n, own ? node_kernels_[ni] : NodeKernel(fn), in_views, out_views));
+      }
     }
     // Free what this node read for the last time, and outputs nobody reads.
     for (ValueId v : n.inputs) {

@@ -7,10 +7,12 @@
 //   everything else              -> temporaries;  kernel scratch -> workspace (one reused buffer)
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backends/kernel.h"
 #include "graph/ir.h"
 #include "runtime/tensor.h"
 
@@ -52,10 +54,15 @@ class Executor {
   const std::vector<OpProfile>& profile() const { return profile_; }
   void reset_profile() { profile_.clear(); }
 
+  // A kernel for one node (by index in g.nodes()) that replaces the backend table's, e.g. a
+  // compiled fused kernel (runtime/fused_kernels.h). Set before run(); an empty one clears it.
+  using NodeKernel = std::function<Status(KernelContext&)>;
+  void set_node_kernel(size_t node_index, NodeKernel k);
+
  private:
   Status bind(std::span<const Tensor> inputs);
   StatusOr<std::vector<Tensor>> execute(std::span<const Tensor> inputs, bool launch);
-  Status launch_kernel(const Node& n, KernelFn fn, std::span<const TensorView> in,
+  Status launch_kernel(const Node& n, const NodeKernel& fn, std::span<const TensorView> in,
                        std::span<TensorView> out);
 
   const Graph& g_;
@@ -70,6 +77,7 @@ class Executor {
   Status supported_;           // why the CPU kernels cannot run this graph, if they cannot
   void* workspace_ = nullptr;  // kernel scratch, see ArenaWorkspace in executor.cc
   size_t workspace_bytes_ = 0;
+  std::vector<NodeKernel> node_kernels_;  // per node index; empty: the backend's kernel
 };
 
 }  // namespace lj

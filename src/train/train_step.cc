@@ -5,6 +5,9 @@
 #include "core/check.h"
 #include "core/random.h"
 #include "graph/autodiff/autodiff.h"
+#include "passes/cse/cse.h"
+#include "passes/dce/dce.h"
+#include "passes/pointwise_fusion/pointwise_fusion.h"
 #include "passes/regions/regions.h"
 
 namespace lj {
@@ -46,11 +49,17 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   LJ_RETURN_IF_ERROR(verify(*g));
   // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
   PassManager pm;
+  // CSE runs before remat, which would otherwise see its deliberate copies merged back
+  // (passes/cse/cse.h).
+  if (options.compile) pm.add(std::make_unique<CsePass>());
   if (options.recompute.policy != RecomputePolicy::none) {
     pm.add(std::make_unique<RematPass>(options.recompute, model.num_hidden_layers));
   }
   if (options.compile) {
-    // [compile: cse, dce, pointwise fusion, schedule are added here]
+    pm.add(std::make_unique<DcePass>());
+    pm.add(std::make_unique<PointwiseFusionPass>());
+    pm.add(std::make_unique<DcePass>());  // constants and expands the groups inlined
+    // [compile: schedule is added here, last]
   }
   LJ_ASSIGN_OR_RETURN(PassReport post, pm.run(*g));
   if (report) {
@@ -69,6 +78,12 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   s->specs_ = llama_param_specs(model);
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->executor_ = std::make_unique<Executor>(s->graph_, dev, ExecutorOptions{config.profile});
+  if (config.graph.compile) {
+    s->kernel_cache_ =
+        config.kernel_cache ? config.kernel_cache : std::make_shared<codegen::KernelCache>();
+    LJ_ASSIGN_OR_RETURN(s->kernel_report_,
+                        compile_kernels(s->graph_, *s->kernel_cache_, *s->executor_));
+  }
   s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
   return s;
 }

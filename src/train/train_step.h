@@ -10,6 +10,7 @@
 #include "passes/pass.h"
 #include "passes/remat/remat.h"
 #include "runtime/executor.h"
+#include "runtime/fused_kernels.h"
 #include "train/adamw.h"
 
 namespace lj {
@@ -30,6 +31,9 @@ struct TrainStepConfig {
   uint64_t seed = 1234;    // parameter initialisation
   GraphOptions graph;
   bool profile = false;  // time every kernel (Executor::profile())
+  // Compile only: where fused kernels are built and cached; null: a cache from the environment
+  // (codegen/kernel_cache.h: LJ_KERNEL_CACHE, LJ_CXX).
+  std::shared_ptr<codegen::KernelCache> kernel_cache;
 };
 
 // What one forward+backward gives.
@@ -71,6 +75,8 @@ class TrainStep {
   // graph breaks. Empty when compile is off.
   std::string compile_log() const;
   AdamW& optimizer() { return *adamw_; }
+  // Compile only: what building the fused kernels did (once, in create()).
+  const FusedKernelReport& kernel_report() const { return kernel_report_; }
 
  private:
   TrainStep(Device& dev) : dev_(dev) {}
@@ -87,6 +93,8 @@ class TrainStep {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<AdamW> adamw_;
   Tensor rope_cos_, rope_sin_;
+  std::shared_ptr<codegen::KernelCache> kernel_cache_;
+  FusedKernelReport kernel_report_;
 };
 
 // The joint graph of one training step: the forward graph (build_llama) and the gradient of

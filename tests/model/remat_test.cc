@@ -170,8 +170,15 @@ TEST(Remat, RunsInBuildTrainGraphWithCompileOffAndOn) {
     int64_t clones = 0;
     for (const Node& n : g.nodes()) clones += n.attrs.b_or("recompute", false) ? 1 : 0;
     // Full, one layer per region: all but two forward nodes of each layer (ClonedNodesPerRegion).
-    EXPECT_EQ(clones, model->num_hidden_layers * (base.layer_nodes[0] - 2))
-        << "compile " << compile;
+    // Compiled, pointwise fusion then folds the elementwise clones into fused kernels, so only
+    // the clones it cannot fuse (matmul, sdpa, movement) keep their mark.
+    const int64_t expected = model->num_hidden_layers * (base.layer_nodes[0] - 2);
+    if (compile) {
+      EXPECT_GT(clones, 0);
+      EXPECT_LT(clones, expected);
+    } else {
+      EXPECT_EQ(clones, expected);
+    }
   }
 }
 

@@ -20,5 +20,6 @@ void register_movement(
 void register_loss(KernelTable& t);       // loss.cc: cross_entropy(_backward)
 void register_attention(KernelTable& t);  // attention.cc: sdpa(_backward)
 void register_opaque(KernelTable& t);     // opaque.cc: host callbacks
+void register_fused(KernelTable& t);      // fused.cc: fused_pointwise (the kernel IR interpreter)
 
 }  // namespace lj::cpu

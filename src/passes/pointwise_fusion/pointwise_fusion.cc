@@ -1,0 +1,375 @@
+#include "passes/pointwise_fusion/pointwise_fusion.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+#include "graph/op_rules.h"
+
+namespace lj {
+namespace {
+
+bool is_compute_dtype(DType t) {
+  return t == DType::f32 || t == DType::f64;
+}
+
+// A fusible elementwise math op the kernel IR can express.
+bool is_member_op(Op op) {
+  const OpDef& def = op_def(op);
+  return def.has(kFusible) && def.category == OpCategory::elementwise &&
+         (codegen::is_kernel_unary(op) || codegen::is_kernel_binary(op));
+}
+
+// sum / mean / max over exactly the last axis.
+bool is_last_axis_reduction(const Graph& g, const Node& n) {
+  if (n.op != Op::sum && n.op != Op::mean && n.op != Op::max) return false;
+  if (!op_def(n.op).has(kFusible)) return false;
+  const int rank = g.type(n.inputs[0]).shape.rank();
+  if (!n.attrs.has("axes")) return false;
+  const std::vector<int64_t>& axes = n.attrs.ints("axes");
+  if (rank < 1 || axes.size() != 1) return false;
+  const int64_t a = axes[0] < 0 ? axes[0] + rank : axes[0];
+  return a == rank - 1;
+}
+
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  Shape b;
+  return broadcast_shapes(from, to, &b) && b == to;
+}
+
+struct Group {
+  std::vector<size_t> members;  // node indices, ascending
+  Shape loop;
+  DType dtype = DType::f32;
+  Phase phase = Phase::forward;
+  bool closed = false;  // ends with a reduction
+  bool alive = true;    // false once merged into another group
+};
+
+class Fuser {
+ public:
+  explicit Fuser(Graph& g) : g_(g), nodes_(g.nodes()) {
+    consumers_.resize(g.values().size());
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (ValueId v : nodes_[i].inputs) consumers_[static_cast<size_t>(v)].push_back(i);
+    }
+    is_output_.assign(g.values().size(), false);
+    for (const NamedValue& o : g.outputs()) is_output_[static_cast<size_t>(o.value)] = true;
+    group_of_.assign(nodes_.size(), -1);
+  }
+
+  void group() {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const Node& n = nodes_[i];
+      if (n.outputs.size() != 1) continue;
+      const TypedShape& out = g_.type(n.outputs[0]);
+      if (!is_compute_dtype(out.dtype)) continue;
+      bool same_dtype = true;
+      for (ValueId v : n.inputs) same_dtype = same_dtype && g_.type(v).dtype == out.dtype;
+      if (!same_dtype) continue;
+      if (is_member_op(n.op)) {
+        std::vector<int> open;
+        for (ValueId v : n.inputs) {
+          const int gi = open_group(v, n.phase, out.dtype);
+          if (gi >= 0 && std::find(open.begin(), open.end(), gi) == open.end()) open.push_back(gi);
+        }
+        if (!open.empty() && try_join(open, i, out.shape)) continue;
+        for (int gi : open) {
+          if (open.size() > 1 && try_join({gi}, i, out.shape)) break;
+        }
+        if (group_of_[i] < 0) {
+          groups_.push_back(Group{{i}, out.shape, out.dtype, n.phase});
+          group_of_[i] = static_cast<int>(groups_.size()) - 1;
+        }
+      } else if (n.op == Op::expand && op_def(n.op).has(kFusible)) {
+        const int gi = open_group(n.inputs[0], n.phase, out.dtype);
+        if (gi >= 0) try_join({gi}, i, out.shape);
+      } else if (is_last_axis_reduction(g_, n)) {
+        const int gi = open_group(n.inputs[0], n.phase, out.dtype);
+        if (gi >= 0 && groups_[static_cast<size_t>(gi)].loop == g_.type(n.inputs[0]).shape &&
+            try_join({gi}, i, groups_[static_cast<size_t>(gi)].loop)) {
+          groups_[static_cast<size_t>(gi)].closed = true;
+        }
+      }
+    }
+  }
+
+  // Replaces every group of two or more members by one fused_pointwise node.
+  bool rewrite(int64_t* fused_groups, int64_t* fused_members) {
+    std::vector<Node> fused(nodes_.size());
+    std::vector<bool> emit_fused(nodes_.size(), false), drop(nodes_.size(), false);
+    for (Group& gr : groups_) {
+      if (!gr.alive || gr.members.size() < 2) continue;
+      Node f;
+      if (!build(gr, &f)) continue;
+      for (size_t m : gr.members) drop[m] = true;
+      emit_fused[gr.members.back()] = true;
+      fused[gr.members.back()] = std::move(f);
+      ++*fused_groups;
+      *fused_members += static_cast<int64_t>(gr.members.size());
+    }
+    if (*fused_groups == 0) return false;
+    std::vector<Node> out;
+    out.reserve(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (emit_fused[i]) {
+        out.push_back(std::move(fused[i]));
+      } else if (!drop[i]) {
+        out.push_back(nodes_[i]);
+      }
+    }
+    g_.set_nodes(std::move(out));
+    return true;
+  }
+
+ private:
+  // The open group producing v (same phase and dtype), or -1.
+  int open_group(ValueId v, Phase phase, DType dtype) const {
+    const NodeId p = g_.value(v).node;
+    if (p < 0) return -1;
+    const int gi = group_of_[static_cast<size_t>(p)];
+    if (gi < 0) return -1;
+    const Group& gr = groups_[static_cast<size_t>(gi)];
+    return (gr.closed || gr.phase != phase || gr.dtype != dtype) ? -1 : gi;
+  }
+
+  bool in_union(size_t node, const std::vector<int>& gs, size_t joining) const {
+    if (node == joining) return true;
+    const int gi = group_of_[node];
+    return gi >= 0 && std::find(gs.begin(), gs.end(), gi) != gs.end();
+  }
+
+  // Merges the groups `gs` and node i into gs[0] with loop shape `loop`, if the rules of the
+  // header allow it.
+  bool try_join(const std::vector<int>& gs, size_t i, const Shape& loop) {
+    for (int gi : gs) {
+      const Group& gr = groups_[static_cast<size_t>(gi)];
+      if (!broadcasts_to(gr.loop, loop)) return false;
+      const bool grows = !(gr.loop == loop);
+      for (size_t m : gr.members) {
+        for (ValueId v : nodes_[m].outputs) {
+          if (grows && is_output_[static_cast<size_t>(v)]) return false;
+          for (size_t c : consumers_[static_cast<size_t>(v)]) {
+            const bool inside = in_union(c, gs, i);
+            if (!inside && (c < i || grows)) return false;
+          }
+        }
+      }
+    }
+    Group& into = groups_[static_cast<size_t>(gs[0])];
+    for (size_t k = 1; k < gs.size(); ++k) {
+      Group& other = groups_[static_cast<size_t>(gs[k])];
+      for (size_t m : other.members) {
+        into.members.push_back(m);
+        group_of_[m] = gs[0];
+      }
+      other.members.clear();
+      other.alive = false;
+    }
+    into.members.push_back(i);
+    std::sort(into.members.begin(), into.members.end());
+    into.loop = loop;
+    into.phase = nodes_[i].phase;
+    group_of_[i] = gs[0];
+    return true;
+  }
+
+  // What a member reads as operand v: a member's value, a literal, or a (broadcast) load.
+  struct Operand {
+    enum Kind { member, literal, load } kind = load;
+    ValueId value = kNoValue;  // member: the value; load: the loaded value
+    double literal_value = 0;
+  };
+  Operand resolve(ValueId v, const std::set<size_t>& in_group, DType dtype) const {
+    const NodeId p = g_.value(v).node;
+    if (p >= 0 && in_group.count(static_cast<size_t>(p))) return {Operand::member, v, 0};
+    if (p >= 0) {
+      const Node& n = nodes_[static_cast<size_t>(p)];
+      if (n.op == Op::constant && n.attrs.dtype("dtype") == dtype)
+        return {Operand::literal, v, n.attrs.f("value")};
+      if (n.op == Op::expand) return resolve(n.inputs[0], in_group, dtype);
+    }
+    return {Operand::load, v, 0};
+  }
+
+  // '1' per dim of `loop` where `s` (right-aligned) spans it, '0' where it broadcasts, '*' where
+  // the loop dim is a concrete 1 (either). False when s does not broadcast to the loop.
+  static bool full_mask(const Shape& s, const Shape& loop, std::string* mask) {
+    const int r = loop.rank(), off = r - s.rank();
+    if (off < 0) return false;
+    mask->assign(static_cast<size_t>(r), '0');
+    for (int d = 0; d < r; ++d) {
+      const bool one = loop[d].is_concrete() && loop[d].value() == 1;
+      if (one) {
+        (*mask)[static_cast<size_t>(d)] = '*';
+        continue;
+      }
+      if (d < off) continue;
+      const Dim& sd = s[d - off];
+      if (sd == loop[d]) {
+        (*mask)[static_cast<size_t>(d)] = '1';
+      } else if (!(sd.is_concrete() && sd.value() == 1)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool build(Group& gr, Node* out) {
+    std::set<size_t> in_group(gr.members.begin(), gr.members.end());
+    const Node& last = nodes_[gr.members.back()];
+    const bool reduce = is_last_axis_reduction(g_, last);
+    // External loads, in first-use order.
+    std::vector<ValueId> loads;
+    for (size_t m : gr.members) {
+      for (ValueId v : nodes_[m].inputs) {
+        const Operand o = resolve(v, in_group, gr.dtype);
+        if (o.kind == Operand::load &&
+            std::find(loads.begin(), loads.end(), o.value) == loads.end())
+          loads.push_back(o.value);
+      }
+    }
+    const Shape& loop = gr.loop;
+    const int r = loop.rank();
+    std::vector<std::string> masks(loads.size());
+    for (size_t k = 0; k < loads.size(); ++k) {
+      if (!full_mask(g_.type(loads[k]).shape, loop, &masks[k])) return false;
+    }
+    // Merge neighbouring loop dims that every input reads alike; the reduced dim stays alone.
+    codegen::Kernel k;
+    k.dtype = gr.dtype;
+    std::vector<std::string> bits;  // per loop group: one char per input ('*' unset)
+    for (int d = 0; d < r; ++d) {
+      std::string col(loads.size(), '*');
+      for (size_t i = 0; i < loads.size(); ++i) col[i] = masks[i][static_cast<size_t>(d)];
+      const bool alone = reduce && d == r - 1;
+      bool merged = false;
+      if (!k.loop_groups.empty() && !alone) {
+        std::string& prev = bits.back();
+        bool same = true;
+        for (size_t i = 0; i < col.size(); ++i)
+          same = same && (col[i] == '*' || prev[i] == '*' || col[i] == prev[i]);
+        if (same) {
+          for (size_t i = 0; i < col.size(); ++i)
+            if (prev[i] == '*') prev[i] = col[i];
+          ++k.loop_groups.back();
+          merged = true;
+        }
+      }
+      if (!merged) {
+        k.loop_groups.push_back(1);
+        bits.push_back(col);
+      }
+    }
+    if (k.loop_groups.empty()) {  // a scalar loop
+      k.loop_groups.push_back(0);
+      bits.push_back(std::string(loads.size(), '0'));
+    }
+    for (size_t i = 0; i < loads.size(); ++i) {
+      codegen::KernelInput in{gr.dtype, std::string(k.loop_groups.size(), '0')};
+      for (size_t l = 0; l < bits.size(); ++l) in.mask[l] = bits[l][i] == '1' ? '1' : '0';
+      k.inputs.push_back(in);
+    }
+    if (reduce) {
+      bool spans = false;
+      for (const codegen::KernelInput& in : k.inputs) spans = spans || in.mask.back() == '1';
+      if (!spans) {  // nothing to take the reduced length from: leave the reduction unfused
+        group_of_[gr.members.back()] = -1;
+        gr.members.pop_back();
+        gr.closed = false;
+        return gr.members.size() >= 2 && build(gr, out);
+      }
+    }
+    // The body.
+    std::map<ValueId, int> reg;
+    std::map<size_t, int> load_reg;
+    auto operand = [&](ValueId v) -> int {
+      const Operand o = resolve(v, in_group, gr.dtype);
+      if (o.kind == Operand::member) return reg.at(o.value);
+      codegen::Instr x;
+      if (o.kind == Operand::literal) {
+        x.op = Op::constant;
+        x.value = o.literal_value;
+      } else {
+        const auto idx =
+            static_cast<size_t>(std::find(loads.begin(), loads.end(), o.value) - loads.begin());
+        if (auto it = load_reg.find(idx); it != load_reg.end()) return it->second;
+        x.op = Op::input;
+        x.input = static_cast<int>(idx);
+        load_reg[idx] = static_cast<int>(k.body.size());
+      }
+      k.body.push_back(x);
+      return static_cast<int>(k.body.size()) - 1;
+    };
+    double flops = 0;
+    for (size_t m : gr.members) {
+      const Node& n = nodes_[m];
+      if (n.op == Op::expand) {
+        reg[n.outputs[0]] = operand(n.inputs[0]);
+        continue;
+      }
+      if (reduce && m == gr.members.back()) {
+        k.reduce = n.op;
+        k.reduce_arg = operand(n.inputs[0]);
+        flops += 1;
+        continue;
+      }
+      codegen::Instr x;
+      x.op = n.op;
+      x.a = operand(n.inputs[0]);
+      if (n.inputs.size() > 1) x.b = operand(n.inputs[1]);
+      if (n.op == Op::pow_scalar) x.value = n.attrs.f("exponent");
+      k.body.push_back(x);
+      reg[n.outputs[0]] = static_cast<int>(k.body.size()) - 1;
+      flops += 1;
+    }
+    // Outputs: members read outside the group or fetched by the caller.
+    std::vector<ValueId> outs;
+    for (size_t m : gr.members) {
+      if (reduce && m == gr.members.back()) continue;
+      const ValueId v = nodes_[m].outputs[0];
+      bool outside = is_output_[static_cast<size_t>(v)];
+      for (size_t c : consumers_[static_cast<size_t>(v)]) outside = outside || !in_group.count(c);
+      if (!outside) continue;
+      if (!(g_.type(v).shape == loop) || g_.type(v).dtype != gr.dtype) return false;
+      k.outputs.push_back(reg.at(v));
+      outs.push_back(v);
+    }
+    if (reduce) outs.push_back(last.outputs[0]);
+    if (outs.empty()) return false;
+    out->op = Op::fused_pointwise;
+    out->inputs = loads;
+    out->outputs = outs;
+    out->scope = last.scope;
+    out->phase = last.phase;
+    out->attrs.set("kernel", k.to_text());
+    out->attrs.set("shape", loop);
+    out->attrs.set("dtype", gr.dtype);
+    out->attrs.set("outputs", static_cast<int64_t>(k.outputs.size()));
+    out->attrs.set("reduce", std::string(reduce ? op_name(last.op) : ""));
+    out->attrs.set("keepdim", reduce && last.attrs.b_or("keepdim", false));
+    out->attrs.set("flops", flops);
+    return true;
+  }
+
+  Graph& g_;
+  const std::vector<Node> nodes_;  // the graph's nodes before the rewrite
+  std::vector<std::vector<size_t>> consumers_;
+  std::vector<bool> is_output_;
+  std::vector<int> group_of_;
+  std::vector<Group> groups_;
+};
+
+}  // namespace
+
+StatusOr<bool> PointwiseFusionPass::run(Graph& g) {
+  fused_groups_ = 0;
+  fused_members_ = 0;
+  Fuser f(g);
+  f.group();
+  return f.rewrite(&fused_groups_, &fused_members_);
+}
+
+}  // namespace lj
