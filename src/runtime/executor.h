@@ -7,11 +7,13 @@
 //   everything else              -> temporaries;  kernel scratch -> workspace (one reused buffer)
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "graph/ir.h"
+#include "runtime/planned_memory.h"
 #include "runtime/tensor.h"
 
 namespace lj {
@@ -26,6 +28,9 @@ struct OpProfile {
 
 struct ExecutorOptions {
   bool profile = false;  // time every kernel (adds a clock read per node)
+  // Static memory plan (compiled mode): every value gets its planned place in one arena per
+  // shape (runtime/planned_memory.h) instead of a caching-allocator block.
+  bool planned = false;
 };
 
 class Executor {
@@ -51,6 +56,8 @@ class Executor {
   // Accumulated per (op, phase) when options.profile is set.
   const std::vector<OpProfile>& profile() const { return profile_; }
   void reset_profile() { profile_.clear(); }
+  // Planned mode: the plan of the last run's shape and the plan cache; nullptr in eager mode.
+  const PlannedMemory* planned_memory() const { return planned_.get(); }
 
  private:
   Status bind(std::span<const Tensor> inputs);
@@ -67,6 +74,7 @@ class Executor {
   SymEnv env_;
   int64_t kernels_launched_ = 0;
   std::vector<OpProfile> profile_;
+  std::unique_ptr<PlannedMemory> planned_;  // options_.planned only
   Status supported_;           // why the CPU kernels cannot run this graph, if they cannot
   void* workspace_ = nullptr;  // kernel scratch, see ArenaWorkspace in executor.cc
   size_t workspace_bytes_ = 0;

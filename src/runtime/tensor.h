@@ -23,6 +23,9 @@ class Tensor {
   static Tensor from_doubles(Device& dev, DType dtype, std::vector<int64_t> dims,
                              std::span<const double> values,
                              MemCategory category = MemCategory::temporaries);
+  // A tensor over memory it does not own (a place in the planned executor's arena): nothing
+  // is allocated, counted or freed for it; `data` must outlive it.
+  static Tensor borrowed(void* data, DType dtype, std::vector<int64_t> dims);
   // A tensor sharing this one's storage with other dims (same element count).
   Tensor reshaped(std::vector<int64_t> dims) const;
 

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/random.h"
 #include "graph/autodiff/autodiff.h"
+#include "passes/schedule/schedule.h"
 
 namespace lj {
 
@@ -47,6 +48,7 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   // [remat pass is added here when options.recompute.policy != none]
   if (options.compile) {
     // [compile: cse, dce, pointwise fusion, schedule are added here]
+    pm.add(std::make_unique<SchedulePass>());
   }
   LJ_ASSIGN_OR_RETURN(PassReport post, pm.run(*g));
   if (report) {
@@ -64,7 +66,8 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.graph, &s->graph_));
   s->specs_ = llama_param_specs(model);
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
-  s->executor_ = std::make_unique<Executor>(s->graph_, dev, ExecutorOptions{config.profile});
+  s->executor_ = std::make_unique<Executor>(
+      s->graph_, dev, ExecutorOptions{.profile = config.profile, .planned = config.graph.compile});
   s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
   return s;
 }
