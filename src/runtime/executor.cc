@@ -185,8 +185,8 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
         const TypedShape& t = g_.type(v);
         LJ_CHECK(t.shape.eval(env_, &dims)) << "unbound symbol in " << t.to_string();
         const MemCategory c = category_[static_cast<size_t>(v)];
-        vals[static_cast<size_t>(v)] = planned_ ? planned_->output(v, t.dtype, dims, c)
-                                                : Tensor::empty(dev_, t.dtype, dims, c);
+        vals[static_cast<size_t>(v)] =
+            planned_ ? planned_->output(v, t.dtype, dims) : Tensor::empty(dev_, t.dtype, dims, c);
         out_views.push_back(vals[static_cast<size_t>(v)].view());
       }
       if (launch) LJ_RETURN_IF_ERROR(launch_kernel(n, fn, in_views, out_views));

@@ -4,16 +4,13 @@
 
 namespace lj {
 
-PlannedMemory::~PlannedMemory() {
-  release_arena();
-}
-
-void PlannedMemory::release_arena() {
-  dev_.allocator().deallocate_uncached_split(arena_, arena_split_);
-  arena_ = nullptr;
-  arena_split_ = {};
-  arena_plan_ = nullptr;
-}
+struct PlannedMemory::Arena {
+  Device* dev = nullptr;
+  const MemoryPlan* plan = nullptr;  // the plan it is laid out for
+  void* data = nullptr;
+  CachingAllocator::CategoryBytes split{};
+  ~Arena() { dev->allocator().deallocate_uncached_split(data, split); }
+};
 
 Status PlannedMemory::prepare(const SymEnv& env) {
   current_ = nullptr;
@@ -28,31 +25,34 @@ Status PlannedMemory::prepare(const SymEnv& env) {
     current_ = cache_.back().get();
     ++plans_made_;
   }
-  if (arena_plan_ == current_) return ok_status();
-  release_arena();
+  // Reuse the arena unless it is for another shape or the caller holds last run's outputs.
+  if (arena_ && arena_->plan == current_ && arena_.use_count() == 1) return ok_status();
+  arena_.reset();
+  auto arena = std::make_shared<Arena>();
+  arena->dev = &dev_;
+  arena->plan = current_;
   CachingAllocator::CategoryBytes split = current_->bytes_at_peak;
   const auto round = static_cast<int64_t>(CachingAllocator::kRound);
-  const int64_t arena = (current_->bytes_arena + round - 1) / round * round;
-  split[static_cast<size_t>(MemCategory::temporaries)] += arena - current_->bytes_peak_live;
-  arena_ = dev_.allocator().allocate_uncached_split(split);
-  if (arena_ == nullptr && arena > 0) {
+  const int64_t bytes = (current_->bytes_arena + round - 1) / round * round;
+  split[static_cast<size_t>(MemCategory::temporaries)] += bytes - current_->bytes_peak_live;
+  arena->data = dev_.allocator().allocate_uncached_split(split);
+  if (arena->data == nullptr && bytes > 0) {
     return resource_exhausted(
-        "out of host memory for the " + std::to_string(arena) + "-byte arena of the memory plan",
+        "out of host memory for the " + std::to_string(bytes) + "-byte arena of the memory plan",
         "use a smaller batch or sequence length, or --recompute");
   }
-  arena_split_ = split;
-  arena_plan_ = current_;
+  arena->split = split;
+  arena_ = std::move(arena);
+  ++arenas_allocated_;
   return ok_status();
 }
 
-Tensor PlannedMemory::output(ValueId v, DType dtype, std::vector<int64_t> dims,
-                             MemCategory category) {
+Tensor PlannedMemory::output(ValueId v, DType dtype, std::vector<int64_t> dims) {
   const int64_t off = current_->offset(v);
-  if (off < 0) {
-    LJ_CHECK(current_->is_external(v)) << "value %" << v << " has no planned storage";
-    return Tensor::empty(dev_, dtype, std::move(dims), category);
-  }
-  return Tensor::borrowed(static_cast<char*>(arena_) + off, dtype, std::move(dims));
+  LJ_CHECK(off >= 0) << "value %" << v << " has no planned storage";
+  void* p = static_cast<char*>(arena_->data) + off;
+  return Tensor::borrowed(p, dtype, std::move(dims),
+                          current_->is_output(v) ? arena_ : std::shared_ptr<void>());
 }
 
 }  // namespace lj

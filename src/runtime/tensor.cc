@@ -26,13 +26,15 @@ Tensor Tensor::empty(Device& dev, DType dtype, std::vector<int64_t> dims, MemCat
   return t;
 }
 
-Tensor Tensor::borrowed(void* data, DType dtype, std::vector<int64_t> dims) {
+Tensor Tensor::borrowed(void* data, DType dtype, std::vector<int64_t> dims,
+                        std::shared_ptr<void> owner) {
   Tensor t;
   t.dtype_ = dtype;
   t.dims_ = std::move(dims);
   auto s = std::make_shared<Storage>();
   s->bytes = t.bytes();
   s->data = data;  // device stays nullptr: the storage frees nothing
+  s->owner = std::move(owner);
   t.storage_ = std::move(s);
   return t;
 }

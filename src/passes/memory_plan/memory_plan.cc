@@ -1,4 +1,4 @@
-// The static memory plan: buffer assignment (alias, in place, external), best-fit offsets,
+// The static memory plan: buffer assignment (alias, in place, graph outputs), best-fit offsets,
 // liveness figures, the validity check and the compile-log summary.
 #include "passes/memory_plan/memory_plan.h"
 
@@ -72,9 +72,9 @@ int64_t MemoryPlan::offset(ValueId v) const {
   return b < 0 ? -1 : buffers[static_cast<size_t>(b)].offset;
 }
 
-bool MemoryPlan::is_external(ValueId v) const {
+bool MemoryPlan::is_output(ValueId v) const {
   const int32_t b = buffer_of[static_cast<size_t>(v)];
-  return b >= 0 && buffers[static_cast<size_t>(b)].external;
+  return b >= 0 && buffers[static_cast<size_t>(b)].output;
 }
 
 std::vector<MemCategory> value_categories(const Graph& g) {
@@ -151,12 +151,12 @@ StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOp
     b.bytes = align_up(bytes[k]);
     b.first = i;
     b.last = std::max(i, last_use[k]);
-    b.external = pinned[k];
+    b.output = pinned[k];
     plan.buffer_of[k] = static_cast<int32_t>(plan.buffers.size());
     plan.buffers.push_back(b);
     segments.push_back({{i, plan.category[k]}});
     occupant.push_back(v);
-    if (!b.external) plan.bytes_naive += b.bytes;
+    plan.bytes_naive += b.bytes;
   };
   for (int i = 0; i < num_nodes; ++i) {
     const Node& n = nodes[static_cast<size_t>(i)];
@@ -187,7 +187,7 @@ StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOp
         PlanBuffer& buf = plan.buffers[static_cast<size_t>(b)];
         // The buffer dies here (every value in it has its last read at this node), the shapes
         // match element for element, and no other input of the node reads the same buffer.
-        if (buf.external || buf.last != i || dims[ki] != dims[ko] ||
+        if (buf.output || buf.last != i || dims[ki] != dims[ko] ||
             dtype_size(g.type(in).dtype) != dtype_size(g.type(out).dtype))
           continue;
         bool shared = false;
@@ -207,11 +207,11 @@ StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOp
     if (placed) continue;
     for (ValueId v : n.outputs) new_buffer(v, i);
   }
-  // Graph outputs live to the end.
+  // Graph outputs live past the last node: their place is never freed.
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    if (plan.buffers[b].external) {
+    if (plan.buffers[b].output) {
       plan.buffers[b].last = num_nodes;
-      plan.bytes_external += plan.buffers[b].bytes;
+      plan.bytes_outputs += plan.buffers[b].bytes;
     }
   }
 
@@ -220,7 +220,6 @@ StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOp
       dying(static_cast<size_t>(num_nodes) + 1);
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlanBuffer& buf = plan.buffers[b];
-    if (buf.external) continue;
     created[static_cast<size_t>(buf.first)].push_back(static_cast<int32_t>(b));
     dying[static_cast<size_t>(buf.last)].push_back(static_cast<int32_t>(b));
   }
@@ -239,10 +238,9 @@ StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOp
 
   // Live bytes per node and category: each arena buffer counts once, under its occupant's
   // category, from its first to its last node.
-  std::vector<std::array<int64_t, kNumMemCategories>> delta(static_cast<size_t>(num_nodes) + 1);
+  std::vector<std::array<int64_t, kNumMemCategories>> delta(static_cast<size_t>(num_nodes) + 2);
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlanBuffer& buf = plan.buffers[b];
-    if (buf.external) continue;
     const auto& segs = segments[b];
     for (size_t s = 0; s < segs.size(); ++s) {
       const int end = s + 1 < segs.size() ? segs[s + 1].start - 1 : buf.last;
@@ -312,7 +310,6 @@ Status check_plan(const Graph& g, const MemoryPlan& plan) {
   std::vector<size_t> arena;
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlanBuffer& buf = plan.buffers[b];
-    if (buf.external) continue;
     if (buf.offset < 0 || buf.offset % kPlanAlignment != 0 ||
         buf.offset + buf.bytes > plan.bytes_arena)
       return internal_error("buffer " + std::to_string(b) + " lies outside the arena");
@@ -335,8 +332,7 @@ Status check_plan(const Graph& g, const MemoryPlan& plan) {
 
 std::string memory_plan_summary(const MemoryPlan& plan) {
   auto mb = [](int64_t b) { return format_bytes(static_cast<double>(b)); };
-  int arena_buffers = 0;
-  for (const PlanBuffer& b : plan.buffers) arena_buffers += b.external ? 0 : 1;
+  const auto arena_buffers = static_cast<int>(plan.buffers.size());
   char line[256];
   std::string s;
   std::snprintf(line, sizeof line,
@@ -360,7 +356,8 @@ std::string memory_plan_summary(const MemoryPlan& plan) {
     sep = ", ";
   }
   s += "\n";
-  s += "memory plan: graph outputs outside the arena: " + mb(plan.bytes_external) + "\n";
+  s += "memory plan: graph outputs (kept in the arena after the run): " + mb(plan.bytes_outputs) +
+       "\n";
   return s;
 }
 

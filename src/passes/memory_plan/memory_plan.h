@@ -8,9 +8,11 @@
 //     size as an input that dies at this node takes that input's buffer (the kernels read each
 //     element before writing the same element). Never a graph input, a graph output, or a buffer
 //     another input of the node also reads.
-// Graph outputs (loss, gradients) and the values they alias must outlive the run: their buffers
-// are "external", outside the arena (the executor allocates them separately, each under its
-// category), so the next run may reuse the whole arena while the caller still holds them.
+// Graph outputs (loss, gradients) and the values they alias must outlive the run: they get a
+// place in the arena like any buffer (in the backward, usually in gaps the activations left),
+// but it is never freed or reused during the run, so after the run the arena's output regions
+// hold them. The executor hands them out as views that keep the arena alive, and starts the next
+// run on a fresh arena when the caller still holds them (runtime/planned_memory.h).
 //
 // Liveness: a buffer is live from the node that produces it to the last node reading any value
 // stored in it, both inclusive (a node's inputs and outputs are live together). Offsets: the
@@ -42,10 +44,11 @@ struct PlanOptions {
 
 struct PlanBuffer {
   int64_t bytes = 0;    // rounded up to kPlanAlignment
-  int64_t offset = -1;  // in the arena; -1 for an external buffer
+  int64_t offset = -1;  // in the arena
   int first = 0;        // node index that produces it
-  int last = 0;         // last node index that reads it (== first when unread)
-  bool external = false;
+  int last = 0;         // last node index that reads it (== first when unread); the node
+                        // count for a graph output (live after the run)
+  bool output = false;  // holds a graph output
 };
 
 struct MemoryPlan {
@@ -58,19 +61,20 @@ struct MemoryPlan {
   std::vector<MemCategory> category;
 
   int64_t bytes_arena = 0;      // the arena's size
-  int64_t bytes_naive = 0;      // every arena value in a buffer of its own (no reuse, no in place)
-  int64_t bytes_peak_live = 0;  // most arena bytes live at one node: a lower bound on the arena
+  int64_t bytes_naive = 0;      // every value in a buffer of its own (no reuse, no in place)
+  int64_t bytes_peak_live = 0;  // most bytes live at one node: a lower bound on the arena
   int peak_node = -1;           // node index where bytes_peak_live is reached
   // The arena's contents at peak_node by category (sums to bytes_peak_live).
   std::array<int64_t, kNumMemCategories> bytes_at_peak{};
-  int64_t bytes_external = 0;  // graph outputs, outside the arena
-  int num_inplace = 0;         // values that took an input's buffer
-  int num_alias = 0;           // reshape outputs sharing a buffer
-  double plan_ms = 0;          // time to make the plan
+  int64_t bytes_outputs = 0;  // graph outputs (their regions, included in the arena)
+  int num_inplace = 0;        // values that took an input's buffer
+  int num_alias = 0;          // reshape outputs sharing a buffer
+  double plan_ms = 0;         // time to make the plan
 
   // Byte offset of value v in the arena; -1 when it is not in the arena.
   int64_t offset(ValueId v) const;
-  bool is_external(ValueId v) const;
+  // Whether v is (or aliases) a graph output.
+  bool is_output(ValueId v) const;
 };
 
 // Every value's category, as the executor counts it: forward values read by a backward (or
@@ -82,7 +86,7 @@ std::vector<MemCategory> value_categories(const Graph& g);
 StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env,
                                  const PlanOptions& options = {});
 
-// Checks a plan against its graph: every arena buffer lies inside the arena, and any two
+// Checks a plan against its graph: every buffer lies inside the arena, and any two
 // buffers whose lifetimes overlap have disjoint byte ranges; in-place and alias values share a
 // buffer only as described above. Returns the first violation found.
 Status check_plan(const Graph& g, const MemoryPlan& plan);
@@ -91,7 +95,7 @@ Status check_plan(const Graph& g, const MemoryPlan& plan);
 //   memory plan (B=4 T=256): 512 buffers, 40 in place, 90 reshape aliases, planned in 1.2 ms
 //   memory plan: naive 1.23 GiB -> arena 456 MiB; peak live 440 MiB
 //   memory plan: at peak: activations 300 MiB, temporaries 140 MiB
-//   memory plan: graph outputs outside the arena: 90.5 MiB
+//   memory plan: graph outputs (kept in the arena after the run): 90.5 MiB
 std::string memory_plan_summary(const MemoryPlan& plan);
 
 }  // namespace lj
