@@ -123,6 +123,11 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
     r.loss += fb.loss * scale;
     if (grads.empty()) {
       grads = std::move(fb.grads);
+      // Planned (compiled) mode returns views of the executor's arena: own the first
+      // micro-batch's gradients so the next one reuses that arena instead of a second one.
+      if (micro_batches.size() > 1 && config_.graph.compile) {
+        for (Tensor& g : grads) g = g.clone(dev_, MemCategory::grads);
+      }
       continue;
     }
     for (size_t i = 0; i < grads.size(); ++i) {
