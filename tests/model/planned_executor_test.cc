@@ -114,6 +114,32 @@ TEST(PlannedExecutor, GradientAccumulationBitwiseEqualOneArena) {
   EXPECT_EQ((*planned)->executor().planned_memory()->arenas_allocated(), 1);
 }
 
+// The compiled dry run predicts a real compiled step's memory by category (kernel workspace
+// aside), as the eager estimate does for eager steps (memory_estimate_test.cc).
+TEST(PlannedExecutor, DryRunMatchesARealPlannedStepByCategory) {
+  auto model = llama_preset("tiny");
+  ASSERT_TRUE(model.ok());
+  const int64_t B = 2, T = 48;
+  auto est = estimate_train_memory(*model, B, T, compiled(true));
+  ASSERT_TRUE(est.ok()) << est.status().to_string();
+  Device dev(2);
+  TrainStepConfig cfg;
+  cfg.graph = compiled(true);
+  auto trainer = TrainStep::create(*model, cfg, dev);
+  ASSERT_TRUE(trainer.ok());
+  Tensor tokens = Tensor::zeros(dev, DType::i32, {B, T}, MemCategory::temporaries);
+  Tensor targets = Tensor::zeros(dev, DType::i32, {B, T}, MemCategory::temporaries);
+  for (int step = 0; step < 2; ++step) ASSERT_TRUE((*trainer)->step(tokens, targets, 1e-3).ok());
+  const MemoryStats& real = dev.memory();
+  for (auto c : {MemCategory::weights, MemCategory::grads, MemCategory::optimizer,
+                 MemCategory::activations, MemCategory::temporaries}) {
+    EXPECT_EQ(est->stats.peak(c), real.peak(c)) << mem_category_name(c);
+  }
+  EXPECT_LE(est->bytes_peak, real.bytes_total_peak);
+  EXPECT_GE(est->bytes_peak + real.peak(MemCategory::workspace), real.bytes_total_peak);
+  EXPECT_EQ((*trainer)->executor().planned_memory()->arenas_allocated(), 1);
+}
+
 TEST(PlannedExecutor, ArenaNoLargerThanEagerPeakAndCachedPerShape) {
   auto model = llama_preset("small");
   ASSERT_TRUE(model.ok());

@@ -65,6 +65,66 @@ class GapList {
   int64_t top_ = 0;
 };
 
+// Placement 1, an allocator replayed over the schedule: at each node, the buffers it creates
+// take the best-fitting free gap, then the buffers it reads last are freed. Returns the arena.
+int64_t place_in_node_order(const std::vector<PlanBuffer>& buffers, int num_nodes,
+                            std::vector<int64_t>* offsets) {
+  std::vector<std::vector<int32_t>> created(static_cast<size_t>(num_nodes) + 1),
+      dying(static_cast<size_t>(num_nodes) + 1);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    created[static_cast<size_t>(buffers[b].first)].push_back(static_cast<int32_t>(b));
+    dying[static_cast<size_t>(buffers[b].last)].push_back(static_cast<int32_t>(b));
+  }
+  offsets->assign(buffers.size(), -1);
+  GapList arena;
+  for (int i = 0; i < num_nodes; ++i) {
+    for (int32_t b : created[static_cast<size_t>(i)])
+      (*offsets)[static_cast<size_t>(b)] = arena.allocate(buffers[static_cast<size_t>(b)].bytes);
+    for (int32_t b : dying[static_cast<size_t>(i)])
+      arena.free((*offsets)[static_cast<size_t>(b)], buffers[static_cast<size_t>(b)].bytes);
+  }
+  return arena.top();
+}
+
+// Placement 2, offline (greedy by size): the largest buffers first, each at the best-fitting
+// gap between the buffers already placed whose lifetimes overlap its own, or above them all.
+// Knowing every lifetime up front avoids the holes the replay leaves when long-lived buffers
+// (gradients) are made between short-lived ones. Returns the arena.
+int64_t place_by_size(const std::vector<PlanBuffer>& buffers, std::vector<int64_t>* offsets) {
+  std::vector<size_t> order(buffers.size());
+  for (size_t b = 0; b < order.size(); ++b) order[b] = b;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return buffers[x].bytes > buffers[y].bytes; });
+  offsets->assign(buffers.size(), -1);
+  std::vector<size_t> placed;
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of overlapping placed buffers
+  int64_t top = 0;
+  for (size_t b : order) {
+    const PlanBuffer& buf = buffers[b];
+    busy.clear();
+    for (size_t p : placed) {
+      const PlanBuffer& o = buffers[p];
+      if (o.first <= buf.last && buf.first <= o.last)
+        busy.emplace_back((*offsets)[p], (*offsets)[p] + o.bytes);
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t best = -1, best_gap = 0, end = 0;
+    for (const auto& [lo, hi] : busy) {
+      const int64_t gap = lo - end;
+      if (gap >= buf.bytes && (best < 0 || gap < best_gap)) {
+        best = end;
+        best_gap = gap;
+      }
+      end = std::max(end, hi);
+    }
+    if (best < 0) best = end;
+    (*offsets)[b] = best;
+    top = std::max(top, best + buf.bytes);
+    placed.push_back(b);
+  }
+  return top;
+}
+
 }  // namespace
 
 int64_t MemoryPlan::offset(ValueId v) const {
@@ -215,26 +275,15 @@ StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOp
     }
   }
 
-  // Offsets: at each node, place the buffers it creates, then free those it reads last.
-  std::vector<std::vector<int32_t>> created(static_cast<size_t>(num_nodes) + 1),
-      dying(static_cast<size_t>(num_nodes) + 1);
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    const PlanBuffer& buf = plan.buffers[b];
-    created[static_cast<size_t>(buf.first)].push_back(static_cast<int32_t>(b));
-    dying[static_cast<size_t>(buf.last)].push_back(static_cast<int32_t>(b));
-  }
-  GapList arena;
-  for (int i = 0; i < num_nodes; ++i) {
-    for (int32_t b : created[static_cast<size_t>(i)]) {
-      PlanBuffer& buf = plan.buffers[static_cast<size_t>(b)];
-      buf.offset = arena.allocate(buf.bytes);
-    }
-    for (int32_t b : dying[static_cast<size_t>(i)]) {
-      const PlanBuffer& buf = plan.buffers[static_cast<size_t>(b)];
-      arena.free(buf.offset, buf.bytes);
-    }
-  }
-  plan.bytes_arena = arena.top();
+  // Offsets: both placements, the smaller arena kept (node order on ties).
+  std::vector<int64_t> in_order, by_size;
+  const int64_t top_in_order = place_in_node_order(plan.buffers, num_nodes, &in_order);
+  const int64_t top_by_size = place_by_size(plan.buffers, &by_size);
+  const bool size_wins = top_by_size < top_in_order;
+  plan.placement = size_wins ? "by size" : "in node order";
+  plan.bytes_arena = size_wins ? top_by_size : top_in_order;
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    plan.buffers[b].offset = size_wins ? by_size[b] : in_order[b];
 
   // Live bytes per node and category: each arena buffer counts once, under its occupant's
   // category, from its first to its last node.
@@ -336,10 +385,10 @@ std::string memory_plan_summary(const MemoryPlan& plan) {
   char line[256];
   std::string s;
   std::snprintf(line, sizeof line,
-                "memory plan (%s): %d buffers, %d in place, %d reshape aliases, planned in %.1f "
-                "ms\n",
+                "memory plan (%s): %d buffers, %d in place, %d reshape aliases, placed %s, "
+                "planned in %.1f ms\n",
                 plan.env.to_string().c_str(), arena_buffers, plan.num_inplace, plan.num_alias,
-                plan.plan_ms);
+                plan.placement, plan.plan_ms);
   s += line;
   std::snprintf(line, sizeof line, "memory plan: naive %s -> arena %s; peak live %s\n",
                 mb(plan.bytes_naive).c_str(), mb(plan.bytes_arena).c_str(),

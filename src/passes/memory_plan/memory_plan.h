@@ -15,10 +15,14 @@
 // run on a fresh arena when the caller still holds them (runtime/planned_memory.h).
 //
 // Liveness: a buffer is live from the node that produces it to the last node reading any value
-// stored in it, both inclusive (a node's inputs and outputs are live together). Offsets: the
-// buffers are placed in node order, each at the best-fitting free gap of the arena (smallest
-// gap that holds it, lowest offset on ties), growing the arena when none does; a buffer is freed
-// after its last node. Sizes and offsets are multiples of kPlanAlignment.
+// stored in it, both inclusive (a node's inputs and outputs are live together). Offsets, best fit
+// over free gaps (the smallest gap that holds the buffer), two ways, the smaller arena kept:
+//   in node order: an allocator replayed over the schedule; a buffer is freed after its last
+//                  node, the arena grows when no gap holds the next one;
+//   by size:       largest first, each in the best gap between the already placed buffers whose
+//                  lifetimes overlap its own (offline: it sees every lifetime, so long-lived
+//                  gradients made between short-lived temporaries leave no holes).
+// Sizes and offsets are multiples of kPlanAlignment.
 //
 // Before: the schedule (passes/schedule) and every pass that adds or reorders nodes. The plan
 // belongs to the node order it was made for: reordering invalidates it.
@@ -66,10 +70,11 @@ struct MemoryPlan {
   int peak_node = -1;           // node index where bytes_peak_live is reached
   // The arena's contents at peak_node by category (sums to bytes_peak_live).
   std::array<int64_t, kNumMemCategories> bytes_at_peak{};
-  int64_t bytes_outputs = 0;  // graph outputs (their regions, included in the arena)
-  int num_inplace = 0;        // values that took an input's buffer
-  int num_alias = 0;          // reshape outputs sharing a buffer
-  double plan_ms = 0;         // time to make the plan
+  int64_t bytes_outputs = 0;   // graph outputs (their regions, included in the arena)
+  int num_inplace = 0;         // values that took an input's buffer
+  int num_alias = 0;           // reshape outputs sharing a buffer
+  const char* placement = "";  // which placement won: "in node order" or "by size"
+  double plan_ms = 0;          // time to make the plan
 
   // Byte offset of value v in the arena; -1 when it is not in the arena.
   int64_t offset(ValueId v) const;
@@ -92,7 +97,8 @@ StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env,
 Status check_plan(const Graph& g, const MemoryPlan& plan);
 
 // The compile log's lines, one fact each:
-//   memory plan (B=4 T=256): 512 buffers, 40 in place, 90 reshape aliases, planned in 1.2 ms
+//   memory plan (B=4 T=256): 512 buffers, 40 in place, 90 reshape aliases, placed by size,
+//     planned in 1.2 ms  (one line)
 //   memory plan: naive 1.23 GiB -> arena 456 MiB; peak live 440 MiB
 //   memory plan: at peak: activations 300 MiB, temporaries 140 MiB
 //   memory plan: graph outputs (kept in the arena after the run): 90.5 MiB

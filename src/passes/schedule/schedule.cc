@@ -165,12 +165,13 @@ std::vector<int> greedy_order(const Graph& g, const Storage& s) {
   return order;
 }
 
-SymEnv complete_env(const Graph& g, SymEnv env) {
+// env with every symbol of g it leaves unbound set to `value`.
+SymEnv complete_env(const Graph& g, SymEnv env, int64_t value) {
   for (const Value& v : g.values()) {
     const Shape& sh = v.type.shape;
     for (int d = 0; d < sh.rank(); ++d) {
       for (char c : sh[d].syms()) {
-        if (env.get(c) == 0) env.set(c, SchedulePass::kNominalSymbol);
+        if (env.get(c) == 0) env.set(c, value);
       }
     }
   }
@@ -180,17 +181,38 @@ SymEnv complete_env(const Graph& g, SymEnv env) {
 }  // namespace
 
 std::vector<int> schedule_order(const Graph& g, const SymEnv& env, ScheduleStrategy strategy) {
-  const Storage s = analyze(g, complete_env(g, env));
+  const Storage s = analyze(g, complete_env(g, env, SchedulePass::kNominalSymbol));
   return strategy == ScheduleStrategy::sink ? sink_order(g, s) : greedy_order(g, s);
 }
 
 StatusOr<bool> SchedulePass::run(Graph& g) {
-  const SymEnv env = complete_env(g, nominal_);
-  LJ_ASSIGN_OR_RETURN(MemoryPlan current, plan_memory(g, env));
-  int64_t best_peak = current.bytes_peak_live, best_arena = current.bytes_arena;
+  // The plan's (peak live, arena) of an order under each scoring shape.
+  std::vector<SymEnv> envs;
+  for (int64_t v : kScoringSymbols) envs.push_back(complete_env(g, nominal_, v));
+  auto score = [&](const Graph& graph) -> StatusOr<std::vector<std::pair<int64_t, int64_t>>> {
+    std::vector<std::pair<int64_t, int64_t>> r;
+    for (const SymEnv& env : envs) {
+      LJ_ASSIGN_OR_RETURN(MemoryPlan p, plan_memory(graph, env));
+      r.emplace_back(p.bytes_peak_live, p.bytes_arena);
+    }
+    return r;
+  };
+  // Better: no peak higher, and a peak lower or (peaks equal) a smaller total arena.
+  auto better = [](const auto& c, const auto& best) {
+    bool lower_peak = false;
+    int64_t arena_c = 0, arena_best = 0;
+    for (size_t k = 0; k < c.size(); ++k) {
+      if (c[k].first > best[k].first) return false;
+      lower_peak = lower_peak || c[k].first < best[k].first;
+      arena_c += c[k].second;
+      arena_best += best[k].second;
+    }
+    return lower_peak || arena_c < arena_best;
+  };
+  LJ_ASSIGN_OR_RETURN(auto best_score, score(g));
   std::vector<Node> best;
   for (ScheduleStrategy st : {ScheduleStrategy::sink, ScheduleStrategy::greedy}) {
-    const std::vector<int> order = schedule_order(g, env, st);
+    const std::vector<int> order = schedule_order(g, nominal_, st);
     bool same = true;
     for (size_t i = 0; i < order.size() && same; ++i) same = order[i] == static_cast<int>(i);
     if (same) continue;
@@ -199,11 +221,9 @@ StatusOr<bool> SchedulePass::run(Graph& g) {
     for (int i : order) nodes.push_back(g.nodes()[static_cast<size_t>(i)]);
     Graph candidate = g;
     candidate.set_nodes(nodes);
-    LJ_ASSIGN_OR_RETURN(MemoryPlan p, plan_memory(candidate, env));
-    if (p.bytes_peak_live < best_peak ||
-        (p.bytes_peak_live == best_peak && p.bytes_arena < best_arena)) {
-      best_peak = p.bytes_peak_live;
-      best_arena = p.bytes_arena;
+    LJ_ASSIGN_OR_RETURN(auto c, score(candidate));
+    if (better(c, best_score)) {
+      best_score = std::move(c);
       best = std::move(nodes);
     }
   }
