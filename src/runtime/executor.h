@@ -5,6 +5,8 @@
 //   forward values read by a backward node -> activations
 //   backward/optimizer values that are graph outputs -> grads / optimizer
 //   everything else              -> temporaries;  kernel scratch -> workspace (one reused buffer)
+// Planned mode (ExecutorOptions::planned, compiled runs): values live at the static memory
+// plan's offsets in one arena per shape instead (runtime/planned_memory.h), counted the same way.
 #pragma once
 
 #include <memory>

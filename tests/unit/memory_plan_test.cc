@@ -27,7 +27,7 @@ TEST(MemoryPlan, InPlaceReshapeAndOutputsKeptAfterTheRun) {
   Val a = exp(x);  // new buffer (x is a graph input: never overwritten)
   Val c = neg(a);  // a dies here, same dims: in place
   Val r = reshape(c, Shape{Dim::sym('B'), 16, 16});    // shares c's buffer
-  Val e = reshape(exp(r), Shape{Dim::sym('B'), 256});  // exp(r): r is external, new buffer
+  Val e = reshape(exp(r), Shape{Dim::sym('B'), 256});  // exp(r): r is an output, new buffer
   Val d = e * a;  // e and a both die here with d's dims: d takes e's buffer
   Val s = sum(d, {}, false);
   b.output("s", s);
