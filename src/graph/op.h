@@ -44,6 +44,9 @@ enum OpFlags : uint32_t {
   kFusible = 1u << 0,     // may join a pointwise-fusion group
   kCapturable = 1u << 1,  // may be captured into a device graph
   kAlias = 1u << 2,       // output 0 shares input 0's storage (a view, no copy)
+  // The CPU kernel stays correct when output 0 is stored over an input of the same dims (each
+  // element is read before the same element is written): the memory plan may run it in place.
+  kInplace = 1u << 3,
 };
 
 struct TypedShape {

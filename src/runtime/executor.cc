@@ -54,17 +54,13 @@ class ArenaWorkspace final : public Workspace {
 
 Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options)
     : g_(g), dev_(dev), options_(options) {
+  if (options_.planned) planned_ = std::make_unique<PlannedMemory>(g, dev);
   const size_t nv = g.values().size();
   last_use_.assign(nv, -1);
   is_output_.assign(nv, false);
-  category_.assign(nv, MemCategory::temporaries);
-  std::vector<bool> read_by_backward(nv, false);
+  category_ = value_categories(g);  // passes/memory_plan: the plan counts as this does
   for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    for (ValueId v : n.inputs) {
-      last_use_[static_cast<size_t>(v)] = static_cast<int>(i);
-      if (n.phase != Phase::forward) read_by_backward[static_cast<size_t>(v)] = true;
-    }
+    for (ValueId v : g.nodes()[i].inputs) last_use_[static_cast<size_t>(v)] = static_cast<int>(i);
   }
   for (const auto& o : g.outputs()) is_output_[static_cast<size_t>(o.value)] = true;
   // The CPU kernels compute in f32 and f64; bf16/f16 values may only be made, cast, fed or fetched.
@@ -81,14 +77,6 @@ Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options)
                                        " produces " + dtype_name(t),
                                    "train in f32 on the CPU (--precision f32)");
       }
-    }
-  }
-  for (const Node& n : g.nodes()) {
-    for (ValueId v : n.outputs) {
-      const auto k = static_cast<size_t>(v);
-      if (n.phase == Phase::forward && read_by_backward[k]) category_[k] = MemCategory::activations;
-      if (n.phase == Phase::backward && is_output_[k]) category_[k] = MemCategory::grads;
-      if (n.phase == Phase::optimizer && is_output_[k]) category_[k] = MemCategory::optimizer;
     }
   }
 }
@@ -174,6 +162,7 @@ Status Executor::launch_kernel(const Node& n, const NodeKernel& fn, std::span<co
 StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, bool launch) {
   if (launch) LJ_RETURN_IF_ERROR(supported_);
   LJ_RETURN_IF_ERROR(bind(inputs));
+  if (planned_) LJ_RETURN_IF_ERROR(planned_->prepare(env_));
   const KernelTable& kernels = cpu::kernels();
   const size_t nv = g_.values().size();
   std::vector<Tensor> vals(nv);
@@ -200,8 +189,9 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
       for (ValueId v : n.outputs) {
         const TypedShape& t = g_.type(v);
         LJ_CHECK(t.shape.eval(env_, &dims)) << "unbound symbol in " << t.to_string();
+        const MemCategory c = category_[static_cast<size_t>(v)];
         vals[static_cast<size_t>(v)] =
-            Tensor::empty(dev_, t.dtype, dims, category_[static_cast<size_t>(v)]);
+            planned_ ? planned_->output(v, t.dtype, dims) : Tensor::empty(dev_, t.dtype, dims, c);
         out_views.push_back(vals[static_cast<size_t>(v)].view());
       }
       if (launch) {

@@ -8,12 +8,6 @@
 
 namespace lj {
 
-const char* mem_category_name(MemCategory c) {
-  static constexpr const char* kNames[] = {"weights",     "grads",       "optimizer",
-                                           "activations", "temporaries", "workspace"};
-  return kNames[static_cast<int>(c)];
-}
-
 std::string MemoryStats::to_string() const {
   std::string s = "category        current        peak   at peak\n";
   char buf[128];
@@ -125,6 +119,34 @@ void CachingAllocator::deallocate_uncached(void* p, size_t bytes, MemCategory ca
   const size_t size = round_up(bytes);
   count_free(size, category);
   stats_.bytes_reserved -= static_cast<int64_t>(size);
+  if (!virtual_) std::free(p);
+}
+
+void* CachingAllocator::allocate_uncached_split(const CategoryBytes& bytes_by_category) {
+  int64_t total = 0;
+  for (int64_t b : bytes_by_category) total += b;
+  if (total == 0) return nullptr;
+  LJ_CHECK(total > 0 && total % static_cast<int64_t>(kRound) == 0) << total << " bytes";
+  void* p = system_alloc(static_cast<size_t>(total));
+  if (p == nullptr) return nullptr;
+  // One count per category: the total only grows, so the last count records the peak with
+  // every category in place.
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    const int64_t b = bytes_by_category[static_cast<size_t>(i)];
+    if (b > 0) count_alloc(static_cast<size_t>(b), static_cast<MemCategory>(i));
+  }
+  return p;
+}
+
+void CachingAllocator::deallocate_uncached_split(void* p, const CategoryBytes& bytes_by_category) {
+  if (p == nullptr) return;
+  int64_t total = 0;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    const int64_t b = bytes_by_category[static_cast<size_t>(i)];
+    if (b > 0) count_free(static_cast<size_t>(b), static_cast<MemCategory>(i));
+    total += b;
+  }
+  stats_.bytes_reserved -= total;
   if (!virtual_) std::free(p);
 }
 

@@ -11,11 +11,9 @@
 #include <string>
 #include <unordered_map>
 
-namespace lj {
+#include "core/mem_category.h"
 
-enum class MemCategory : uint8_t { weights, grads, optimizer, activations, temporaries, workspace };
-inline constexpr int kNumMemCategories = 6;
-const char* mem_category_name(MemCategory c);
+namespace lj {
 
 struct MemoryStats {
   std::array<int64_t, kNumMemCategories> bytes_current{};
@@ -53,6 +51,12 @@ class CachingAllocator {
   // buffers (the executor's kernel workspace) do not change how tensors reuse cached blocks.
   void* allocate_uncached(size_t bytes, MemCategory category);
   void deallocate_uncached(void* p, size_t bytes, MemCategory category);
+  // One uncached block counted under several categories at once (the planned executor's arena
+  // holds activations and temporaries): its size is the sum of `bytes_by_category`, which must
+  // be a multiple of kRound. nullptr when the sum is 0.
+  using CategoryBytes = std::array<int64_t, kNumMemCategories>;
+  void* allocate_uncached_split(const CategoryBytes& bytes_by_category);
+  void deallocate_uncached_split(void* p, const CategoryBytes& bytes_by_category);
   // Returns cached free blocks to the system.
   void release_cached();
   const MemoryStats& stats() const { return stats_; }

@@ -26,6 +26,19 @@ Tensor Tensor::empty(Device& dev, DType dtype, std::vector<int64_t> dims, MemCat
   return t;
 }
 
+Tensor Tensor::borrowed(void* data, DType dtype, std::vector<int64_t> dims,
+                        std::shared_ptr<void> owner) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  auto s = std::make_shared<Storage>();
+  s->bytes = t.bytes();
+  s->data = data;  // device stays nullptr: the storage frees nothing
+  s->owner = std::move(owner);
+  t.storage_ = std::move(s);
+  return t;
+}
+
 Tensor Tensor::zeros(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category) {
   Tensor t = empty(dev, dtype, std::move(dims), category);
   if (!dev.is_virtual()) std::memset(t.raw(), 0, t.bytes());

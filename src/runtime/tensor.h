@@ -23,6 +23,11 @@ class Tensor {
   static Tensor from_doubles(Device& dev, DType dtype, std::vector<int64_t> dims,
                              std::span<const double> values,
                              MemCategory category = MemCategory::temporaries);
+  // A tensor over memory it does not own (a place in the planned executor's arena): nothing
+  // is allocated, counted or freed for it. `owner`, when given, is kept alive as long as the
+  // tensor (or a copy) is; otherwise `data` must outlive it.
+  static Tensor borrowed(void* data, DType dtype, std::vector<int64_t> dims,
+                         std::shared_ptr<void> owner = nullptr);
   // A tensor sharing this one's storage with other dims (same element count).
   Tensor reshaped(std::vector<int64_t> dims) const;
 
@@ -50,6 +55,7 @@ class Tensor {
     size_t bytes = 0;
     MemCategory category = MemCategory::temporaries;
     Device* device = nullptr;
+    std::shared_ptr<void> owner;  // borrowed(): what holds `data`
     ~Storage();
   };
 

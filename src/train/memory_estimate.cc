@@ -26,12 +26,15 @@ StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, in
     for (const ParamSpec& s : specs)
       moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));
   }
-  Executor ex(g, dev);
+  // Compiled: the static memory plan's arena (runtime/planned_memory.h) instead of the
+  // caching allocator.
+  Executor ex(g, dev, ExecutorOptions{.planned = options.compile});
   LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));
   TrainMemoryEstimate e;
   e.stats = dev.memory();
   e.bytes_peak = e.stats.bytes_total_peak;
   e.bytes_reserved = e.stats.bytes_reserved_peak;
+  if (const PlannedMemory* pm = ex.planned_memory()) e.plan = pm->plan();
   return e;
 }
 

@@ -9,6 +9,7 @@
 #include "passes/dce/dce.h"
 #include "passes/pointwise_fusion/pointwise_fusion.h"
 #include "passes/regions/regions.h"
+#include "passes/schedule/schedule.h"
 
 namespace lj {
 
@@ -58,8 +59,8 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   if (options.compile) {
     pm.add(std::make_unique<DcePass>());
     pm.add(std::make_unique<PointwiseFusionPass>());
-    pm.add(std::make_unique<DcePass>());  // constants and expands the groups inlined
-    // [compile: schedule is added here, last]
+    pm.add(std::make_unique<DcePass>());       // constants and expands the groups inlined
+    pm.add(std::make_unique<SchedulePass>());  // last: kernels are bound to node positions
   }
   LJ_ASSIGN_OR_RETURN(PassReport post, pm.run(*g));
   if (report) {
@@ -77,7 +78,10 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.graph, &s->graph_, &s->passes_));
   s->specs_ = llama_param_specs(model);
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
-  s->executor_ = std::make_unique<Executor>(s->graph_, dev, ExecutorOptions{config.profile});
+  s->executor_ = std::make_unique<Executor>(
+      s->graph_, dev,
+      ExecutorOptions{.profile = config.profile,
+                      .planned = config.graph.compile && config.static_memory_plan});
   if (config.graph.compile) {
     s->kernel_cache_ =
         config.kernel_cache ? config.kernel_cache : std::make_shared<codegen::KernelCache>();
@@ -144,6 +148,11 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
     r.loss += fb.loss * scale;
     if (grads.empty()) {
       grads = std::move(fb.grads);
+      // Planned (compiled) mode returns views of the executor's arena: own the first
+      // micro-batch's gradients so the next one reuses that arena instead of a second one.
+      if (micro_batches.size() > 1 && config_.graph.compile) {
+        for (Tensor& g : grads) g = g.clone(dev_, MemCategory::grads);
+      }
       continue;
     }
     for (size_t i = 0; i < grads.size(); ++i) {

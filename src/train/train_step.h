@@ -31,6 +31,9 @@ struct TrainStepConfig {
   uint64_t seed = 1234;    // parameter initialisation
   GraphOptions graph;
   bool profile = false;  // time every kernel (Executor::profile())
+  // Compiled only: values live at the static memory plan's offsets. false runs the compiled
+  // graph on the caching allocator instead (to check the plan against it).
+  bool static_memory_plan = true;
   // Compile only: where fused kernels are built and cached; null: a cache from the environment
   // (codegen/kernel_cache.h: LJ_KERNEL_CACHE, LJ_CXX).
   std::shared_ptr<codegen::KernelCache> kernel_cache;
