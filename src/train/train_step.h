@@ -21,6 +21,9 @@ struct GraphOptions {
   // and the static memory plan. Off: the eager path (primitive ops, caching allocator).
   bool compile = false;
   RecomputeConfig recompute;  // passes/remat
+  // Compute dtype of the graph (parameters, activations). The CPU trains in f32; plan/ builds
+  // bf16 graphs for GPU predictions (dry runs only).
+  DType dtype = DType::f32;
 };
 
 struct TrainStepConfig {
