@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -21,10 +23,21 @@ namespace {
 struct CalibrateArgs {
   bool device = false;
   std::vector<std::string> results;
+  std::vector<std::string> check;
   std::string out;
   std::string model_file;
   int threads = 0;
 };
+
+// VmRSS of this process now, in bytes (0 when unknown).
+double current_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return 1024.0 * std::atof(line.c_str() + 6);
+  }
+  return 0;
+}
 
 StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>& files) {
   std::vector<MemoryRecord> recs;
@@ -54,8 +67,8 @@ StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>&
 }
 
 Status run_calibrate(const CalibrateArgs& a) {
-  if (!a.device && a.results.empty()) {
-    return invalid_argument("calibrate needs --device or --results",
+  if (!a.device && a.results.empty() && a.check.empty()) {
+    return invalid_argument("calibrate needs --device, --results or --check",
                             "ljperf calibrate --device, or ljperf calibrate --results runs.jsonl");
   }
   const std::string out = a.out.empty() ? default_plan_model_path() : a.out;
@@ -71,10 +84,10 @@ Status run_calibrate(const CalibrateArgs& a) {
         "host: {} ({} threads)\n  GEMM (matmul kernel)    {:.1f} GFLOP/s\n  memory bandwidth "
         "        {:.1f} GB/s (elementwise add)\n",
         m.host.cpu, h.threads, h.gemm_flops / 1e9, h.mem_bandwidth / 1e9);
-    if (a.results.empty()) {
-      fmt::print("  baseline RSS (kept)     {} ({})\n", format_bytes(m.host.baseline_rss_bytes),
-                 m.fitted_records > 0 ? "fitted from results" : "default");
-    }
+    // The process once the micro-runs' tensors are gone: binary, libraries, OpenMP threads.
+    if (m.fitted_records == 0) m.host.baseline_rss_bytes = current_rss_bytes();
+    fmt::print("  baseline RSS            {} ({})\n", format_bytes(m.host.baseline_rss_bytes),
+               m.fitted_records > 0 ? "kept: fitted from results" : "measured");
   }
   if (!a.results.empty()) {
     LJ_ASSIGN_OR_RETURN(std::vector<MemoryRecord> recs, read_records(a.results));
@@ -87,6 +100,23 @@ Status run_calibrate(const CalibrateArgs& a) {
         m.cpu_memory.per_node_bytes, m.cpu_memory.per_param_bytes);
     fmt::print("  relative error: median {:.2f}%, max {:.2f}%\n", 100 * fit.median_rel_error,
                100 * fit.max_rel_error);
+  }
+  if (!a.check.empty()) {
+    // Predicted (this model) against measured peak RSS, one line per record.
+    LJ_ASSIGN_OR_RETURN(std::vector<MemoryRecord> recs, read_records(a.check));
+    std::vector<double> e;
+    fmt::print("check: {:>12} {:>12} {:>8}\n", "predicted", "measured", "error");
+    for (size_t i = 0; i < recs.size(); ++i) {
+      const double p = predict_cpu_rss(recs[i].features, m);
+      const double err = (p - recs[i].measured_bytes) / recs[i].measured_bytes;
+      e.push_back(std::fabs(err));
+      fmt::print("  {:>4} {:>12} {:>12} {:>+7.2f}%\n", i + 1, format_bytes(p),
+                 format_bytes(recs[i].measured_bytes), 100 * err);
+    }
+    std::sort(e.begin(), e.end());
+    fmt::print("check over {} records: median |error| {:.2f}%, max |error| {:.2f}%\n", e.size(),
+               100 * e[e.size() / 2], 100 * e.back());
+    if (!a.device && a.results.empty()) return ok_status();  // --check alone writes nothing
   }
   m.source = out;
   LJ_RETURN_IF_ERROR(save_plan_model(m, out));
@@ -109,6 +139,9 @@ Command add_calibrate_command(CLI::App& app) {
   sub->add_option("--results", a->results,
                   "benchmark --output .jsonl files: refit the CPU memory coefficients (least "
                   "squares on peak RSS)");
+  sub->add_option("--check", a->check,
+                  "benchmark --output .jsonl files: print predicted against measured peak RSS with "
+                  "the (refitted) model; alone, writes nothing");
   sub->add_option("--out", a->out,
                   "Model file to write (default: " + default_plan_model_path() + ")");
   sub->add_option("--model-file", a->model_file, "Model file to start from");

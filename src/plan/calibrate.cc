@@ -110,18 +110,16 @@ StatusOr<std::vector<double>> least_squares(const std::vector<std::vector<double
   return x;
 }
 
-namespace {
-double predict(const std::vector<double>& f, const PlanModel& m) {
+double predict_cpu_rss(const std::vector<double>& f, const PlanModel& m) {
   return m.cpu_memory.reserved_factor * f[0] + m.host.baseline_rss_bytes * f[1] +
          m.cpu_memory.per_node_bytes * f[2] + m.cpu_memory.per_param_bytes * f[3];
 }
-}  // namespace
 
 std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records,
                                       const PlanModel& m) {
   std::vector<double> e;
   for (const auto& r : records)
-    e.push_back(std::fabs(predict(r.features, m) - r.measured_bytes) / r.measured_bytes);
+    e.push_back(std::fabs(predict_cpu_rss(r.features, m) - r.measured_bytes) / r.measured_bytes);
   return e;
 }
 

@@ -37,6 +37,8 @@ struct MemoryFit {
 };
 // Fits rss = reserved_factor·reserved + baseline + per_node·nodes + per_param·params.
 StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records, const PlanModel& base);
+// The model's peak RSS for one record's features.
+double predict_cpu_rss(const std::vector<double>& features, const PlanModel& m);
 // Relative errors |predicted - measured| / measured of `m` on the records.
 std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records, const PlanModel& m);
 
