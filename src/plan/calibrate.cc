@@ -134,13 +134,20 @@ StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
     a.push_back(r.features);
     y.push_back(r.measured_bytes);
   }
-  LJ_ASSIGN_OR_RETURN(std::vector<double> x, least_squares(a, y));
+  // Records of one or two presets do not separate the per-node and per-parameter terms from
+  // the constant: those coefficients are dropped (last first) until the system is determined.
+  StatusOr<std::vector<double>> x = least_squares(a, y);
+  for (size_t keep = 3; !x.ok() && keep >= 2; --keep) {
+    for (auto& row : a) row[keep] = 0;
+    x = least_squares(a, y);
+  }
+  LJ_RETURN_IF_ERROR(x.status());
   MemoryFit fit;
   fit.model = base;
-  fit.model.cpu_memory.reserved_factor = x[0];
-  fit.model.host.baseline_rss_bytes = x[1];
-  fit.model.cpu_memory.per_node_bytes = x[2];
-  fit.model.cpu_memory.per_param_bytes = x[3];
+  fit.model.cpu_memory.reserved_factor = (*x)[0];
+  fit.model.host.baseline_rss_bytes = (*x)[1];
+  fit.model.cpu_memory.per_node_bytes = (*x)[2];
+  fit.model.cpu_memory.per_param_bytes = (*x)[3];
   fit.model.fitted_records = static_cast<int>(records.size());
   std::vector<double> e = cpu_memory_errors(records, fit.model);
   std::sort(e.begin(), e.end());

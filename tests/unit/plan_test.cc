@@ -188,12 +188,33 @@ TEST(LeastSquaresTest, RecoversKnownCoefficients) {
   EXPECT_NEAR(fit->model.cpu_memory.per_param_bytes, 0.5, 1e-9);
   EXPECT_EQ(fit->model.fitted_records, 12);
   EXPECT_LT(fit->max_rel_error, 1e-12);
-  // Too few records for four coefficients.
-  recs.resize(3);
+  // One record cannot even give a slope and a constant.
+  recs.resize(1);
   EXPECT_FALSE(fit_cpu_memory(recs, default_plan_model()).ok());
   // Collinear records (all the same) determine nothing.
   std::vector<MemoryRecord> same(6, recs[0]);
   EXPECT_FALSE(fit_cpu_memory(same, default_plan_model()).ok());
+}
+
+// Records of two presets: nodes and params take two values each, so with the constant they are
+// collinear; the per-parameter term is dropped and the rest recovered.
+TEST(LeastSquaresTest, DropsUndeterminedTermsOfTwoPresets) {
+  std::vector<MemoryRecord> recs;
+  for (int i = 0; i < 10; ++i) {
+    const bool small = i % 2 == 1;
+    const double reserved = 1e7 * (1 + i) + (small ? 4e8 : 0);
+    const double nodes = small ? 1073 : 389;
+    const double params = small ? 15e6 : 0.1e6;
+    recs.push_back(
+        {cpu_memory_features(reserved, nodes, params), 1.019 * reserved + 13e6 + 1400 * nodes});
+  }
+  auto fit = fit_cpu_memory(recs, default_plan_model());
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->model.cpu_memory.per_param_bytes, 0.0);
+  // Observed: ~1e-10 relative.
+  EXPECT_NEAR(fit->model.cpu_memory.reserved_factor, 1.019, 1e-8);
+  EXPECT_NEAR(fit->model.cpu_memory.per_node_bytes, 1400, 1e-3);
+  EXPECT_NEAR(fit->model.host.baseline_rss_bytes, 13e6, 1.0);
 }
 
 TEST(PlanModelTest, RoundTripAndErrors) {
@@ -276,10 +297,10 @@ TEST(PlanTest, Bf16DryRunAndGpuPrediction) {
   ASSERT_TRUE(f32.ok());
   const double ratio = static_cast<double>(f16->stats.peak(MemCategory::activations)) /
                        static_cast<double>(f32->stats.peak(MemCategory::activations));
-  // Observed 0.5-0.6: some saved values are i32/f32 (targets, loss statistics) and sizes round
-  // up to 512 bytes.
+  // Observed exactly 0.5 for tiny at (2, 128); the margin allows i32/f32 saved values (targets,
+  // softmax statistics) and 512-byte rounding on other shapes.
   EXPECT_GT(ratio, 0.45);
-  EXPECT_LT(ratio, 0.7);
+  EXPECT_LT(ratio, 0.6);
   const ZeroSetup z = ZeroSetup::for_model(*c, 3, 8);
   const MemoryPrediction p = predict_gpu_memory(*f16, *c, z, m);
   const ModelStates s = zero_model_states(c->num_params(), 3, 8);
