@@ -193,18 +193,19 @@ Status run_benchmark(const BenchmarkArgs& a) {
   if (r.ds) {
     for (const auto& w : r.ds->warnings) LJ_LOG(warning) << w;
   }
+  // Checkpoint optimization before the memory check: the check is of the chosen recompute.
+  if (checkpoint_optimization_requested(a.ckpt_opt)) {
+    LJ_ASSIGN_OR_RETURN(
+        CkptChoice c, checkpoint_optimization(model, r.micro_batch, r.seq_len, r.step.graph.compile,
+                                              a.memory_limit));
+    r.step.graph.recompute = c.recompute;
+  }
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, host));
   if (r.precision != DType::f32) {
     return unimplemented(std::string(dtype_name(r.precision)) +
                              " training needs the CUDA backend; the CPU trains in f32",
                          "add --precision f32 (flags win over the DeepSpeed JSON)");
-  }
-  if (checkpoint_optimization_requested(a.ckpt_opt)) {
-    LJ_ASSIGN_OR_RETURN(
-        CkptChoice c, checkpoint_optimization(model, r.micro_batch, r.seq_len, r.step.graph.compile,
-                                              a.memory_limit));
-    r.step.graph.recompute = c.recompute;
   }
   // The planner's prediction of this run's peak RSS (printed beside the measured one; its
   // features go to the results record for ljperf calibrate --results).

@@ -1,6 +1,7 @@
 #include "plan/search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace lj {
@@ -65,22 +66,57 @@ StatusOr<std::vector<Candidate>> search_recompute(const SearchSpace& space, cons
         return ok_status();
       };
       const bool exact_all = space.exhaustive || L <= kExactLayers || ks.size() == 1;
-      for (int64_t k : ks) {
-        const bool exact = exact_all || k <= 2 || k == L;
-        if (exact) {
+      if (exact_all) {
+        for (int64_t k : ks) {
           LJ_RETURN_IF_ERROR(price(k));
+          add(p, k, b, priced.at(k), true);
+        }
+        continue;
+      }
+      // Adaptive: exact at both ends of [lo, hi] and at the middle; where the middle is on the
+      // chord (within kInterpolationTolerance, memory and time) the interval is taken as linear,
+      // otherwise both halves are refined. Memory over k is a maximum of per-phase linear
+      // functions, so a middle point on the chord means no kink inside.
+      std::vector<std::pair<int64_t, int64_t>> linear;  // intervals taken as linear
+      std::vector<std::pair<int64_t, int64_t>> todo{{1, L}};
+      LJ_RETURN_IF_ERROR(price(1));
+      LJ_RETURN_IF_ERROR(price(L));
+      while (!todo.empty()) {
+        const auto [lo, hi] = todo.back();
+        todo.pop_back();
+        if (hi - lo < 2) continue;
+        const int64_t mid = (lo + hi) / 2;
+        LJ_RETURN_IF_ERROR(price(mid));
+        const Pricing& a = priced.at(lo);
+        const Pricing& z = priced.at(hi);
+        const Pricing& m = priced.at(mid);
+        const double t = static_cast<double>(mid - lo) / static_cast<double>(hi - lo);
+        const double mem = a.memory.total + t * (z.memory.total - a.memory.total);
+        const double sec = a.step_seconds + t * (z.step_seconds - a.step_seconds);
+        if (std::fabs(mem - m.memory.total) <= kInterpolationTolerance * m.memory.total &&
+            std::fabs(sec - m.step_seconds) <= kInterpolationTolerance * m.step_seconds) {
+          linear.emplace_back(lo, hi);
+        } else {
+          todo.emplace_back(lo, mid);
+          todo.emplace_back(mid, hi);
+        }
+      }
+      for (int64_t k : ks) {
+        if (priced.count(k)) {
           add(p, k, b, priced.at(k), true);
           continue;
         }
-        LJ_RETURN_IF_ERROR(price(1));
-        LJ_RETURN_IF_ERROR(price(2));
-        const Pricing& c1 = priced.at(1);
-        const Pricing& c2 = priced.at(2);
-        const auto t = static_cast<double>(k - 1);
-        Pricing c;
-        c.memory = lerp(c1.memory, c2.memory, t);
-        c.step_seconds = c1.step_seconds + t * (c2.step_seconds - c1.step_seconds);
-        add(p, k, b, c, false);
+        for (const auto& [lo, hi] : linear) {
+          if (k <= lo || k >= hi) continue;
+          const Pricing& a = priced.at(lo);
+          const Pricing& z = priced.at(hi);
+          const double t = static_cast<double>(k - lo) / static_cast<double>(hi - lo);
+          Pricing c;
+          c.memory = lerp(a.memory, z.memory, t);
+          c.step_seconds = a.step_seconds + t * (z.step_seconds - a.step_seconds);
+          add(p, k, b, c, false);
+          break;
+        }
       }
     }
   }

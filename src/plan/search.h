@@ -2,11 +2,14 @@
 // method: the first k layers) [× micro-batch], each priced by a cost function, ranked by
 // predicted throughput; the first candidate that fits the budget is the plan.
 //
-// Pricing every (policy, k) with a graph dry run would build L·2 joint graphs. Instead, for L
-// above kExactLayers the cost is evaluated exactly at k = 1, 2 and L and linearly between 2 and
-// L-1 — the saved activations of a recomputed layer are the same for every layer, so the peak and
-// the recompute time grow by the same amount per layer (a test checks this against exact dry
-// runs).
+// Pricing every (policy, k) with a graph dry run would build 2·L joint graphs. Instead, for L
+// above kExactLayers, [1, L] is priced exactly at its ends and bisected: where the middle's exact
+// price lies on the chord of its interval's ends (within kInterpolationTolerance, memory and
+// time), the interval is interpolated linearly, otherwise both halves are refined. Time is linear
+// in k (each recomputed layer adds the same nodes); the peak is piecewise linear with a few kinks
+// (where the phase holding the peak changes), which the bisection locates. Against dry runs of
+// every k: 0 difference on llama3-8b (B2, T8192), at most 0.31% on llama3.1-70b (B1, T8192, 28
+// dry runs instead of 161), 0.33% on a 12-layer tiny model (unit test).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +53,7 @@ struct SearchSpace {
 };
 
 inline constexpr int64_t kExactLayers = 8;
+inline constexpr double kInterpolationTolerance = 0.002;
 
 // All candidates, ranked: those that fit first, by tokens/s (fastest first; ties: less memory),
 // then those that do not, by memory. Errors of the cost function are returned.
