@@ -43,9 +43,11 @@ struct BenchmarkArgs {
   bool profile = false;
   bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
   std::string memory_limit;
+  bool compile = false;
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
+  RecomputeFlags recompute;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
 };
@@ -111,12 +113,15 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   run.lr.assign(a.lr, a.given("--lr"));
   run.total_steps = a.steps;
   run.warmup_steps = a.warmup_steps;
+  LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
+  LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
   r.micro_batch = a.batch_size;
   r.grad_accum = a.grad_accum;
   r.precision = precision;
   r.step.seed = a.seed;
   r.step.adamw.lr = a.lr;
+  r.step.graph.compile = compile_requested(a.compile);
   if (r.ds) {
     r.micro_batch = r.ds->micro_batch_per_gpu;
     r.grad_accum = r.ds->gradient_accumulation_steps;
@@ -140,8 +145,8 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
 // Refuses, before anything is allocated, a run whose predicted memory exceeds what the host
 // has available, and says what would fit.
 Status check_memory_fits(const Resolved& r, const HostInfo& host) {
-  LJ_ASSIGN_OR_RETURN(TrainMemoryEstimate e,
-                      estimate_train_memory(r.model.config, r.micro_batch, r.seq_len));
+  LJ_ASSIGN_OR_RETURN(TrainMemoryEstimate e, estimate_train_memory(r.model.config, r.micro_batch,
+                                                                   r.seq_len, r.step.graph));
   const double base = static_cast<double>(process_peak_rss_bytes());  // binary, libraries, graph
   const double need = static_cast<double>(e.bytes_reserved) + base;
   const auto avail = static_cast<double>(host.mem_available_bytes);
@@ -164,11 +169,24 @@ Status check_memory_fits(const Resolved& r, const HostInfo& host) {
   for (const std::string& p : llama_preset_names()) {
     auto c = llama_preset(p);
     if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
-    auto est =
-        estimate_train_memory(*c, r.micro_batch, std::min(r.seq_len, c->max_position_embeddings));
+    GraphOptions o = r.step.graph;  // the same recompute, where it fits the preset's layers
+    if (!o.recompute.validate(c->num_hidden_layers).ok()) o.recompute = RecomputeConfig{};
+    auto est = estimate_train_memory(*c, r.micro_batch,
+                                     std::min(r.seq_len, c->max_position_embeddings), o);
     if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
       hint = "--model " + p + " fits (" +
              format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")";
+    }
+  }
+  // Recomputing every layer keeps the least activation memory.
+  GraphOptions full = r.step.graph;
+  full.recompute = RecomputeConfig{RecomputePolicy::full, 1, RecomputeMethod::uniform};
+  if (!(full.recompute == r.step.graph.recompute)) {
+    auto est = estimate_train_memory(r.model.config, r.micro_batch, r.seq_len, full);
+    if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
+      hint = "--recompute full fits (" +
+             format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")" +
+             (hint.empty() ? "" : "; " + hint);
     }
   }
   const double states =
@@ -214,7 +232,10 @@ Status run_benchmark(const BenchmarkArgs& a) {
                       predict_host_run(model, r.micro_batch, r.seq_len, r.step.graph, &figures));
   Device dev(a.threads);
   r.step.profile = a.profile;
+  const double compile_t0 = now_seconds();
+  const std::string recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
   LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, r.step, dev));
+  const double compile_s = now_seconds() - compile_t0;
 
   const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
   const double flops_per_token = model.flops_per_token(r.seq_len);
@@ -225,9 +246,15 @@ Status run_benchmark(const BenchmarkArgs& a) {
       "{} threads\n",
       model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len,
       r.grad_accum, r.steps, r.warmup, dev.threads());
+  fmt::print("recompute: {}\n", recompute);
   fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model,
              host.cores, host.ghz, peak / 1e9);
   if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
+  if (r.step.graph.compile) {
+    fmt::print("compile: on ({:.2f} s to build the step)\n{}", compile_s, trainer->compile_log());
+  } else {
+    fmt::print("compile: off (eager: one primitive op at a time, caching allocator)\n");
+  }
 
   Progress progress("benchmark", "steps");
   const bool tty = progress.is_tty();
@@ -298,9 +325,14 @@ Status run_benchmark(const BenchmarkArgs& a) {
                    {"precision", dtype_name(r.precision)},
                    {"threads", dev.threads()},
                    {"seed", a.seed},
+                   {"compile", r.step.graph.compile},
                    {"lr", r.step.adamw.lr},
                    {"grad_clip", r.step.grad_clip},
                    {"deepspeed", r.ds ? r.ds->source : ""}};
+    j["config"]["recompute"] = recompute;
+    j["config"]["recompute_policy"] = recompute_policy_name(r.step.graph.recompute.policy);
+    j["config"]["recompute_method"] = recompute_method_name(r.step.graph.recompute.method);
+    j["config"]["recompute_layers"] = r.step.graph.recompute.layers;
     j["host"] = {{"cpu", host.cpu_model},   {"hostname", host.hostname},
                  {"cores", host.cores},     {"ghz", host.ghz},
                  {"peak_fp32_flops", peak}, {"mem_total_bytes", host.mem_total_bytes}};
@@ -317,6 +349,8 @@ Status run_benchmark(const BenchmarkArgs& a) {
                     {"flops_convention", "6N+12LHQT (torchtitan)"},
                     {"step_s_p50", p50},
                     {"step_s_p90", p90},
+                    {"kernels_per_step", trainer->executor().kernels_launched() * r.grad_accum},
+                    {"compile_s", compile_s},
                     {"bytes_peak", mem.bytes_total_peak},
                     {"bytes_peak_by_category", by_cat},
                     {"bytes_reserved_peak", mem.bytes_reserved_peak},
@@ -376,6 +410,10 @@ Command add_benchmark_command(CLI::App& app) {
                 "choose what to recompute, the fastest choice that fits the memory budget");
   sub->add_option("--memory-limit", args->memory_limit,
                   "Budget for --ckpt-opt, e.g. 2GiB (default: 90% of available memory)");
+  sub->add_flag("--compile", args->compile,
+                "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
+                "plan (also LJ_COMPILE=1)");
+  add_recompute_flags(sub, &args->recompute);
   sub->add_option("--output", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
   return {sub, [args] { return run_benchmark(*args); }};

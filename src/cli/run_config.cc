@@ -1,5 +1,8 @@
 #include "cli/run_config.h"
 
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
 #include <filesystem>
 
 #include "models/hf_config.h"
@@ -26,14 +29,18 @@ StatusOr<ModelRef> resolve_model(const std::string& name) {
   return m;
 }
 
+bool compile_requested(bool flag) {
+  if (flag) return true;
+  const char* env = std::getenv("LJ_COMPILE");
+  if (env == nullptr) return false;
+  const std::string v = env;
+  return v == "1" || v == "true" || v == "TRUE" || v == "True";
+}
+
 namespace {
 
 // What ljperf cannot honour yet is an error, not a silent difference from DeepSpeed.
 Status check_supported(const DeepSpeedConfig& c) {
-  if (c.recompute != "none") {
-    return unimplemented(c.source + ": activation_checkpointing (recompute) is not supported yet",
-                         "remove the activation_checkpointing block; every activation is kept");
-  }
   if (c.world_size != 1) {
     return unimplemented(
         c.source + ": world size " + std::to_string(c.world_size) + " needs the MPI backend",
@@ -60,6 +67,41 @@ StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& fi
     return std::optional<DeepSpeedConfig>(std::move(c));
   }
   return std::optional<DeepSpeedConfig>();
+}
+
+void add_recompute_flags(CLI::App* sub, RecomputeFlags* f) {
+  f->policy_flag = sub->add_option("--recompute", f->policy,
+                                   "Activation recompute: none, selective (keep matmul and "
+                                   "attention outputs) or full (keep each region's input)")
+                       ->capture_default_str();
+  f->method_flag = sub->add_option("--recompute-method", f->method,
+                                   "uniform (every layer, in regions of --recompute-layers "
+                                   "layers) or block (the first --recompute-layers layers)")
+                       ->capture_default_str();
+  f->layers_flag = sub->add_option("--recompute-layers", f->layers,
+                                   "Layers per region (uniform) or recomputed layers (block); "
+                                   "default: 1 (uniform), all (block)");
+}
+
+Status apply_recompute_flags(const RecomputeFlags& f, RunSettings* run) {
+  LJ_RETURN_IF_ERROR(parse_recompute_policy(f.policy).status());
+  LJ_RETURN_IF_ERROR(parse_recompute_method(f.method).status());
+  run->recompute.assign(f.policy, f.policy_flag != nullptr && f.policy_flag->count() > 0);
+  run->recompute_method.assign(f.method, f.method_flag != nullptr && f.method_flag->count() > 0);
+  run->recompute_layers.assign(f.layers, f.layers_flag != nullptr && f.layers_flag->count() > 0);
+  return ok_status();
+}
+
+StatusOr<RecomputeConfig> resolve_recompute(const RunSettings& run,
+                                            const std::optional<DeepSpeedConfig>& ds,
+                                            const LlamaConfig& model) {
+  RecomputeConfig c;
+  LJ_ASSIGN_OR_RETURN(c.policy, parse_recompute_policy(ds ? ds->recompute : run.recompute.value));
+  LJ_ASSIGN_OR_RETURN(
+      c.method, parse_recompute_method(ds ? ds->recompute_method : run.recompute_method.value));
+  c.layers = ds ? ds->recompute_layers : run.recompute_layers.value;
+  LJ_RETURN_IF_ERROR(c.validate(model.num_hidden_layers));
+  return c;
 }
 
 }  // namespace lj::cli

@@ -1,6 +1,6 @@
 // Resolving what a run is from the command line: the model (a preset, `deepspeed/<preset>` =
 // the preset with the DeepSpeed ZeRO-3 bf16 recipe, a config.json, or an HF model folder) and
-// the DeepSpeed JSON, with flags winning over the file.
+// the DeepSpeed JSON, with flags winning over the file; what is recomputed.
 #pragma once
 
 #include <optional>
@@ -8,6 +8,12 @@
 
 #include "io/deepspeed_config.h"
 #include "models/config.h"
+#include "passes/remat/remat.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace lj::cli {
 
@@ -19,9 +25,32 @@ struct ModelRef {
 
 StatusOr<ModelRef> resolve_model(const std::string& name);
 
+// --compile, or LJ_COMPILE=1 / true in the environment (the seed image's switch).
+bool compile_requested(bool flag);
+
 // DeepSpeed settings from --deepspeed FILE, else the model's recipe, else none; `run` holds
 // the flags (RunValue::set_flag for each flag the user gave) and ljperf's defaults.
 StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& file,
                                                            const ModelRef& model, RunSettings run);
+
+// --recompute none|selective|full, --recompute-layers N, --recompute-method uniform|block, with
+// Megatron's meanings (passes/remat/remat.h), as typed.
+struct RecomputeFlags {
+  std::string policy = "none";
+  std::string method = "uniform";
+  int64_t layers = -1;  // -1: RecomputeConfig's default (block: all layers; uniform: 1)
+  CLI::Option* policy_flag = nullptr;
+  CLI::Option* method_flag = nullptr;
+  CLI::Option* layers_flag = nullptr;
+};
+void add_recompute_flags(CLI::App* sub, RecomputeFlags* f);
+// Checks the flags' spelling and puts them into `run` (marked as given where the user typed
+// them), before a DeepSpeed file is resolved against them.
+Status apply_recompute_flags(const RecomputeFlags& f, RunSettings* run);
+// What is recomputed: the DeepSpeed file's resolution when there is one (the flags already won
+// inside it), else the flags; checked against the model's number of layers.
+StatusOr<RecomputeConfig> resolve_recompute(const RunSettings& run,
+                                            const std::optional<DeepSpeedConfig>& ds,
+                                            const LlamaConfig& model);
 
 }  // namespace lj::cli

@@ -40,6 +40,7 @@ struct TrainArgs {
   std::string decay = "cosine";
   std::string deepspeed;
   std::string precision = "f32";
+  RecomputeFlags recompute;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
   int64_t warmup_steps = 10;
@@ -48,6 +49,7 @@ struct TrainArgs {
   uint64_t seed = 1234;
   bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
   std::string memory_limit;
+  bool compile = false;
 };
 
 Status run_train(TrainArgs& a) {
@@ -89,7 +91,9 @@ Status run_train(TrainArgs& a) {
     return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
   }
   run.precision.assign(precision, a.given("--precision"));
+  LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
   LJ_ASSIGN_OR_RETURN(std::optional<DeepSpeedConfig> ds, resolve_deepspeed(a.deepspeed, ref, run));
+  LJ_ASSIGN_OR_RETURN(const RecomputeConfig recompute, resolve_recompute(run, ds, model));
   if ((ds ? ds->precision : precision) != DType::f32) {
     return unimplemented("bf16 training needs the CUDA backend; the CPU trains in f32",
                          "add --precision f32 (flags win over the DeepSpeed JSON)");
@@ -125,6 +129,8 @@ Status run_train(TrainArgs& a) {
   t.step.adamw.weight_decay = a.weight_decay;
   t.step.grad_clip = a.grad_clip;
   t.step.seed = a.seed;
+  t.step.graph.compile = compile_requested(a.compile);
+  t.step.graph.recompute = recompute;
   if (ds) {
     t.batch_size = ds->micro_batch_per_gpu;
     t.grad_accum = ds->gradient_accumulation_steps;
@@ -161,6 +167,7 @@ Status run_train(TrainArgs& a) {
       "steps, out {}\n",
       model.name, static_cast<double>(model.num_params()) / 1e6, a.data, train_data.size(),
       t.batch_size, t.seq_len, t.grad_accum, t.steps, a.out);
+  fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
   const double flops_per_token = model.flops_per_token(t.seq_len);
   TrainerCallbacks cb;
   Status log_error;
@@ -315,6 +322,10 @@ Command add_train_command(CLI::App& app) {
                 "choose what to recompute, the fastest choice that fits the memory budget");
   sub->add_option("--memory-limit", a->memory_limit,
                   "Budget for --ckpt-opt, e.g. 2GiB (default: 90% of available memory)");
+  sub->add_flag("--compile", a->compile,
+                "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
+                "plan (also LJ_COMPILE=1)");
+  add_recompute_flags(sub, &a->recompute);
   return {sub, [a] { return run_train(*a); }};
 }
 

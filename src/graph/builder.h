@@ -149,6 +149,10 @@ Val transpose(Val x, int axis0, int axis1);
 Val slice(Val x, int axis, int64_t start, int64_t end);
 Val concat(const std::vector<Val>& xs, int axis);
 Val expand(Val x, Shape shape);
+
+// A host callback registered at run time under `callback` (backends/host_callback.h): y has
+// x's type. A graph break: compiled regions end before it and start after it.
+Val opaque(Val x, const std::string& callback);
 Val gather(Val table, Val ids);
 Val scatter_add(Val ids, Val src, Shape out_shape);
 // Sums g over its broadcast dims so it has `target`'s shape (the VJP of broadcasting).

@@ -256,4 +256,8 @@ SdpaResult sdpa(Val q, Val k, Val v, bool causal, double scale) {
   return SdpaResult{outs[0], outs[1]};
 }
 
+Val opaque(Val x, const std::string& callback) {
+  return unary(Op::opaque, x, {{"callback", callback}});
+}
+
 }  // namespace lj

@@ -414,21 +414,25 @@ struct Resolver {
     return ok_status();
   }
 
-  Status recompute(const Raw& raw) {
-    const bool partition = raw.partition_activations.present && raw.partition_activations.value;
-    const bool contiguous = raw.contiguous_memory.present && raw.contiguous_memory.value;
-    const bool counted = raw.number_checkpoints.present;
-    if (counted && raw.number_checkpoints.value < 1) {
-      return key_error(src, "activation_checkpointing.number_checkpoints", "must be >= 1",
-                       "the number of layers to recompute");
-    }
-    if (!partition && !contiguous && !counted) return ok_status();
-    out->recompute = "full";
-    out->recompute_layers = counted ? raw.number_checkpoints.value : DeepSpeedConfig::kAllLayers;
-    note("recompute", "full", "activation_checkpointing");
-    note("recompute_layers", counted ? text(out->recompute_layers) : "all",
-         counted ? "number_checkpoints" : "all layers");
-    return ok_status();
+  // activation_checkpointing present: full recompute, one region per layer (HF's gradient
+  // checkpointing); each flag wins over its part.
+  void recompute(const Raw& raw) {
+    const bool block = raw.blocks.count("activation_checkpointing") > 0;
+    // The block's value where the flag was not given; the origin as pick() writes it.
+    auto take = [&](const std::string& key, const auto& flag, const auto& block_value) {
+      auto v = flag.from_flag || !block ? flag.value : block_value;
+      std::string origin = flag.from_flag ? "flag" : block ? "activation_checkpointing" : "default";
+      if (flag.from_flag && block && flag.value != block_value)
+        origin += "; activation_checkpointing means " + text(block_value);
+      note(key, text(v), origin);
+      return v;
+    };
+    out->recompute = take("recompute", run.recompute, std::string("full"));
+    if (out->recompute == "none") return;
+    out->recompute_method = take("recompute_method", run.recompute_method, std::string("uniform"));
+    // Every layer is recomputed: one per region (uniform), or all of them (block, -1).
+    const int64_t every_layer = out->recompute_method == "uniform" ? 1 : -1;
+    out->recompute_layers = take("recompute_layers", run.recompute_layers, every_layer);
   }
 };
 
@@ -499,7 +503,7 @@ StatusOr<DeepSpeedConfig> parse_deepspeed_config(const std::string& json_text,
   LJ_RETURN_IF_ERROR(r.optimizer(raw));
   LJ_RETURN_IF_ERROR(r.scheduler(raw));
   LJ_RETURN_IF_ERROR(r.zero(raw));
-  LJ_RETURN_IF_ERROR(r.recompute(raw));
+  r.recompute(raw);
   c.no_effect_keys = std::move(raw.no_effect);
   c.warnings = std::move(raw.warnings);
   c.warnings.insert(c.warnings.end(), r.warnings.begin(), r.warnings.end());

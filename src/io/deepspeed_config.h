@@ -24,11 +24,15 @@
 //   without effect; refused ("... is not supported yet" with a hint) unless it holds its harmless
 //   value (false, null, {"enabled": false}, device "none"); or a block of further keys. Keys not in
 //   the table are ignored and named in `warnings` (the parser prints nothing).
-// - activation_checkpointing maps to ljperf's recompute flags: partition_activations,
-//   contiguous_memory_optimization or number_checkpoints present and set -> recompute policy
-//   "full"; number_checkpoints N -> recompute_layers N, else all layers. cpu_checkpointing true is
-//   refused. synchronize_checkpoint_boundary and profile have no effect. A block with none of
-//   these asks for nothing (recompute stays as the flags or the planner decide).
+// - activation_checkpointing maps to ljperf's recompute flags. DeepSpeed checkpoints what the
+//   model code wraps in deepspeed.checkpointing.checkpoint, which for HF models is
+//   gradient_checkpointing: every decoder layer is recomputed, one checkpoint per layer. So the
+//   block's presence (an object, even empty) means --recompute full --recompute-method uniform
+//   --recompute-layers 1; the flags win, key by key. Its keys: cpu_checkpointing true is refused
+//   (ljperf keeps checkpoints in device memory); partition_activations (splits checkpoints over
+//   model-parallel ranks: one process has none), contiguous_memory_optimization, number_checkpoints
+//   (only sizes the contiguous buffer; it does not choose layers), synchronize_checkpoint_boundary
+//   and profile have no effect. No block: recompute is none unless the flags say otherwise.
 // - Every error is one Status line "<file>: <key>: <what>" with a hint.
 #pragma once
 
@@ -76,6 +80,11 @@ struct RunSettings {
   RunValue<double> grad_clip{1.0};   // 0: off
   RunValue<int64_t> total_steps{0};  // optimizer steps in the run (0: unknown)
   RunValue<int64_t> warmup_steps{0};
+  // --recompute none|selective|full, --recompute-method uniform|block, --recompute-layers N
+  // (passes/remat/remat.h; the CLI checks their spelling before the file is read).
+  RunValue<std::string> recompute{"none"};
+  RunValue<std::string> recompute_method{"uniform"};
+  RunValue<int64_t> recompute_layers{-1};  // -1: RecomputeConfig's default
 };
 
 // fp16 loss scaling (DeepSpeed's names and defaults); used only when precision is f16.
@@ -134,8 +143,6 @@ struct DsZero {
 };
 
 struct DeepSpeedConfig {
-  static constexpr int64_t kAllLayers = -1;
-
   std::string source;  // the file name, or the recipe's name
   int64_t train_batch_size = 1;
   int64_t micro_batch_per_gpu = 1;
@@ -147,8 +154,10 @@ struct DeepSpeedConfig {
   DsOptimizer optimizer;
   DsScheduler scheduler;
   DsZero zero;
-  std::string recompute = "none";  // "none": the file asks for nothing; "full"
-  int64_t recompute_layers = kAllLayers;
+  // Recompute, with the flags' meanings (passes/remat/remat.h), after flags won over the file.
+  std::string recompute = "none";  // none, selective or full
+  std::string recompute_method = "uniform";
+  int64_t recompute_layers = -1;  // -1: RecomputeConfig's default
 
   // One line per resolved value: key, value, and where it came from (file, auto, flag,
   // DeepSpeed default, inferred, run).

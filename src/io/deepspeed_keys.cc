@@ -166,12 +166,18 @@ const std::vector<KeySpec>& key_table() {
       no_effect("zero_optimization.offload_param", "buffer_size"),
       no_effect("zero_optimization.offload_param", "max_in_cpu"),
 
-      honour("activation_checkpointing", "partition_activations", &Raw::partition_activations),
-      honour("activation_checkpointing", "contiguous_memory_optimization", &Raw::contiguous_memory),
-      honour("activation_checkpointing", "number_checkpoints", &Raw::number_checkpoints),
-      refuse("activation_checkpointing", "cpu_checkpointing", "set it to false"),
-      no_effect("activation_checkpointing", "synchronize_checkpoint_boundary"),
-      no_effect("activation_checkpointing", "profile"),
+      // The block itself asks for full recompute of every layer (deepspeed_config.h).
+      no_effect("activation_checkpointing", "partition_activations",
+                "splits checkpoints over model-parallel ranks; one process has none"),
+      no_effect("activation_checkpointing", "contiguous_memory_optimization",
+                "the caching allocator places checkpoints"),
+      no_effect("activation_checkpointing", "number_checkpoints",
+                "sizes DeepSpeed's contiguous buffer; --recompute-layers chooses layers"),
+      refuse("activation_checkpointing", "cpu_checkpointing",
+             "set it to false; ljperf keeps checkpoints in device memory"),
+      no_effect("activation_checkpointing", "synchronize_checkpoint_boundary",
+                "one stream: nothing to synchronise"),
+      no_effect("activation_checkpointing", "profile", "see benchmark --profile"),
   };
   return t;
 }

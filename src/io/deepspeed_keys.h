@@ -43,8 +43,6 @@ struct Raw {
   FileValue<bool> overlap_comm, contiguous_gradients, reduce_scatter, allgather_partitions,
       gather_16bit;
   FileValue<std::string> offload_optimizer_device, offload_param_device;
-  FileValue<bool> partition_activations, contiguous_memory;
-  FileValue<int64_t> number_checkpoints;
 
   std::set<std::string> blocks;                              // scopes of the blocks present
   std::vector<std::pair<const KeySpec*, std::string>> seen;  // honoured keys and their paths

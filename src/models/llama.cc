@@ -52,8 +52,15 @@ std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c) {
   return p;
 }
 
-StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bool output_logits) {
+StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bool output_logits,
+                                 const LayerCallback& hook) {
   LJ_RETURN_IF_ERROR(c.validate());
+  if (!hook.callback.empty() && (hook.after_layer < 0 || hook.after_layer >= c.num_hidden_layers)) {
+    return invalid_argument("a host callback after layer " + std::to_string(hook.after_layer) +
+                                " but the model has " + std::to_string(c.num_hidden_layers) +
+                                " layers",
+                            "use a layer from 0 to " + std::to_string(c.num_hidden_layers - 1));
+  }
   Builder b(g);
   LlamaGraph out;
   const int64_t H = c.num_attention_heads, G = c.num_key_value_heads, D = c.head_dim;
@@ -120,19 +127,22 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
       ScopeGuard s(b, "post_attention_layernorm");
       h = rms_norm(x, w_post, c.rms_norm_eps);
     }
-    ScopeGuard s(b, "mlp");
-    Val gate, up;
     {
-      ScopeGuard p(b, "gate_proj");
-      gate = linear(h, w_gate);  // (B, T, F)
+      ScopeGuard s(b, "mlp");
+      Val gate, up;
+      {
+        ScopeGuard p(b, "gate_proj");
+        gate = linear(h, w_gate);  // (B, T, F)
+      }
+      {
+        ScopeGuard p(b, "up_proj");
+        up = linear(h, w_up);
+      }
+      Val act = silu(gate) * up;
+      ScopeGuard p(b, "down_proj");
+      x = x + linear(act, w_down);
     }
-    {
-      ScopeGuard p(b, "up_proj");
-      up = linear(h, w_up);
-    }
-    Val act = silu(gate) * up;
-    ScopeGuard p(b, "down_proj");
-    x = x + linear(act, w_down);
+    if (!hook.callback.empty() && hook.after_layer == l) x = opaque(x, hook.callback);
   }
   {
     ScopeGuard s(b, "norm");

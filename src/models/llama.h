@@ -34,9 +34,16 @@ struct ParamSpec {
 };
 std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c);
 
+// A host callback (an `opaque` op, backends/host_callback.h) applied to the residual stream
+// after one layer: user code inside the model, and a graph break for the compiler.
+struct LayerCallback {
+  std::string callback;      // "" = none
+  int64_t after_layer = -1;  // 0-based layer index
+};
+
 // Builds the forward graph with symbolic B and T into `g`. Adds outputs "loss" and, when
 // `output_logits`, "logits".
 StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype = DType::f32,
-                                 bool output_logits = false);
+                                 bool output_logits = false, const LayerCallback& hook = {});
 
 }  // namespace lj

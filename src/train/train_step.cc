@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/random.h"
 #include "graph/autodiff/autodiff.h"
+#include "passes/regions/regions.h"
 
 namespace lj {
 
@@ -30,7 +31,8 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
 StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOptions& options,
                                        Graph* g, PassReport* report) {
   LJ_RETURN_IF_ERROR(options.recompute.validate(model.num_hidden_layers));
-  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, options.dtype, options.output_logits));
+  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, options.dtype, options.output_logits,
+                                                  options.layer_callback));
   // Before autodiff (compile only): pattern fusion.
   PassReport pre;
   if (options.compile) {
@@ -44,7 +46,9 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   LJ_RETURN_IF_ERROR(verify(*g));
   // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
   PassManager pm;
-  // [remat pass is added here when options.recompute.policy != none]
+  if (options.recompute.policy != RecomputePolicy::none) {
+    pm.add(std::make_unique<RematPass>(options.recompute, model.num_hidden_layers));
+  }
   if (options.compile) {
     // [compile: cse, dce, pointwise fusion, schedule are added here]
   }
@@ -61,12 +65,17 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
-  LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.graph, &s->graph_));
+  LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.graph, &s->graph_, &s->passes_));
   s->specs_ = llama_param_specs(model);
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->executor_ = std::make_unique<Executor>(s->graph_, dev, ExecutorOptions{config.profile});
   s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
   return s;
+}
+
+std::string TrainStep::compile_log() const {
+  if (!config_.graph.compile) return "";
+  return passes_.to_string() + find_regions(graph_).to_string();
 }
 
 Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos,

@@ -20,7 +20,8 @@ struct GraphOptions {
   // --compile / LJ_COMPILE=1: pattern fusion before autodiff, pointwise fusion + codegen after,
   // and the static memory plan. Off: the eager path (primitive ops, caching allocator).
   bool compile = false;
-  RecomputeConfig recompute;  // passes/remat
+  RecomputeConfig recompute;     // passes/remat
+  LayerCallback layer_callback;  // a host callback inside the model (a graph break)
   // Compute dtype of the graph (parameters, activations). The CPU trains in f32; plan/ builds
   // bf16 graphs for GPU predictions (dry runs only).
   DType dtype = DType::f32;
@@ -69,6 +70,9 @@ class TrainStep {
   std::vector<Tensor>& params() { return params_; }
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   Executor& executor() { return *executor_; }
+  // What the compiler did (GraphOptions::compile): passes with timings, compiled regions and
+  // graph breaks. Empty when compile is off.
+  std::string compile_log() const;
   AdamW& optimizer() { return *adamw_; }
 
  private:
@@ -79,6 +83,7 @@ class TrainStep {
   LlamaConfig model_;
   TrainStepConfig config_;
   Graph graph_;
+  PassReport passes_;
   LlamaGraph ids_;
   std::vector<ParamSpec> specs_;
   std::vector<Tensor> params_;

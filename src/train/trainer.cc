@@ -44,6 +44,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
   LJ_ASSIGN_OR_RETURN(DataLoader loader,
                       DataLoader::create(train_data, c.batch_size, c.seq_len, model.vocab_size));
   LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, c.step, dev));
+  if (c.step.graph.compile) info("compile: on\n" + trainer->compile_log());
   if (initial != nullptr) copy_into(trainer->params(), *initial);
 
   TrainerState state;

@@ -22,6 +22,7 @@ echo '{"train_batch_size": 8,, }' >ds_malformed.json
 echo '{"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}' \
   >ds_inconsistent.json
 echo '{"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}' >ds_offload.json
+echo '{"activation_checkpointing": {"cpu_checkpointing": true}}' >ds_cpu_ckpt.json
 small=(--batch-size 2 --seq-len 32 --threads 2)
 # A finished run to damage, resume wrongly and export.
 "$LJ" train --model tiny --data tok.bin --out "$TMP/run" --steps 2 "${small[@]}" >run.out 2>run.err ||
@@ -132,6 +133,17 @@ run_case "bf16 precision on the CPU" absent R.jsonl "bf16" -- \
   "$LJ" benchmark --model tiny --precision bf16 --output R.jsonl
 run_case "--warmup-steps not below --steps" absent R.jsonl "--warmup-steps" -- \
   "$LJ" benchmark --model tiny --steps 4 --warmup-steps 4 --output R.jsonl
+run_case "unknown --recompute" absent R.jsonl "sometimes" -- \
+  "$LJ" benchmark --model tiny --recompute sometimes --output R.jsonl
+run_case "unknown --recompute-method" absent new "sideways" -- \
+  "$LJ" train --model tiny --data tok.bin --out new --recompute full --recompute-method sideways "${small[@]}"
+run_case "--recompute-layers 0" absent R.jsonl "--recompute-layers" -- \
+  "$LJ" benchmark --model tiny --recompute full --recompute-layers 0 --output R.jsonl
+run_case "--recompute-layers above the model's layers" absent new "3" -- \
+  "$LJ" train --model tiny --data tok.bin --out new --recompute selective --recompute-method block \
+  --recompute-layers 3 "${small[@]}"
+run_case "DeepSpeed cpu_checkpointing" absent R.jsonl "cpu_checkpointing" -- \
+  "$LJ" benchmark --model tiny --deepspeed ds_cpu_ckpt.json --output R.jsonl
 
 # The corrupt checkpoint was not repaired or replaced behind the user's back.
 [ "$(stat -c %s "corrupt/$(cat corrupt/latest)/model.safetensors")" -eq 1000 ] ||

@@ -89,6 +89,31 @@ if [ "$n_names" -ne 1 ]; then
     "(benchmark.cc prefixes r.ds->source to a warning that already starts with it)"
 fi
 
+# --- (c2) recompute: the same losses, less activation memory; the DeepSpeed block means full --
+echo "check: --recompute selective / full give the losses of none, with a lower activation peak"
+for policy in none selective full; do
+  "$LJ" benchmark --model tiny --steps 3 --warmup-steps 1 --seq-len 64 --threads 2 --recompute "$policy" \
+    --output RC.jsonl >rc_$policy.out 2>rc_$policy.err || { cat rc_$policy.err >&2; fail "--recompute $policy failed"; }
+  grep -Eq "^recompute: $policy" rc_$policy.out || { cat rc_$policy.out >&2; fail "no 'recompute: $policy' line"; }
+done
+for line in 2 3; do
+  [ "$(json_get RC.jsonl $line losses)" = "$(json_get RC.jsonl 1 losses)" ] ||
+    fail "losses differ: $(json_get RC.jsonl 1 losses) (none) vs $(json_get RC.jsonl $line losses) (line $line)"
+done
+act_none=$(json_get RC.jsonl 1 summary.bytes_peak_by_category.activations)
+act_sel=$(json_get RC.jsonl 2 summary.bytes_peak_by_category.activations)
+act_full=$(json_get RC.jsonl 3 summary.bytes_peak_by_category.activations)
+[ "$act_full" -lt "$act_sel" ] && [ "$act_sel" -lt "$act_none" ] ||
+  fail "activation peaks not falling: none $act_none, selective $act_sel, full $act_full"
+[ "$(json_get RC.jsonl 3 config.recompute_policy)" = full ] || fail "results file: recompute_policy is not full"
+pass "equal losses; activation peak bytes none $act_none > selective $act_sel > full $act_full"
+echo '{"activation_checkpointing": {"partition_activations": true}}' >ds_ac.json
+"$LJ" benchmark --model tiny --steps 2 --warmup-steps 1 --seq-len 64 --threads 2 --deepspeed ds_ac.json \
+  >ac.out 2>ac.err || { cat ac.err >&2; fail "activation_checkpointing run failed"; }
+grep -Eq 'recompute = full +\(activation_checkpointing\)' ac.out || { cat ac.out >&2; fail "block did not mean full"; }
+grep -Eq '^recompute: full, every layer \(uniform\)' ac.out || fail "the run does not recompute every layer"
+pass "activation_checkpointing block -> $(grep -E '^recompute:' ac.out)"
+
 # --- (d) a model far too big: refused in seconds, with advice, without allocating ------------
 echo "check: --model deepspeed/llama3-8b is refused quickly with the memory it needs and a hint"
 time_cmd=()

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "io/safetensors.h"
 #include "models/hf_config.h"
@@ -29,14 +30,19 @@ Err compare(const float* a, const float* b, int64_t n) {
   return Err{max_diff, max_ref > 0 ? max_diff / max_ref : max_diff};
 }
 
-class HfParity : public ::testing::TestWithParam<std::string> {
+// (fixture, compile): every check runs on the eager step and on the compiled one.
+class HfParity : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
+  static std::string fixture() { return std::get<0>(GetParam()); }
+  static bool compiled() { return std::get<1>(GetParam()); }
+  static std::string label() { return fixture() + (compiled() ? "/compiled" : "/eager"); }
+
   void SetUp() override {
-    auto f = SafetensorsFile::open(std::string(LJ_FIXTURE_DIR) + "/" + GetParam() + ".safetensors");
+    auto f = SafetensorsFile::open(std::string(LJ_FIXTURE_DIR) + "/" + fixture() + ".safetensors");
     ASSERT_TRUE(f.ok()) << f.status().to_string();
     file_ = std::make_unique<SafetensorsFile>(std::move(f).value());
     const auto& meta = file_->header().metadata;
-    auto cfg = parse_hf_config(meta.at("config_json"), GetParam());
+    auto cfg = parse_hf_config(meta.at("config_json"), fixture());
     ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
     config_ = *cfg;
     train_ = nlohmann::json::parse(meta.at("train"));
@@ -82,6 +88,7 @@ class HfParity : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<TrainStep> make_trainer(Device& dev, bool logits) {
     TrainStepConfig tc;
     tc.graph.output_logits = logits;
+    tc.graph.compile = compiled();
     tc.grad_clip = train_["grad_clip"].get<double>();
     tc.adamw.beta1 = train_["beta1"].get<double>();
     tc.adamw.beta2 = train_["beta2"].get<double>();
@@ -121,7 +128,7 @@ TEST_P(HfParity, LogitsLossAndGradients) {
   const double ref_loss = read("loss")[0];
   const double loss_rel = std::fabs(fb->loss - ref_loss) / std::fabs(ref_loss);
   std::printf("[%s] logits: max abs %.3g rel %.3g | loss: ljperf %.7f hf %.7f rel %.3g\n",
-              GetParam().c_str(), logits.abs, logits.rel, fb->loss, ref_loss, loss_rel);
+              label().c_str(), logits.abs, logits.rel, fb->loss, ref_loss, loss_rel);
   // Observed (3 fixtures): logits rel <= 3.7e-7, loss rel <= 1e-7: fp32 rounding in another
   // summation order.
   EXPECT_LT(logits.rel, 1e-5);
@@ -137,7 +144,7 @@ TEST_P(HfParity, LogitsLossAndGradients) {
     EXPECT_LT(e.rel, 1e-4) << specs[i].name << " abs " << e.abs;
     if (e.rel > worst.rel) worst = e, worst_name = specs[i].name;
   }
-  std::printf("[%s] gradients (%zu): worst rel %.3g (abs %.3g) at %s\n", GetParam().c_str(),
+  std::printf("[%s] gradients (%zu): worst rel %.3g (abs %.3g) at %s\n", label().c_str(),
               specs.size(), worst.rel, worst.abs, worst_name.c_str());
 }
 
@@ -194,10 +201,16 @@ TEST_P(HfParity, FiveAdamWSteps) {
   std::printf(
       "[%s] 5 steps: worst loss rel %.3g; update norm-wise rel err worst %.3g at %s; max abs "
       "%.3g\n",
-      GetParam().c_str(), worst_loss, worst_update_rel, worst_name.c_str(), worst_abs);
+      label().c_str(), worst_loss, worst_update_rel, worst_name.c_str(), worst_abs);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::Values("gqa_llama3", "tied", "head_dim"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
+                         ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim"),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<HfParity::ParamType>& info) {
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param) ? "_compiled" : "_eager");
+                         });
 
 }  // namespace
 }  // namespace lj

@@ -4,6 +4,7 @@
 // every file in examples/deepspeed/.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -395,22 +396,88 @@ TEST(DeepSpeedZero, WrongTypesAndRefusals) {
       R"({"zero_optimization": {"zero_quantized_weights": false, "zero_hpz_partition_size": 1}})");
 }
 
-TEST(DeepSpeedRecompute, ActivationCheckpointingMapping) {
+bool has_line(const DeepSpeedConfig& c, const std::string& key, const std::string& value,
+              const std::string& origin) {
+  for (const DeepSpeedConfig::Line& l : c.resolved) {
+    if (l.key == key) return l.value == value && l.origin == origin;
+  }
+  return false;
+}
+
+bool no_effect(const DeepSpeedConfig& c, const std::string& key) {
+  return std::find(c.no_effect_keys.begin(), c.no_effect_keys.end(), key) != c.no_effect_keys.end();
+}
+
+// The block asks for HF's gradient checkpointing: full recompute, one region per layer.
+TEST(DeepSpeedRecompute, ActivationCheckpointingMeansFullPerLayer) {
   DeepSpeedConfig d = parse_ok("{}");
   EXPECT_EQ(d.recompute, "none");
-  d = parse_ok(
-      R"({"activation_checkpointing": {"partition_activations": false, "profile": true}})");
-  EXPECT_EQ(d.recompute, "none");  // asks for nothing
-  d = parse_ok(R"({"activation_checkpointing": {"partition_activations": true}})");
+  EXPECT_TRUE(has_line(d, "recompute", "none", "default"));
+  EXPECT_EQ(parse_ok(R"({"activation_checkpointing": null})").recompute, "none");
+  for (const char* text : {R"({"activation_checkpointing": {}})",
+                           R"({"activation_checkpointing": {"partition_activations": false,
+                                "cpu_checkpointing": false, "profile": true}})"}) {
+    d = parse_ok(text);
+    EXPECT_EQ(d.recompute, "full") << text;
+    EXPECT_EQ(d.recompute_method, "uniform") << text;
+    EXPECT_EQ(d.recompute_layers, 1) << text;
+    EXPECT_TRUE(has_line(d, "recompute", "full", "activation_checkpointing")) << d.describe();
+    EXPECT_TRUE(has_line(d, "recompute_layers", "1", "activation_checkpointing")) << d.describe();
+  }
+  // number_checkpoints sizes DeepSpeed's contiguous buffer; it does not choose layers.
+  d = parse_ok(R"({"activation_checkpointing": {"partition_activations": true,
+      "contiguous_memory_optimization": true, "number_checkpoints": 12,
+      "synchronize_checkpoint_boundary": true, "profile": false}})");
   EXPECT_EQ(d.recompute, "full");
-  EXPECT_EQ(d.recompute_layers, DeepSpeedConfig::kAllLayers);
-  d = parse_ok(R"({"activation_checkpointing": {"contiguous_memory_optimization": true,
-      "number_checkpoints": 12}})");
-  EXPECT_EQ(d.recompute, "full");
-  EXPECT_EQ(d.recompute_layers, 12);
+  EXPECT_EQ(d.recompute_layers, 1);
+  for (const char* k : {"partition_activations", "contiguous_memory_optimization",
+                        "number_checkpoints", "synchronize_checkpoint_boundary", "profile"}) {
+    EXPECT_TRUE(no_effect(d, std::string("activation_checkpointing.") + k)) << k;
+  }
+  EXPECT_NE(d.describe().find("activation_checkpointing.number_checkpoints"), std::string::npos);
   Status s = parse_error(R"({"activation_checkpointing": {"cpu_checkpointing": true}})");
   EXPECT_EQ(s.message(),
             "ds.json: activation_checkpointing.cpu_checkpointing is not supported yet");
+  EXPECT_NE(s.hint().find("set it to false"), std::string::npos);
+}
+
+TEST(DeepSpeedRecompute, FlagsWinKeyByKey) {
+  const std::string block = R"({"activation_checkpointing": {"partition_activations": true}})";
+  RunSettings r;
+  r.recompute.set_flag("selective");
+  DeepSpeedConfig d = parse_ok(block, r);
+  EXPECT_EQ(d.recompute, "selective");
+  EXPECT_EQ(d.recompute_method, "uniform");  // the block's, no flag
+  EXPECT_EQ(d.recompute_layers, 1);
+  EXPECT_TRUE(has_line(d, "recompute", "selective", "flag; activation_checkpointing means full"))
+      << d.describe();
+  EXPECT_TRUE(has_line(d, "recompute_method", "uniform", "activation_checkpointing"));
+
+  // --recompute-method block alone: every layer stays recomputed (-1: all layers).
+  r = RunSettings();
+  r.recompute_method.set_flag("block");
+  d = parse_ok(block, r);
+  EXPECT_EQ(d.recompute, "full");
+  EXPECT_EQ(d.recompute_method, "block");
+  EXPECT_EQ(d.recompute_layers, -1);
+  r.recompute_layers.set_flag(3);
+  d = parse_ok(block, r);
+  EXPECT_EQ(d.recompute_layers, 3);
+  EXPECT_TRUE(has_line(d, "recompute_layers", "3", "flag; activation_checkpointing means -1"))
+      << d.describe();
+
+  // --recompute none switches the block off; without a block the flags are taken as they are.
+  r = RunSettings();
+  r.recompute.set_flag("none");
+  EXPECT_EQ(parse_ok(block, r).recompute, "none");
+  r = RunSettings();
+  r.recompute.set_flag("full");
+  r.recompute_layers.set_flag(2);
+  d = parse_ok("{}", r);
+  EXPECT_EQ(d.recompute, "full");
+  EXPECT_EQ(d.recompute_layers, 2);
+  EXPECT_TRUE(has_line(d, "recompute", "full", "flag"));
+  EXPECT_TRUE(has_line(d, "recompute_method", "uniform", "default"));
 }
 
 TEST(DeepSpeedKeys, UnknownNoEffectAndRefused) {

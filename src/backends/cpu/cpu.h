@@ -19,5 +19,6 @@ void register_movement(
     KernelTable& t);  // movement.cc: permute, slice, concat, expand, gather, scatter_add
 void register_loss(KernelTable& t);       // loss.cc: cross_entropy(_backward)
 void register_attention(KernelTable& t);  // attention.cc: sdpa(_backward)
+void register_opaque(KernelTable& t);     // opaque.cc: host callbacks
 
 }  // namespace lj::cpu

@@ -12,6 +12,7 @@ const KernelTable& kernels() {
     register_movement(t);
     register_loss(t);
     register_attention(t);
+    register_opaque(t);
     return t;
   }();
   return table;
