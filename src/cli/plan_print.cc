@@ -172,22 +172,22 @@ StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t m
     return resource_exhausted(
         fmt::format("checkpoint optimization: no recompute choice fits {} (full recompute of every "
                     "layer needs {})",
-                    gib(r.budget_bytes), gib(r.ranked.front().memory.total)),
+                    format_bytes(r.budget_bytes), format_bytes(r.ranked.front().memory.total)),
         "a smaller --batch-size or --seq-len, or a larger --memory-limit");
   }
   fmt::print(
       "checkpoint optimization (CHECKPOINT_OPTIMIZATION): budget {} ({}), {} choices priced\n",
-      gib(r.budget_bytes), memory_limit.empty() ? "90% of available memory" : "--memory-limit",
-      r.ranked.size());
+      format_bytes(r.budget_bytes),
+      memory_limit.empty() ? "90% of available memory" : "--memory-limit", r.ranked.size());
   fmt::print("  chosen:    {} — {} layers recomputed, predicted peak {}, predicted step {}\n",
-             best->recompute.to_string(L), best->layers, gib(best->memory.total),
+             best->recompute.to_string(L), best->layers, format_bytes(best->memory.total),
              format_seconds(best->step_seconds));
   int alt = 0;
   for (size_t i = 1; i < r.ranked.size() && alt < 2; ++i, ++alt) {
     const Candidate& c = r.ranked[i];
     fmt::print("  next best: {} — predicted peak {}, predicted step {}{}\n",
-               c.recompute.to_string(L), gib(c.memory.total), format_seconds(c.step_seconds),
-               c.fits ? "" : " (over budget)");
+               c.recompute.to_string(L), format_bytes(c.memory.total),
+               format_seconds(c.step_seconds), c.fits ? "" : " (over budget)");
   }
   return CkptChoice{best->recompute, best->memory.total};
 }
