@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "cli/plan_print.h"
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
@@ -40,6 +41,8 @@ struct BenchmarkArgs {
   int64_t warmup_steps = 2;
   int64_t log_every = 1;
   bool profile = false;
+  bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
+  std::string memory_limit;
   bool compile = false;
   int threads = 0;
   uint64_t seed = 1234;
@@ -208,6 +211,13 @@ Status run_benchmark(const BenchmarkArgs& a) {
   if (r.ds) {
     for (const auto& w : r.ds->warnings) LJ_LOG(warning) << w;
   }
+  // Checkpoint optimization before the memory check: the check is of the chosen recompute.
+  if (checkpoint_optimization_requested(a.ckpt_opt)) {
+    LJ_ASSIGN_OR_RETURN(
+        CkptChoice c, checkpoint_optimization(model, r.micro_batch, r.seq_len, r.step.graph.compile,
+                                              a.memory_limit));
+    r.step.graph.recompute = c.recompute;
+  }
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, host));
   if (r.precision != DType::f32) {
@@ -215,6 +225,11 @@ Status run_benchmark(const BenchmarkArgs& a) {
                              " training needs the CUDA backend; the CPU trains in f32",
                          "add --precision f32 (flags win over the DeepSpeed JSON)");
   }
+  // The planner's prediction of this run's peak RSS (printed beside the measured one; its
+  // features go to the results record for ljperf calibrate --results).
+  GraphFigures figures;
+  LJ_ASSIGN_OR_RETURN(Pricing predicted,
+                      predict_host_run(model, r.micro_batch, r.seq_len, r.step.graph, &figures));
   Device dev(a.threads);
   r.step.profile = a.profile;
   const double compile_t0 = now_seconds();
@@ -287,7 +302,8 @@ Status run_benchmark(const BenchmarkArgs& a) {
   fmt::print("  step time     p50 {}   p90 {}\n", format_seconds(p50), format_seconds(p90));
   fmt::print("  kernels/step  {}\n", trainer->executor().kernels_launched() * r.grad_accum);
   fmt::print("  final loss    {:.4f}\n", losses.back());
-  fmt::print("  process peak RSS {}\n", format_bytes(rss));
+  fmt::print("  process peak RSS {}   (predicted peak RSS {}, {:+.2f}%)\n", format_bytes(rss),
+             format_bytes(predicted.memory.total), 100.0 * (predicted.memory.total - rss) / rss);
   fmt::print("  memory (ljperf accounting)\n{}", mem.to_string());
   if (a.profile) {
     fmt::print("  kernel time by op category (per measured step)\n{}",
@@ -338,7 +354,20 @@ Status run_benchmark(const BenchmarkArgs& a) {
                     {"bytes_peak", mem.bytes_total_peak},
                     {"bytes_peak_by_category", by_cat},
                     {"bytes_reserved_peak", mem.bytes_reserved_peak},
-                    {"process_peak_rss_bytes", rss}};
+                    {"process_peak_rss_bytes", rss},
+                    {"peak_rss_bytes", rss}};
+    nlohmann::ordered_json pred;
+    for (const auto& i : predicted.memory.items) pred[i.name] = i.bytes;
+    j["plan"] = {
+        {"recompute", r.step.graph.recompute.to_string(model.num_hidden_layers)},
+        {"compile", r.step.graph.compile},
+        {"predicted_peak_rss_bytes", predicted.memory.total},
+        {"predicted", pred},
+        {"predicted_step_seconds", predicted.step_seconds},
+        // cpu_memory_features: allocator reserved peak, 1, graph nodes, parameters.
+        {"features", cpu_memory_features(static_cast<double>(figures.stats.bytes_reserved_peak),
+                                         static_cast<double>(figures.nodes),
+                                         static_cast<double>(model.num_params()))}};
     LJ_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(a.output, /*append=*/true));
     LJ_RETURN_IF_ERROR(w.write(j.dump()));
     LJ_RETURN_IF_ERROR(w.flush());
@@ -376,6 +405,11 @@ Command add_benchmark_command(CLI::App& app) {
                   "A progress line every N steps when stderr is not a terminal")
       ->capture_default_str();
   sub->add_flag("--profile", args->profile, "Time every kernel and print time per op category");
+  sub->add_flag("--ckpt-opt", args->ckpt_opt,
+                "Checkpoint optimization (also CHECKPOINT_OPTIMIZATION=true): let the planner "
+                "choose what to recompute, the fastest choice that fits the memory budget");
+  sub->add_option("--memory-limit", args->memory_limit,
+                  "Budget for --ckpt-opt, e.g. 2GiB (default: 90% of available memory)");
   sub->add_flag("--compile", args->compile,
                 "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
                 "plan (also LJ_COMPILE=1)");

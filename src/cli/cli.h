@@ -20,5 +20,7 @@ Command add_eval_command(CLI::App& app);
 Command add_init_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
+Command add_calibrate_command(CLI::App& app);
 
 }  // namespace lj::cli

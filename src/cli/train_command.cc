@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cli/cli.h"
+#include "cli/plan_print.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
 #include "core/units.h"
@@ -46,6 +47,8 @@ struct TrainArgs {
   int64_t log_every = 1;
   int threads = 0;
   uint64_t seed = 1234;
+  bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
+  std::string memory_limit;
   bool compile = false;
 };
 
@@ -144,6 +147,12 @@ Status run_train(TrainArgs& a) {
     for (const auto& w : ds->warnings) fmt::print(stderr, "warning: {}\n", w);
   }
 
+  if (checkpoint_optimization_requested(a.ckpt_opt)) {
+    auto c = checkpoint_optimization(model, t.batch_size, t.seq_len, t.step.graph.compile,
+                                     a.memory_limit);
+    if (!c.ok()) return cleanup_new_dir(c.status());
+    t.step.graph.recompute = c->recompute;
+  }
   std::vector<Tensor> initial;
   if (!weights_dir.empty()) {
     auto hf = load_hf_model(weights_dir, dev);
@@ -158,7 +167,7 @@ Status run_train(TrainArgs& a) {
       "steps, out {}\n",
       model.name, static_cast<double>(model.num_params()) / 1e6, a.data, train_data.size(),
       t.batch_size, t.seq_len, t.grad_accum, t.steps, a.out);
-  fmt::print("recompute: {}\n", recompute.to_string(model.num_hidden_layers));
+  fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
   const double flops_per_token = model.flops_per_token(t.seq_len);
   TrainerCallbacks cb;
   Status log_error;
@@ -308,6 +317,11 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--log-every", a->log_every, "Console line every N steps")->capture_default_str();
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
+  sub->add_flag("--ckpt-opt", a->ckpt_opt,
+                "Checkpoint optimization (also CHECKPOINT_OPTIMIZATION=true): let the planner "
+                "choose what to recompute, the fastest choice that fits the memory budget");
+  sub->add_option("--memory-limit", a->memory_limit,
+                  "Budget for --ckpt-opt, e.g. 2GiB (default: 90% of available memory)");
   sub->add_flag("--compile", a->compile,
                 "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
                 "plan (also LJ_COMPILE=1)");

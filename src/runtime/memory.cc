@@ -69,6 +69,9 @@ void CachingAllocator::count_alloc(size_t size, MemCategory category) {
     stats_.bytes_total_peak = stats_.bytes_total_current;
     stats_.bytes_at_peak = stats_.bytes_current;
   }
+  const int64_t transient = stats_.bytes_total_current - stats_.bytes_current[0] -
+                            stats_.bytes_current[1] - stats_.bytes_current[2];
+  stats_.bytes_transient_peak = std::max(stats_.bytes_transient_peak, transient);
 }
 
 void CachingAllocator::count_free(size_t size, MemCategory category) {
@@ -163,6 +166,8 @@ void CachingAllocator::reset_peaks() {
   stats_.bytes_total_peak = stats_.bytes_total_current;
   stats_.bytes_at_peak = stats_.bytes_current;
   stats_.bytes_reserved_peak = stats_.bytes_reserved;
+  stats_.bytes_transient_peak = stats_.bytes_total_current - stats_.bytes_current[0] -
+                                stats_.bytes_current[1] - stats_.bytes_current[2];
 }
 
 }  // namespace lj

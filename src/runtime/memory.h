@@ -22,6 +22,9 @@ struct MemoryStats {
   std::array<int64_t, kNumMemCategories> bytes_at_peak{};
   int64_t bytes_total_current = 0;
   int64_t bytes_total_peak = 0;
+  // Peak of what is not model state (activations + temporaries + workspace): the part of a
+  // step that stays per rank when ZeRO streams gradients out (plan/ memory predictor).
+  int64_t bytes_transient_peak = 0;
   int64_t bytes_reserved = 0;  // held from the system, in use or cached
   int64_t bytes_reserved_peak = 0;
   int64_t num_allocs = 0;         // requests served

@@ -16,12 +16,12 @@ StatusOr<TrainMemoryEstimate> estimate_train_memory(const LlamaConfig& model, in
   inputs.push_back(Tensor::empty(dev, DType::i32, {batch_size, seq_len}, MemCategory::temporaries));
   inputs.push_back(Tensor::empty(dev, DType::i32, {batch_size, seq_len}, MemCategory::temporaries));
   inputs.push_back(
-      Tensor::empty(dev, DType::f32, {seq_len, model.head_dim}, MemCategory::workspace));
+      Tensor::empty(dev, options.dtype, {seq_len, model.head_dim}, MemCategory::workspace));
   inputs.push_back(
-      Tensor::empty(dev, DType::f32, {seq_len, model.head_dim}, MemCategory::workspace));
+      Tensor::empty(dev, options.dtype, {seq_len, model.head_dim}, MemCategory::workspace));
   std::vector<Tensor> moments;
   for (const ParamSpec& s : specs)
-    inputs.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::weights));
+    inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
   for (int k = 0; k < 2; ++k) {
     for (const ParamSpec& s : specs)
       moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));

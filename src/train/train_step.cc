@@ -35,7 +35,7 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
 StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOptions& options,
                                        Graph* g, PassReport* report) {
   LJ_RETURN_IF_ERROR(options.recompute.validate(model.num_hidden_layers));
-  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, DType::f32, options.output_logits,
+  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, options.dtype, options.output_logits,
                                                   options.layer_callback));
   // Before autodiff (compile only): pattern fusion.
   PassReport pre;

@@ -23,6 +23,9 @@ struct GraphOptions {
   bool compile = false;
   RecomputeConfig recompute;     // passes/remat
   LayerCallback layer_callback;  // a host callback inside the model (a graph break)
+  // Compute dtype of the graph (parameters, activations). The CPU trains in f32; plan/ builds
+  // bf16 graphs for GPU predictions (dry runs only).
+  DType dtype = DType::f32;
 };
 
 struct TrainStepConfig {

@@ -1,0 +1,152 @@
+// `ljperf calibrate`: --device measures this host (GEMM and memory bandwidth micro-runs, the
+// process's baseline RSS); --results refits the CPU memory coefficients by least squares from
+// benchmark result records (benchmark --output). Either writes the plan model file that
+// `ljperf plan`, benchmark and train read.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "cli/report.h"
+#include "core/units.h"
+#include "plan/calibrate.h"
+#include "plan/memory_model.h"
+#include "runtime/host.h"
+
+namespace lj::cli {
+namespace {
+
+struct CalibrateArgs {
+  bool device = false;
+  std::vector<std::string> results;
+  std::vector<std::string> check;
+  std::string out;
+  std::string model_file;
+  int threads = 0;
+};
+
+// VmRSS of this process now, in bytes (0 when unknown).
+double current_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return 1024.0 * std::atof(line.c_str() + 6);
+  }
+  return 0;
+}
+
+StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>& files) {
+  std::vector<MemoryRecord> recs;
+  for (const auto& path : files) {
+    std::ifstream f(path);
+    if (!f) return not_found("cannot read " + path, "give a file written by benchmark --output");
+    std::string line;
+    int n = 0;
+    while (std::getline(f, line)) {
+      ++n;
+      if (line.empty()) continue;
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.contains("plan") || !j["plan"].contains("features") ||
+          !j.contains("summary") || !j["summary"].contains("peak_rss_bytes")) {
+        return invalid_argument(fmt::format("{}:{}: not a benchmark record with plan features and "
+                                            "peak_rss_bytes",
+                                            path, n),
+                                "rerun the benchmark with this ljperf (benchmark --output)");
+      }
+      MemoryRecord r;
+      r.features = j["plan"]["features"].get<std::vector<double>>();
+      r.measured_bytes = j["summary"]["peak_rss_bytes"].get<double>();
+      recs.push_back(std::move(r));
+    }
+  }
+  return recs;
+}
+
+Status run_calibrate(const CalibrateArgs& a) {
+  if (!a.device && a.results.empty() && a.check.empty()) {
+    return invalid_argument("calibrate needs --device, --results or --check",
+                            "ljperf calibrate --device, or ljperf calibrate --results runs.jsonl");
+  }
+  const std::string out = a.out.empty() ? default_plan_model_path() : a.out;
+  LJ_ASSIGN_OR_RETURN(PlanModel m, load_plan_model(a.model_file));
+  if (a.device) {
+    // Before any tensor: the binary, its libraries and (after the first run) OpenMP's threads.
+    LJ_ASSIGN_OR_RETURN(HostMeasurement h, measure_host(a.threads));
+    m.host.cpu = host_info().cpu_model;
+    m.host.threads = h.threads;
+    m.host.gemm_flops = h.gemm_flops;
+    m.host.mem_bandwidth = h.mem_bandwidth;
+    fmt::print(
+        "host: {} ({} threads)\n  GEMM (matmul kernel)    {:.1f} GFLOP/s\n  memory bandwidth "
+        "        {:.1f} GB/s (elementwise add)\n",
+        m.host.cpu, h.threads, h.gemm_flops / 1e9, h.mem_bandwidth / 1e9);
+    // The process once the micro-runs' tensors are gone: binary, libraries, OpenMP threads.
+    if (m.fitted_records == 0) m.host.baseline_rss_bytes = current_rss_bytes();
+    fmt::print("  baseline RSS            {} ({})\n", format_bytes(m.host.baseline_rss_bytes),
+               m.fitted_records > 0 ? "kept: fitted from results" : "measured");
+  }
+  if (!a.results.empty()) {
+    LJ_ASSIGN_OR_RETURN(std::vector<MemoryRecord> recs, read_records(a.results));
+    LJ_ASSIGN_OR_RETURN(MemoryFit fit, fit_cpu_memory(recs, m));
+    m = fit.model;
+    fmt::print(
+        "fitted on {} records: rss = {:.5f} x allocator reserved + {} + {:.1f} B/node x "
+        "nodes + {:.4f} B/param x params\n",
+        recs.size(), m.cpu_memory.reserved_factor, format_bytes(m.host.baseline_rss_bytes),
+        m.cpu_memory.per_node_bytes, m.cpu_memory.per_param_bytes);
+    fmt::print("  relative error: median {:.2f}%, max {:.2f}%\n", 100 * fit.median_rel_error,
+               100 * fit.max_rel_error);
+  }
+  if (!a.check.empty()) {
+    // Predicted (this model) against measured peak RSS, one line per record.
+    LJ_ASSIGN_OR_RETURN(std::vector<MemoryRecord> recs, read_records(a.check));
+    std::vector<double> e;
+    fmt::print("check: {:>12} {:>12} {:>8}\n", "predicted", "measured", "error");
+    for (size_t i = 0; i < recs.size(); ++i) {
+      const double p = predict_cpu_rss(recs[i].features, m);
+      const double err = (p - recs[i].measured_bytes) / recs[i].measured_bytes;
+      e.push_back(std::fabs(err));
+      fmt::print("  {:>4} {:>12} {:>12} {:>+7.2f}%\n", i + 1, format_bytes(p),
+                 format_bytes(recs[i].measured_bytes), 100 * err);
+    }
+    std::sort(e.begin(), e.end());
+    fmt::print("check over {} records: median |error| {:.2f}%, max |error| {:.2f}%\n", e.size(),
+               100 * e[e.size() / 2], 100 * e.back());
+    if (!a.device && a.results.empty()) return ok_status();  // --check alone writes nothing
+  }
+  m.source = out;
+  LJ_RETURN_IF_ERROR(save_plan_model(m, out));
+  fmt::print("wrote {}\n", out);
+  return ok_status();
+}
+
+}  // namespace
+
+Command add_calibrate_command(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "calibrate", "Measure this host, or refit the plan model from benchmark results");
+  sub->footer(
+      "Examples:\n  ljperf calibrate --device\n  ljperf calibrate --results runs.jsonl "
+      "--out plan_model.json\nThe file starts from --model-file (else the file plan reads) "
+      "and only the measured or fitted values change.");
+  sub->add_flag("--device", a->device,
+                "Measure GEMM FLOP/s and memory bandwidth of this host (about a second)");
+  sub->add_option("--results", a->results,
+                  "benchmark --output .jsonl files: refit the CPU memory coefficients (least "
+                  "squares on peak RSS)");
+  sub->add_option("--check", a->check,
+                  "benchmark --output .jsonl files: print predicted against measured peak RSS with "
+                  "the (refitted) model; alone, writes nothing");
+  sub->add_option("--out", a->out,
+                  "Model file to write (default: " + default_plan_model_path() + ")");
+  sub->add_option("--model-file", a->model_file, "Model file to start from");
+  sub->add_option("--threads", a->threads, "Threads for --device (0: all)")->capture_default_str();
+  return {sub, [a] { return run_calibrate(*a); }};
+}
+
+}  // namespace lj::cli

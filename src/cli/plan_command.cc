@@ -1,0 +1,141 @@
+// `ljperf plan`: memory per rank by category, predicted peak and step time for each recompute
+// choice, and the recommendation, for a model on a device that need not be present.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "cli/plan_print.h"
+#include "cli/run_config.h"
+#include "core/units.h"
+#include "io/deepspeed_config.h"
+#include "plan/plan.h"
+
+namespace lj::cli {
+namespace {
+
+struct PlanArgs {
+  std::string model = "llama3-8b";
+  std::string device = "h100";
+  std::string recompute;
+  std::string memory_limit;
+  std::string deepspeed;
+  std::string model_file;
+  int64_t gpus = 1;
+  int zero = -1;
+  int64_t batch_size = 1;
+  int64_t seq_len = 2048;
+  int64_t recompute_layers = -1;
+  bool tune_batch = false;
+  bool compile = false;
+  bool exhaustive = false;
+  bool json = false;
+  CLI::App* app = nullptr;
+  bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
+};
+
+Status run_plan(const PlanArgs& a) {
+  LJ_ASSIGN_OR_RETURN(ModelRef model, resolve_model(a.model));
+  LJ_ASSIGN_OR_RETURN(PlanModel coeffs, load_plan_model(a.model_file));
+  PlanRequest req;
+  req.model = model.config;
+  req.coeffs = coeffs;
+  LJ_ASSIGN_OR_RETURN(req.device, find_device(a.device, coeffs));
+  req.gpus = a.gpus;
+  const int stage =
+      a.zero >= 0 ? a.zero : (req.device.kind == DeviceKind::gpu && a.gpus > 1 ? 3 : 0);
+  req.zero = ZeroSetup::for_model(req.model, stage, a.gpus);
+  req.micro_batch = a.batch_size;
+  req.seq_len = a.seq_len;
+  req.compile = a.compile;
+  req.tune_batch = a.tune_batch;
+  req.exhaustive = a.exhaustive;
+  req.recompute_layers = a.recompute_layers;
+  if (!a.recompute.empty()) {
+    LJ_ASSIGN_OR_RETURN(RecomputePolicy p, parse_recompute_policy(a.recompute));
+    req.policy = p;
+  }
+  if (!a.deepspeed.empty()) {
+    RunSettings run;
+    run.world_size = a.gpus;
+    run.hidden_size = req.model.hidden_size;
+    run.micro_batch.assign(a.batch_size, a.given("--batch-size"));
+    LJ_ASSIGN_OR_RETURN(DeepSpeedConfig ds, load_deepspeed_config(a.deepspeed, run));
+    if (!a.given("--zero")) req.zero.stage = static_cast<int>(ds.zero.stage);
+    req.zero.reduce_bucket_size = ds.zero.reduce_bucket_size;
+    req.zero.allgather_bucket_size = ds.zero.allgather_bucket_size;
+    req.zero.stage3_prefetch_bucket_size = ds.zero.stage3_prefetch_bucket_size;
+    req.zero.stage3_max_live_parameters = ds.zero.stage3_max_live_parameters;
+    req.zero.stage3_param_persistence_threshold = ds.zero.stage3_param_persistence_threshold;
+    if (!a.given("--batch-size")) req.micro_batch = ds.micro_batch_per_gpu;
+    if (!a.given("--recompute") && ds.recompute != "none") {
+      LJ_ASSIGN_OR_RETURN(RecomputePolicy p, parse_recompute_policy(ds.recompute));
+      req.policy = p;
+      if (a.recompute_layers < 0 && ds.recompute_layers > 0)
+        req.recompute_layers = ds.recompute_layers;
+    }
+  }
+  if (!a.memory_limit.empty()) {
+    LJ_ASSIGN_OR_RETURN(req.budget_bytes, parse_bytes(a.memory_limit));
+  }
+  const double t0 = now_seconds();
+  LJ_ASSIGN_OR_RETURN(PlanResult r, make_plan(req));
+  const double wall = now_seconds() - t0;
+  if (a.json) {
+    fmt::print("{}\n", plan_to_json(req, r).dump(2));
+    return ok_status();
+  }
+  fmt::print("{}", format_plan(req, r));
+  if (r.best() == nullptr) {
+    fmt::print(
+        "hint: more --gpus, a higher --zero stage, a smaller --batch-size or --seq-len, "
+        "or a larger --memory-limit\n");
+  }
+  fmt::print("planned in {} ({} dry runs)\n", format_seconds(wall), r.dry_runs);
+  return ok_status();
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "Predict memory per rank and step time for each recompute choice, and pick one");
+  a->app = sub;
+  sub->footer(
+      "Example: ljperf plan --model llama3-8b --device h100 --gpus 8 --zero 3 --batch-size 2 "
+      "--seq-len 8192 --recompute selective\n"
+      "The prediction needs no device: the joint graph is dry-run on a virtual one. Coefficients "
+      "come from --model-file, else " +
+      default_plan_model_path() +
+      " when present (ljperf calibrate writes it), else the built-in "
+      "defaults.");
+  sub->add_option("--model", a->model,
+                  "Preset (llama3-8b, llama3.1-70b, tiny, ...) or a config.json")
+      ->capture_default_str();
+  sub->add_option("--device", a->device, "host, h100, h200, a100 or b200")->capture_default_str();
+  sub->add_option("--gpus", a->gpus, "Data-parallel ranks")->capture_default_str();
+  sub->add_option("--zero", a->zero, "ZeRO stage 0-3 (default: 3 with several GPUs, else 0)");
+  sub->add_option("--batch-size", a->batch_size, "Micro-batch size per rank")
+      ->capture_default_str();
+  sub->add_option("--seq-len", a->seq_len, "Sequence length")->capture_default_str();
+  sub->add_option("--recompute", a->recompute,
+                  "Only this policy (none, selective, full); default: search all three");
+  sub->add_option("--recompute-layers", a->recompute_layers,
+                  "Only this many recomputed layers (block method); default: search 1..L");
+  sub->add_option("--memory-limit", a->memory_limit,
+                  "Budget per rank, e.g. 20GiB (default: 90% of the device's memory)");
+  sub->add_option(
+      "--deepspeed", a->deepspeed,
+      "DeepSpeed JSON: ZeRO stage and bucket sizes, micro-batch, activation_checkpointing");
+  sub->add_option("--model-file", a->model_file, "Plan model file (coefficients) to read");
+  sub->add_flag("--tune-batch", a->tune_batch,
+                "Also search micro-batch sizes 1, 2, 4, ... up to --batch-size");
+  sub->add_flag("--compile", a->compile, "Plan the compiled graph (--compile)");
+  sub->add_flag("--exhaustive", a->exhaustive,
+                "Dry-run every layer count instead of interpolating between 2 and L-1");
+  sub->add_flag("--json", a->json, "Print the plan as JSON");
+  return {sub, [a] { return run_plan(*a); }};
+}
+
+}  // namespace lj::cli

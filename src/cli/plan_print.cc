@@ -1,0 +1,209 @@
+#include "cli/plan_print.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/units.h"
+#include "plan/graph_figures.h"
+#include "runtime/host.h"
+
+namespace lj::cli {
+namespace {
+
+std::string gib(double b) {
+  return fmt::format("{:.2f} GiB", b / static_cast<double>(kGiB));
+}
+
+std::string choice_name(const Candidate& c, int64_t L) {
+  std::string s =
+      c.recompute.policy == RecomputePolicy::none
+          ? "none"
+          : fmt::format("{} {}/{} layers", recompute_policy_name(c.recompute.policy), c.layers, L);
+  return s;
+}
+
+std::string row(const Candidate& c, int64_t L, bool batch) {
+  return fmt::format("  {:<24} {}{:>12} {:>12} {:>14.0f}  {}{}\n", choice_name(c, L),
+                     batch ? fmt::format("{:>5} ", c.micro_batch) : "", gib(c.memory.total),
+                     format_seconds(c.step_seconds), c.tokens_per_s, c.fits ? "fits" : "over",
+                     c.exact ? "" : " (interpolated)");
+}
+
+}  // namespace
+
+std::string format_plan(const PlanRequest& req, const PlanResult& r) {
+  const int64_t L = req.model.num_hidden_layers;
+  const bool gpu = req.device.kind == DeviceKind::gpu;
+  std::string s = fmt::format(
+      "ljperf plan: {} ({:.2f}B params, {} layers) on {}{}, {}micro-batch {} x seq {}, {}{}\n",
+      req.model.name, static_cast<double>(req.model.num_params()) / 1e9, L,
+      gpu ? fmt::format("{} x ", req.gpus) : "", req.device.name,
+      gpu ? fmt::format("ZeRO-{}, ", req.zero.stage) : "", req.micro_batch, req.seq_len,
+      gpu ? "bf16" : "f32", req.compile ? ", compiled" : ", eager");
+  s += fmt::format(
+      "budget: {} per {} ({}), coefficients: {}\n", gib(r.budget_bytes), gpu ? "rank" : "process",
+      req.budget_bytes > 0 ? "--memory-limit" : "90% of " + gib(req.device.memory_bytes),
+      req.coeffs.source);
+  const Candidate* best = r.best();
+  const Candidate& shown = best ? *best : r.ranked.front();
+  s += fmt::format("\nmemory per {} ({}: {}):\n", gpu ? "rank" : "process",
+                   best ? "recommended" : "smallest", choice_name(shown, L));
+  for (const auto& i : shown.memory.items)
+    s += fmt::format("  {:<44} {:>12}\n", i.name, gib(i.bytes));
+  s += fmt::format("  {:<44} {:>12}\n", "predicted peak", gib(shown.memory.total));
+  if (gpu && req.gpus > 1) {
+    s += fmt::format("  ZeRO-{} collectives per step: {} over NVLink ({})\n", req.zero.stage,
+                     format_seconds(r.comm_seconds),
+                     req.coeffs.comm_overlap ? "overlapped with compute" : "not overlapped");
+  }
+  const bool batch = req.tune_batch;
+  s += fmt::format("\nrecompute choices:\n  {:<24} {}{:>12} {:>12} {:>14}\n", "policy",
+                   batch ? "micro " : "", "peak", "step time", "tokens/s/rank");
+  for (RecomputePolicy p :
+       {RecomputePolicy::none, RecomputePolicy::selective, RecomputePolicy::full}) {
+    const Candidate* all = nullptr;
+    const Candidate* fastest = nullptr;
+    for (const auto& c : r.ranked) {
+      if (c.recompute.policy != p || c.micro_batch != req.micro_batch) continue;
+      if (p == RecomputePolicy::none || c.layers == L) all = &c;
+      if (c.fits && (fastest == nullptr || c.tokens_per_s > fastest->tokens_per_s)) fastest = &c;
+    }
+    if (all == nullptr) {
+      for (const auto& c : r.ranked) {
+        if (c.recompute.policy == p && c.micro_batch == req.micro_batch) all = &c;
+      }
+    }
+    if (all) s += row(*all, L, batch);
+    if (fastest && fastest != all) s += row(*fastest, L, batch);
+  }
+  if (best) {
+    s += fmt::format("\nrecommendation: {}{} — predicted peak {}, step {}, {:.0f} tokens/s/rank\n",
+                     best->recompute.to_string(L),
+                     batch ? fmt::format(", micro-batch {}", best->micro_batch) : "",
+                     gib(best->memory.total), format_seconds(best->step_seconds),
+                     best->tokens_per_s);
+    int shown_alt = 0;
+    for (size_t i = 1; i < r.ranked.size() && shown_alt < 2; ++i) {
+      if (!r.ranked[i].fits) break;
+      s += fmt::format("  next best: {}{} — peak {}, step {}\n", r.ranked[i].recompute.to_string(L),
+                       batch ? fmt::format(", micro-batch {}", r.ranked[i].micro_batch) : "",
+                       gib(r.ranked[i].memory.total), format_seconds(r.ranked[i].step_seconds));
+      ++shown_alt;
+    }
+  } else {
+    s += fmt::format("\nnothing fits: the smallest choice needs {} against a budget of {}\n",
+                     gib(shown.memory.total), gib(r.budget_bytes));
+  }
+  return s;
+}
+
+nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r) {
+  nlohmann::ordered_json j;
+  const int64_t L = req.model.num_hidden_layers;
+  j["model"] = req.model.name;
+  j["params"] = req.model.num_params();
+  j["device"] = req.device.id;
+  j["gpus"] = req.gpus;
+  j["zero"] = req.zero.stage;
+  j["micro_batch"] = req.micro_batch;
+  j["seq_len"] = req.seq_len;
+  j["budget_bytes"] = r.budget_bytes;
+  j["comm_seconds"] = r.comm_seconds;
+  j["dry_runs"] = r.dry_runs;
+  auto cand = [&](const Candidate& c) {
+    nlohmann::ordered_json m;
+    for (const auto& i : c.memory.items) m[i.name] = i.bytes;
+    return nlohmann::ordered_json{{"policy", recompute_policy_name(c.recompute.policy)},
+                                  {"layers", c.layers},
+                                  {"recompute", c.recompute.to_string(L)},
+                                  {"micro_batch", c.micro_batch},
+                                  {"peak_bytes", c.memory.total},
+                                  {"memory", m},
+                                  {"step_seconds", c.step_seconds},
+                                  {"tokens_per_s", c.tokens_per_s},
+                                  {"fits", c.fits},
+                                  {"exact", c.exact}};
+  };
+  j["recommendation"] = r.best() ? cand(*r.best()) : nlohmann::ordered_json();
+  j["candidates"] = nlohmann::ordered_json::array();
+  for (const auto& c : r.ranked) j["candidates"].push_back(cand(c));
+  return j;
+}
+
+bool checkpoint_optimization_requested(bool flag) {
+  if (flag) return true;
+  const char* e = std::getenv("CHECKPOINT_OPTIMIZATION");
+  return e != nullptr && (std::strcmp(e, "true") == 0 || std::strcmp(e, "1") == 0 ||
+                          std::strcmp(e, "TRUE") == 0 || std::strcmp(e, "True") == 0);
+}
+
+namespace {
+
+StatusOr<PlanRequest> host_request(const LlamaConfig& model, int64_t micro_batch, int64_t seq_len,
+                                   bool compile) {
+  PlanRequest req;
+  req.model = model;
+  LJ_ASSIGN_OR_RETURN(req.coeffs, load_plan_model());
+  LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
+  req.zero = ZeroSetup::for_model(model, 0, 1);
+  req.micro_batch = micro_batch;
+  req.seq_len = seq_len;
+  req.compile = compile;
+  return req;
+}
+
+}  // namespace
+
+StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
+                                             int64_t seq_len, bool compile,
+                                             const std::string& memory_limit) {
+  LJ_ASSIGN_OR_RETURN(PlanRequest req, host_request(model, micro_batch, seq_len, compile));
+  if (!memory_limit.empty()) {
+    LJ_ASSIGN_OR_RETURN(req.budget_bytes, parse_bytes(memory_limit));
+  } else {
+    req.budget_bytes = 0.9 * static_cast<double>(host_info().mem_available_bytes);
+  }
+  LJ_ASSIGN_OR_RETURN(PlanResult r, make_plan(req));
+  const Candidate* best = r.best();
+  const int64_t L = model.num_hidden_layers;
+  if (best == nullptr) {
+    return resource_exhausted(
+        fmt::format("checkpoint optimization: no recompute choice fits {} (full recompute of every "
+                    "layer needs {})",
+                    format_bytes(r.budget_bytes), format_bytes(r.ranked.front().memory.total)),
+        "a smaller --batch-size or --seq-len, or a larger --memory-limit");
+  }
+  fmt::print(
+      "checkpoint optimization (CHECKPOINT_OPTIMIZATION): budget {} ({}), {} choices priced\n",
+      format_bytes(r.budget_bytes),
+      memory_limit.empty() ? "90% of available memory" : "--memory-limit", r.ranked.size());
+  fmt::print("  chosen:    {} — {} layers recomputed, predicted peak {}, predicted step {}\n",
+             best->recompute.to_string(L), best->layers, format_bytes(best->memory.total),
+             format_seconds(best->step_seconds));
+  int alt = 0;
+  for (size_t i = 1; i < r.ranked.size() && alt < 2; ++i, ++alt) {
+    const Candidate& c = r.ranked[i];
+    fmt::print("  next best: {} — predicted peak {}, predicted step {}{}\n",
+               c.recompute.to_string(L), format_bytes(c.memory.total),
+               format_seconds(c.step_seconds), c.fits ? "" : " (over budget)");
+  }
+  return CkptChoice{best->recompute, best->memory.total};
+}
+
+StatusOr<Pricing> predict_host_run(const LlamaConfig& model, int64_t micro_batch, int64_t seq_len,
+                                   const GraphOptions& graph, GraphFigures* figures) {
+  LJ_ASSIGN_OR_RETURN(PlanRequest req, host_request(model, micro_batch, seq_len, graph.compile));
+  GraphOptions o = graph;
+  o.dtype = DType::f32;
+  LJ_ASSIGN_OR_RETURN(GraphFigures f, graph_figures(model, micro_batch, seq_len, o, true,
+                                                    req.device, req.coeffs.cpu_eff));
+  if (figures) *figures = f;
+  Pricing p;
+  p.memory = predict_cpu_memory(f, model, req.coeffs);
+  p.step_seconds = f.compute_seconds;
+  return p;
+}
+
+}  // namespace lj::cli

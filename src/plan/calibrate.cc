@@ -1,0 +1,159 @@
+#include "plan/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/units.h"
+#include "graph/builder.h"
+#include "runtime/executor.h"
+
+namespace lj {
+namespace {
+
+// Best seconds of `reps` runs of a one-op graph.
+StatusOr<double> best_seconds(const Graph& g, Device& dev, const std::vector<Tensor>& in,
+                              int reps) {
+  Executor ex(g, dev);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now_seconds();
+    LJ_ASSIGN_OR_RETURN(std::vector<Tensor> out, ex.run(in));
+    best = std::min(best, now_seconds() - t0);
+  }
+  return best;
+}
+
+}  // namespace
+
+StatusOr<HostMeasurement> measure_host(int threads) {
+  Device dev(threads);
+  HostMeasurement m;
+  m.threads = dev.threads();
+  {
+    const int64_t n = 768;
+    Graph g;
+    Builder b(&g);
+    Val x = b.input("a", DType::f32, Shape{n, n});
+    Val y = b.input("b", DType::f32, Shape{n, n});
+    b.output("c", matmul(x, y));
+    LJ_RETURN_IF_ERROR(b.status());
+    std::vector<Tensor> in{Tensor::zeros(dev, DType::f32, {n, n}, MemCategory::temporaries),
+                           Tensor::zeros(dev, DType::f32, {n, n}, MemCategory::temporaries)};
+    LJ_ASSIGN_OR_RETURN(double s, best_seconds(g, dev, in, 6));
+    m.gemm_flops = 2.0 * static_cast<double>(n * n * n) / s;
+  }
+  {
+    const int64_t n = 16 * 1024 * 1024;  // 64 MiB per array
+    Graph g;
+    Builder b(&g);
+    Val x = b.input("a", DType::f32, Shape{n});
+    Val y = b.input("b", DType::f32, Shape{n});
+    b.output("c", x + y);
+    LJ_RETURN_IF_ERROR(b.status());
+    std::vector<Tensor> in{Tensor::zeros(dev, DType::f32, {n}, MemCategory::temporaries),
+                           Tensor::zeros(dev, DType::f32, {n}, MemCategory::temporaries)};
+    LJ_ASSIGN_OR_RETURN(double s, best_seconds(g, dev, in, 5));
+    m.mem_bandwidth = 3.0 * 4.0 * static_cast<double>(n) / s;  // two reads, one write
+  }
+  return m;
+}
+
+StatusOr<std::vector<double>> least_squares(const std::vector<std::vector<double>>& a,
+                                            const std::vector<double>& y) {
+  if (a.empty() || a.size() != y.size()) return invalid_argument("least squares: no records");
+  const size_t n = a[0].size();
+  // Scale columns to unit max so the normal equations stay well conditioned (bytes ~1e9 next
+  // to a constant 1); zero columns are dropped.
+  std::vector<double> scale(n, 0.0);
+  for (const auto& r : a) {
+    if (r.size() != n) return invalid_argument("least squares: ragged rows");
+    for (size_t j = 0; j < n; ++j) scale[j] = std::max(scale[j], std::fabs(r[j]));
+  }
+  std::vector<size_t> cols;
+  for (size_t j = 0; j < n; ++j) {
+    if (scale[j] > 0) cols.push_back(j);
+  }
+  const size_t k = cols.size();
+  if (k == 0 || k > 64) return invalid_argument("least squares: between 1 and 64 coefficients");
+  if (a.size() < k) {
+    return invalid_argument("least squares: " + std::to_string(a.size()) + " records for " +
+                                std::to_string(k) + " coefficients",
+                            "give more benchmark results");
+  }
+  // Normal equations (AᵀA) x = Aᵀy in the scaled columns, Gaussian elimination with pivoting.
+  std::vector<std::vector<double>> m(k, std::vector<double>(k + 1, 0.0));
+  for (size_t r = 0; r < a.size(); ++r) {
+    for (size_t i = 0; i < k; ++i) {
+      const double ai = a[r][cols[i]] / scale[cols[i]];
+      for (size_t j = 0; j < k; ++j) m[i][j] += ai * a[r][cols[j]] / scale[cols[j]];
+      m[i][k] += ai * y[r];
+    }
+  }
+  for (size_t c = 0; c < k; ++c) {
+    size_t p = c;
+    for (size_t r = c + 1; r < k; ++r) {
+      if (std::fabs(m[r][c]) > std::fabs(m[p][c])) p = r;
+    }
+    if (std::fabs(m[p][c]) < 1e-12 * static_cast<double>(a.size())) {
+      return invalid_argument("least squares: the records do not determine every coefficient",
+                              "give results that differ in batch, sequence length and model");
+    }
+    std::swap(m[p], m[c]);
+    for (size_t r = 0; r < k; ++r) {
+      if (r == c) continue;
+      const double f = m[r][c] / m[c][c];
+      for (size_t j = c; j <= k; ++j) m[r][j] -= f * m[c][j];
+    }
+  }
+  std::vector<double> x(n, 0.0);
+  for (size_t i = 0; i < k; ++i) x[cols[i]] = m[i][k] / m[i][i] / scale[cols[i]];
+  return x;
+}
+
+double predict_cpu_rss(const std::vector<double>& f, const PlanModel& m) {
+  return m.cpu_memory.reserved_factor * f[0] + m.host.baseline_rss_bytes * f[1] +
+         m.cpu_memory.per_node_bytes * f[2] + m.cpu_memory.per_param_bytes * f[3];
+}
+
+std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records,
+                                      const PlanModel& m) {
+  std::vector<double> e;
+  for (const auto& r : records)
+    e.push_back(std::fabs(predict_cpu_rss(r.features, m) - r.measured_bytes) / r.measured_bytes);
+  return e;
+}
+
+StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
+                                   const PlanModel& base) {
+  std::vector<std::vector<double>> a;
+  std::vector<double> y;
+  for (const auto& r : records) {
+    if (r.features.size() != 4 || !(r.measured_bytes > 0))
+      return invalid_argument("a result record has no plan features or no measured peak RSS",
+                              "use results written by this ljperf's benchmark --output");
+    a.push_back(r.features);
+    y.push_back(r.measured_bytes);
+  }
+  // Records of one or two presets do not separate the per-node and per-parameter terms from
+  // the constant: those coefficients are dropped (last first) until the system is determined.
+  StatusOr<std::vector<double>> x = least_squares(a, y);
+  for (size_t keep = 3; !x.ok() && keep >= 2; --keep) {
+    for (auto& row : a) row[keep] = 0;
+    x = least_squares(a, y);
+  }
+  LJ_RETURN_IF_ERROR(x.status());
+  MemoryFit fit;
+  fit.model = base;
+  fit.model.cpu_memory.reserved_factor = (*x)[0];
+  fit.model.host.baseline_rss_bytes = (*x)[1];
+  fit.model.cpu_memory.per_node_bytes = (*x)[2];
+  fit.model.cpu_memory.per_param_bytes = (*x)[3];
+  fit.model.fitted_records = static_cast<int>(records.size());
+  std::vector<double> e = cpu_memory_errors(records, fit.model);
+  std::sort(e.begin(), e.end());
+  fit.median_rel_error = e[e.size() / 2];
+  fit.max_rel_error = e.back();
+  return fit;
+}
+
+}  // namespace lj

@@ -1,0 +1,45 @@
+// Calibration: short micro-runs that measure this host (GEMM FLOP/s through the matmul kernel,
+// memory bandwidth through an elementwise kernel), and least-squares refits of the memory
+// coefficients from measured runs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "plan/plan_model.h"
+
+namespace lj {
+
+struct HostMeasurement {
+  double gemm_flops = 0;     // best of a few (n x n) @ (n x n) f32 matmuls
+  double mem_bandwidth = 0;  // best of a few elementwise adds over arrays far above the caches
+  int threads = 0;
+};
+// Runs for about a second; `threads` 0: all hardware threads.
+StatusOr<HostMeasurement> measure_host(int threads = 0);
+
+// Ordinary least squares: the x minimising |A x - y|² (rows of A are records). Columns that
+// are constant zero get coefficient 0. An error when there are fewer rows than columns or the
+// system is singular.
+StatusOr<std::vector<double>> least_squares(const std::vector<std::vector<double>>& a,
+                                            const std::vector<double>& y);
+
+// One measured run for the CPU memory fit: the dry-run features (cpu_memory_features order) and
+// the process's measured peak RSS.
+struct MemoryRecord {
+  std::vector<double> features;
+  double measured_bytes = 0;
+};
+struct MemoryFit {
+  PlanModel model;  // `base` with the CPU memory coefficients replaced
+  double median_rel_error = 0, max_rel_error = 0;  // over the records fitted
+};
+// Fits rss = reserved_factor·reserved + baseline + per_node·nodes + per_param·params.
+StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records, const PlanModel& base);
+// The model's peak RSS for one record's features.
+double predict_cpu_rss(const std::vector<double>& features, const PlanModel& m);
+// Relative errors |predicted - measured| / measured of `m` on the records.
+std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records, const PlanModel& m);
+
+}  // namespace lj

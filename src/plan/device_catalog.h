@@ -1,0 +1,34 @@
+// The devices the planner knows: this CPU host (profile measured by `ljperf calibrate --device`,
+// read from the plan model file) and NVIDIA data-centre GPUs (published datasheet figures).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "plan/plan_model.h"
+
+namespace lj {
+
+enum class DeviceKind : uint8_t { cpu, gpu };
+
+struct DeviceProfile {
+  std::string id;    // "host", "h100", ...
+  std::string name;  // "NVIDIA H100 SXM 80GB"
+  DeviceKind kind = DeviceKind::gpu;
+  double memory_bytes = 0;     // usable device memory (host: MemTotal)
+  double peak_bf16_flops = 0;  // dense
+  double peak_fp32_flops = 0;  // dense, non-tensor-core
+  double mem_bandwidth = 0;    // bytes/s
+  double link_bandwidth = 0;   // NVLink, bytes/s per GPU per direction (0: none)
+  std::string source;          // where the figures come from
+};
+
+// The GPUs of the catalog, in the order --help lists them.
+const std::vector<DeviceProfile>& gpu_catalog();
+// "host" (from the model file's host profile and /proc/meminfo) or a catalog id.
+StatusOr<DeviceProfile> find_device(const std::string& id, const PlanModel& model);
+// "host, h100, h200, a100, b200".
+std::string device_ids();
+
+}  // namespace lj

@@ -1,0 +1,128 @@
+#include "plan/memory_model.h"
+
+#include <algorithm>
+
+#include "models/llama.h"
+
+namespace lj {
+
+ModelStates zero_model_states(int64_t num_params, int stage, int64_t world) {
+  const auto psi = static_cast<double>(num_params);
+  const auto n = static_cast<double>(std::max<int64_t>(world, 1));
+  ModelStates s{2 * psi, 2 * psi, 12 * psi};
+  if (stage >= 1) s.optimizer /= n;
+  if (stage >= 2) s.grads /= n;
+  if (stage >= 3) s.params /= n;
+  return s;
+}
+
+ZeroSetup ZeroSetup::for_model(const LlamaConfig& m, int stage, int64_t world) {
+  ZeroSetup z;
+  z.stage = stage;
+  z.world = world;
+  const int64_t h = m.hidden_size;
+  z.reduce_bucket_size = h * h;
+  z.allgather_bucket_size = 500'000'000;  // DeepSpeed default
+  z.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * static_cast<double>(h * h));
+  z.stage3_max_live_parameters = 1'000'000'000;  // DeepSpeed default
+  z.stage3_param_persistence_threshold = 10 * h;
+  return z;
+}
+
+double MemoryPrediction::get(const std::string& name) const {
+  for (const auto& i : items) {
+    if (i.name == name) return i.bytes;
+  }
+  return 0;
+}
+
+std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, double params) {
+  return {reserved_bytes, 1.0, nodes, params};
+}
+
+MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& model,
+                                    const PlanModel& coeffs) {
+  const MemoryStats& s = f.stats;
+  const auto at = [&](MemCategory c) {
+    return static_cast<double>(s.bytes_at_peak[static_cast<size_t>(c)]);
+  };
+  const auto reserved = static_cast<double>(s.bytes_reserved_peak);
+  const std::vector<double> x = cpu_memory_features(reserved, static_cast<double>(f.nodes),
+                                                    static_cast<double>(model.num_params()));
+  const CpuMemoryCoefficients& c = coeffs.cpu_memory;
+  const double total = c.reserved_factor * x[0] + coeffs.host.baseline_rss_bytes * x[1] +
+                       c.per_node_bytes * x[2] + c.per_param_bytes * x[3];
+  MemoryPrediction p;
+  p.items = {{"weights", at(MemCategory::weights)},
+             {"grads", at(MemCategory::grads)},
+             {"optimizer", at(MemCategory::optimizer)},
+             {"activations", at(MemCategory::activations)},
+             {"temporaries", at(MemCategory::temporaries) + at(MemCategory::workspace)},
+             {"allocator cache", reserved - static_cast<double>(s.bytes_total_peak)}};
+  double listed = 0;
+  for (const auto& i : p.items) listed += i.bytes;
+  p.items.push_back({"process (binary, libraries, threads, slack)", total - listed});
+  p.total = total;
+  return p;
+}
+
+MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& model,
+                                    const ZeroSetup& zero, const PlanModel& coeffs) {
+  const MemoryStats& s = f.stats;
+  const auto at = [&](MemCategory c) {
+    return static_cast<double>(s.bytes_at_peak[static_cast<size_t>(c)]);
+  };
+  const int64_t psi = model.num_params();
+  const ModelStates st = zero_model_states(psi, zero.stage, zero.world);
+  const GpuMemoryCoefficients& c = coeffs.gpu_memory;
+  MemoryPrediction p;
+  double transient = 0, grads_live = 0, buckets = 0, gathered = 0;
+  if (zero.stage <= 1) {
+    // The dry run's peak holds the bf16 gradients produced so far (all of them at the end of
+    // backward); at most the full set, which the model states already count.
+    transient =
+        static_cast<double>(s.bytes_total_peak) - at(MemCategory::weights) - at(MemCategory::grads);
+    grads_live = 0;
+    // Stage 0: the all-reduce runs in place on DeepSpeed's flat gradient buffer; stage 1 adds
+    // the reduce bucket.
+    if (zero.stage == 1) buckets = 2.0 * static_cast<double>(zero.reduce_bucket_size);
+  } else {
+    transient = static_cast<double>(s.bytes_transient_peak);
+    buckets = 2.0 * static_cast<double>(zero.reduce_bucket_size);  // bf16 gradient bucket
+    if (zero.stage == 2) buckets += 2.0 * static_cast<double>(zero.allgather_bucket_size);
+  }
+  if (zero.stage == 3 && zero.world > 1) {
+    // Gathered parameters in flight: the largest layer being computed plus the prefetch
+    // bucket, bounded by stage3_max_live_parameters; small tensors persist unpartitioned.
+    const auto specs = llama_param_specs(model);
+    int64_t largest = 0, persistent = 0;
+    for (const auto& sp : specs) {
+      int64_t n = 1;
+      for (int64_t d : sp.dims) n *= d;
+      largest = std::max(largest, n);
+      if (n < zero.stage3_param_persistence_threshold) persistent += n;
+    }
+    const int64_t layer = 2 * model.hidden_size * model.head_dim *
+                              (model.num_attention_heads + model.num_key_value_heads) +
+                          3 * model.hidden_size * model.intermediate_size;
+    const int64_t live = std::min(std::max(layer, largest) + zero.stage3_prefetch_bucket_size,
+                                  zero.stage3_max_live_parameters);
+    gathered = 2.0 * static_cast<double>(live + persistent);
+  }
+  const double cache = static_cast<double>(s.bytes_reserved_peak - s.bytes_total_peak);
+  const double alloc = st.total() + grads_live + transient + gathered + buckets + cache;
+  const double frag = (c.fragmentation - 1.0) * alloc;
+  p.items = {{"weights", st.params},
+             {"grads", st.grads},
+             {"optimizer", st.optimizer},
+             {"activations", std::min(at(MemCategory::activations), transient)},
+             {"temporaries", transient - std::min(at(MemCategory::activations), transient)},
+             {"zero-3 gathered params", gathered},
+             {"comm buckets", buckets},
+             {"allocator cache + fragmentation", cache + frag},
+             {"cuda context + workspace", c.cuda_context_bytes + c.workspace_bytes}};
+  p.total = alloc + frag + c.cuda_context_bytes + c.workspace_bytes;
+  return p;
+}
+
+}  // namespace lj

@@ -1,0 +1,66 @@
+// Peak memory per rank, by category, before anything is allocated:
+//   the dry run of the joint graph (graph_figures.h: the caching allocator's exact replay)
+// + model states by ZeRO stage and world size (DeepSpeed's bf16 mixed precision)
+// + runtime overheads with coefficients from the plan model file (calibrate fits them):
+//   CPU host: the process itself (binary, libraries, OpenMP thread stacks), allocator slack;
+//   GPU: CUDA context, allocator fragmentation, library workspaces, ZeRO buffers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "plan/graph_figures.h"
+#include "plan/plan_model.h"
+
+namespace lj {
+
+// Model states per rank in bytes with DeepSpeed's bf16 semantics (Ψ parameters, N ranks): bf16
+// parameters 2Ψ, bf16 gradients 2Ψ, fp32 master weights + Adam m + v 12Ψ. Partitioned over N:
+// stage 1 the optimizer states, stage 2 also the gradients, stage 3 also the parameters.
+struct ModelStates {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+ModelStates zero_model_states(int64_t num_params, int stage, int64_t world);
+
+// DeepSpeed's zero_optimization sizes that set buffer memory (elements).
+struct ZeroSetup {
+  int stage = 0;
+  int64_t world = 1;
+  int64_t reduce_bucket_size = 0;
+  int64_t allgather_bucket_size = 0;
+  int64_t stage3_prefetch_bucket_size = 0;
+  int64_t stage3_max_live_parameters = 0;
+  int64_t stage3_param_persistence_threshold = 0;
+  // HF's "auto" values for a model (reduce bucket hidden², prefetch 0.9·hidden², persistence
+  // 10·hidden) and DeepSpeed's defaults for the rest.
+  static ZeroSetup for_model(const LlamaConfig& m, int stage, int64_t world);
+};
+
+struct MemoryItem {
+  std::string name;
+  double bytes = 0;
+};
+struct MemoryPrediction {
+  std::vector<MemoryItem> items;  // the categories, summing to total
+  double total = 0;               // predicted peak
+  double get(const std::string& name) const;
+};
+
+// CPU, one process: the dry run with f32 weights, gradients and AdamW states, and the process
+// around it: rss = reserved_factor · reserved + baseline + per_node · nodes + per_param · Ψ.
+MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& model,
+                                    const PlanModel& coeffs);
+// The features of that linear model, in coefficient order (reserved bytes, 1, nodes, params):
+// what calibrate --results regresses the measured peak RSS on.
+std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, double params);
+
+// GPU rank: `f` is the dry run of the bf16 graph with the parameters as inputs and no optimizer
+// states. Stage 0/1 keep every gradient until the step (the dry run's peak has them); stage 2/3
+// stream them out through the reduce bucket (the dry run's transient peak).
+MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& model,
+                                    const ZeroSetup& zero, const PlanModel& coeffs);
+
+}  // namespace lj

@@ -1,0 +1,125 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+#include "plan/graph_figures.h"
+#include "plan/time_model.h"
+
+namespace lj {
+
+StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc,
+                               int64_t micro_batch, double* comm_seconds) {
+  const bool gpu = req.device.kind == DeviceKind::gpu;
+  GraphOptions o;
+  o.compile = req.compile;
+  o.recompute = rc;
+  o.dtype = gpu ? DType::bf16 : DType::f32;
+  const Efficiency& eff = gpu ? req.coeffs.gpu_eff : req.coeffs.cpu_eff;
+  LJ_ASSIGN_OR_RETURN(GraphFigures f, graph_figures(req.model, micro_batch, req.seq_len, o,
+                                                    /*with_adam_states=*/!gpu, req.device, eff));
+  Pricing p;
+  const int64_t psi = req.model.num_params();
+  if (!gpu) {
+    p.memory = predict_cpu_memory(f, req.model, req.coeffs);
+    p.step_seconds = f.compute_seconds + optimizer_seconds(psi, req.device, eff);
+    return p;
+  }
+  p.memory = predict_gpu_memory(f, req.model, req.zero, req.coeffs);
+  const int64_t local = req.zero.stage >= 1 ? (psi + req.gpus - 1) / req.gpus : psi;
+  const double compute = f.compute_seconds + optimizer_seconds(local, req.device, eff);
+  const double link = req.device.link_bandwidth * req.coeffs.comm_efficiency;
+  const double comm = link > 0 ? zero_comm_bytes(psi, req.zero.stage, req.gpus) / link : 0.0;
+  if (comm_seconds) *comm_seconds = comm;
+  p.step_seconds = req.coeffs.comm_overlap ? std::max(compute, comm) : compute + comm;
+  return p;
+}
+
+StatusOr<PlanResult> make_plan(PlanRequest req) {
+  LJ_RETURN_IF_ERROR(req.model.validate());
+  if (req.gpus < 1) return invalid_argument("--gpus must be at least 1");
+  if (req.zero.stage < 0 || req.zero.stage > 3)
+    return invalid_argument("--zero must be 0, 1, 2 or 3");
+  if (req.micro_batch < 1 || req.seq_len < 1)
+    return invalid_argument("--batch-size and --seq-len must be positive");
+  if (req.seq_len > req.model.max_position_embeddings) {
+    return invalid_argument("--seq-len " + std::to_string(req.seq_len) + " is above " +
+                                req.model.name + "'s max_position_embeddings " +
+                                std::to_string(req.model.max_position_embeddings),
+                            "use a shorter --seq-len");
+  }
+  if (req.device.kind == DeviceKind::cpu && (req.gpus != 1 || req.zero.stage != 0)) {
+    return invalid_argument("the host device trains in one process",
+                            "use --gpus 1 --zero 0 with --device host, or a GPU --device");
+  }
+  if (req.recompute_layers > req.model.num_hidden_layers) {
+    return invalid_argument("--recompute-layers " + std::to_string(req.recompute_layers) +
+                            " is above the model's " + std::to_string(req.model.num_hidden_layers) +
+                            " layers");
+  }
+  req.zero.world = req.gpus;
+  PlanResult r;
+  r.budget_bytes = req.budget_bytes > 0 ? req.budget_bytes : 0.9 * req.device.memory_bytes;
+  SearchSpace space;
+  space.num_layers = req.model.num_hidden_layers;
+  space.seq_len = req.seq_len;
+  space.budget_bytes = r.budget_bytes;
+  space.pinned_layers = req.recompute_layers;
+  space.exhaustive = req.exhaustive;
+  if (req.policy) {
+    space.policies = {*req.policy};
+    // The baseline is always shown beside a chosen policy.
+    if (*req.policy != RecomputePolicy::none)
+      space.policies.insert(space.policies.begin(), RecomputePolicy::none);
+  }
+  if (req.tune_batch) {
+    for (int64_t b = 1; b <= req.micro_batch; b *= 2) space.micro_batches.push_back(b);
+    if (space.micro_batches.back() != req.micro_batch)
+      space.micro_batches.push_back(req.micro_batch);
+  } else {
+    space.micro_batches = {req.micro_batch};
+  }
+  auto cost = [&](const RecomputeConfig& rc, int64_t b) -> StatusOr<Pricing> {
+    ++r.dry_runs;
+    return price_choice(req, rc, b, &r.comm_seconds);
+  };
+  LJ_ASSIGN_OR_RETURN(r.ranked, search_recompute(space, cost));
+  return r;
+}
+
+StatusOr<double> parse_bytes(const std::string& text) {
+  const char* s = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  std::string unit(end);
+  unit.erase(
+      std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }),
+      unit.end());
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::pair<const char*, double> units[] = {{"", 1},
+                                                  {"b", 1},
+                                                  {"k", 1e3},
+                                                  {"kb", 1e3},
+                                                  {"kib", 1024.0},
+                                                  {"m", 1e6},
+                                                  {"mb", 1e6},
+                                                  {"mib", 1048576.0},
+                                                  {"g", 1e9},
+                                                  {"gb", 1e9},
+                                                  {"gib", 1073741824.0},
+                                                  {"t", 1e12},
+                                                  {"tb", 1e12},
+                                                  {"tib", 1099511627776.0}};
+  if (end == s || !(v > 0)) {
+    return invalid_argument("cannot read '" + text + "' as a memory size",
+                            "e.g. --memory-limit 20GiB, 512MiB or 1000000000");
+  }
+  for (const auto& [name, mult] : units) {
+    if (unit == name) return v * mult;
+  }
+  return invalid_argument("unknown unit in '" + text + "'",
+                          "use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB");
+}
+
+}  // namespace lj

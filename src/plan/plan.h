@@ -1,0 +1,55 @@
+// The planner: for a model, a device, a world size and ZeRO stage, predicts memory per rank and
+// step time for every recompute choice and recommends the fastest that fits the budget
+// (DESIGN.md, "Memory"). Used by `ljperf plan` and by CHECKPOINT_OPTIMIZATION in benchmark and
+// train.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "plan/device_catalog.h"
+#include "plan/memory_model.h"
+#include "plan/plan_model.h"
+#include "plan/search.h"
+
+namespace lj {
+
+struct PlanRequest {
+  LlamaConfig model;
+  DeviceProfile device;
+  PlanModel coeffs;
+  int64_t gpus = 1;  // data-parallel ranks
+  ZeroSetup zero;    // stage and bucket sizes (world = gpus)
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;
+  bool compile = false;
+  std::optional<RecomputePolicy> policy;  // restrict the search to one policy
+  int64_t recompute_layers = -1;          // >= 1: pin the number of recomputed layers
+  bool tune_batch = false;                // also try micro-batches 1, 2, 4, ... up to micro_batch
+  double budget_bytes = 0;                // 0: 90% of the device's memory
+  bool exhaustive = false;                // price every layer count with a dry run
+};
+
+struct PlanResult {
+  std::vector<Candidate> ranked;  // search_recompute's order
+  double budget_bytes = 0;
+  double comm_seconds = 0;  // ZeRO collectives per step (already in the step times)
+  int64_t dry_runs = 0;     // joint graphs built and dry-run
+  const Candidate* best() const {
+    return !ranked.empty() && ranked.front().fits ? &ranked.front() : nullptr;
+  }
+};
+
+// Checks the request (world size, stage, device kind) and runs the search.
+StatusOr<PlanResult> make_plan(PlanRequest req);
+
+// Exact price of one choice (one dry run): what the search's cost function returns.
+StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc,
+                               int64_t micro_batch, double* comm_seconds = nullptr);
+
+// Parses "20GiB", "512MiB", "1.5TB", "1000000" (bytes) into bytes.
+StatusOr<double> parse_bytes(const std::string& text);
+
+}  // namespace lj
