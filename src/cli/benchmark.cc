@@ -358,16 +358,17 @@ Status run_benchmark(const BenchmarkArgs& a) {
                     {"peak_rss_bytes", rss}};
     nlohmann::ordered_json pred;
     for (const auto& i : predicted.memory.items) pred[i.name] = i.bytes;
-    j["plan"] = {
-        {"recompute", r.step.graph.recompute.to_string(model.num_hidden_layers)},
-        {"compile", r.step.graph.compile},
-        {"predicted_peak_rss_bytes", predicted.memory.total},
-        {"predicted", pred},
-        {"predicted_step_seconds", predicted.step_seconds},
-        // cpu_memory_features: allocator reserved peak, 1, graph nodes, parameters.
-        {"features", cpu_memory_features(static_cast<double>(figures.stats.bytes_reserved_peak),
-                                         static_cast<double>(figures.nodes),
-                                         static_cast<double>(model.num_params()))}};
+    j["plan"] = {{"recompute", r.step.graph.recompute.to_string(model.num_hidden_layers)},
+                 {"compile", r.step.graph.compile},
+                 {"predicted_peak_rss_bytes", predicted.memory.total},
+                 {"predicted", pred},
+                 {"predicted_step_seconds", predicted.step_seconds},
+                 // cpu_memory_features: allocator reserved peak, 1, graph nodes, parameters, GEMM
+                 // packing (0/1).
+                 {"features", cpu_memory_features(
+                                  static_cast<double>(figures.stats.bytes_reserved_peak),
+                                  static_cast<double>(figures.nodes),
+                                  static_cast<double>(model.num_params()), figures.gemm_packing)}};
     LJ_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(a.output, /*append=*/true));
     LJ_RETURN_IF_ERROR(w.write(j.dump()));
     LJ_RETURN_IF_ERROR(w.flush());

@@ -95,9 +95,10 @@ Status run_calibrate(const CalibrateArgs& a) {
     m = fit.model;
     fmt::print(
         "fitted on {} records: rss = {:.5f} x allocator reserved + {} + {:.1f} B/node x "
-        "nodes + {:.4f} B/param x params\n",
+        "nodes + {:.4f} B/param x params + {} when oneDNN packs a GEMM\n",
         recs.size(), m.cpu_memory.reserved_factor, format_bytes(m.host.baseline_rss_bytes),
-        m.cpu_memory.per_node_bytes, m.cpu_memory.per_param_bytes);
+        m.cpu_memory.per_node_bytes, m.cpu_memory.per_param_bytes,
+        format_bytes(m.cpu_memory.gemm_pack_bytes));
     fmt::print("  relative error: median {:.2f}%, max {:.2f}%\n", 100 * fit.median_rel_error,
                100 * fit.max_rel_error);
   }

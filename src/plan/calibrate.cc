@@ -112,7 +112,8 @@ StatusOr<std::vector<double>> least_squares(const std::vector<std::vector<double
 
 double predict_cpu_rss(const std::vector<double>& f, const PlanModel& m) {
   return m.cpu_memory.reserved_factor * f[0] + m.host.baseline_rss_bytes * f[1] +
-         m.cpu_memory.per_node_bytes * f[2] + m.cpu_memory.per_param_bytes * f[3];
+         m.cpu_memory.per_node_bytes * f[2] + m.cpu_memory.per_param_bytes * f[3] +
+         (f.size() > 4 ? m.cpu_memory.gemm_pack_bytes * f[4] : 0.0);
 }
 
 std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records,
@@ -128,10 +129,12 @@ StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
   std::vector<std::vector<double>> a;
   std::vector<double> y;
   for (const auto& r : records) {
-    if (r.features.size() != 4 || !(r.measured_bytes > 0))
+    // 4 features: records from before the GEMM packing term (taken as no packing).
+    if (r.features.size() < 4 || r.features.size() > 5 || !(r.measured_bytes > 0))
       return invalid_argument("a result record has no plan features or no measured peak RSS",
                               "use results written by this ljperf's benchmark --output");
     a.push_back(r.features);
+    a.back().resize(5, 0.0);
     y.push_back(r.measured_bytes);
   }
   // Records of one or two presets do not separate the per-node and per-parameter terms from
@@ -148,6 +151,7 @@ StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
   fit.model.host.baseline_rss_bytes = (*x)[1];
   fit.model.cpu_memory.per_node_bytes = (*x)[2];
   fit.model.cpu_memory.per_param_bytes = (*x)[3];
+  fit.model.cpu_memory.gemm_pack_bytes = (*x)[4];  // 0 when no record packs
   fit.model.fitted_records = static_cast<int>(records.size());
   std::vector<double> e = cpu_memory_errors(records, fit.model);
   std::sort(e.begin(), e.end());

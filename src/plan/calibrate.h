@@ -35,7 +35,8 @@ struct MemoryFit {
   PlanModel model;  // `base` with the CPU memory coefficients replaced
   double median_rel_error = 0, max_rel_error = 0;  // over the records fitted
 };
-// Fits rss = reserved_factor·reserved + baseline + per_node·nodes + per_param·params.
+// Fits rss = reserved_factor·reserved + baseline + per_node·nodes + per_param·params
+//           + gemm_pack·packing.
 StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records, const PlanModel& base);
 // The model's peak RSS for one record's features.
 double predict_cpu_rss(const std::vector<double>& features, const PlanModel& m);

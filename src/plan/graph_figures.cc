@@ -30,10 +30,25 @@ StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, in
   }
   GraphFigures f;
   {
-    Executor ex(g, dev);
+    // Compiled graphs run planned: the static memory plan's arena, as TrainStep runs them.
+    Executor ex(g, dev, ExecutorOptions{.planned = options.compile});
     LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));
     f.stats = dev.memory();
     f.compute_seconds = graph_seconds(g, ex.env(), device, eff);
+    for (const Node& n : g.nodes()) {
+      if (n.op != Op::matmul || n.phase != Phase::forward || n.outputs.empty()) continue;
+      std::vector<int64_t> dims;
+      if (!g.type(n.outputs[0]).shape.eval(ex.env(), &dims) || dims.size() < 2) continue;
+      const int64_t cols = dims.back();
+      int64_t rows = 1;
+      for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
+      if (rows <= 0 || cols <= 0) continue;
+      const double inner = node_cost(g, n, ex.env()).flops /
+                           (2.0 * static_cast<double>(rows) * static_cast<double>(cols));
+      if (rows > kGemmPackRows &&
+          static_cast<double>(cols) * inner >= static_cast<double>(kGemmPackElements))
+        f.gemm_packing = true;
+    }
   }
   f.nodes = static_cast<int64_t>(g.nodes().size());
   return f;

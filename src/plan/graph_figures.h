@@ -15,12 +15,21 @@ struct GraphFigures {
   MemoryStats stats;           // dry run: per category, peaks, reserved
   int64_t nodes = 0;           // nodes of the joint graph
   double compute_seconds = 0;  // time model over every node (time_model.h)
+  // A forward GEMM that oneDNN's sgemm packs into its own per-thread buffers (outside the
+  // allocator): more than kGemmPackRows output rows and a B operand (N·K) of at least
+  // kGemmPackElements. Thresholds measured on this host (libdnnl 2.6, 2 threads): the LM head of
+  // `small` (N 32000, K 288) adds ~14 MiB of peak RSS at 400 rows and above, nothing at 384;
+  // the backward GEMMs of the same shapes and the FFN GEMMs (N·K 221K) add nothing.
+  bool gemm_packing = false;
 };
+inline constexpr int64_t kGemmPackRows = 384;
+inline constexpr int64_t kGemmPackElements = int64_t{1} << 21;
 
 // Builds the joint graph for `options` and dry-runs it with micro-batch `batch` and sequence
 // `seq_len`. Inputs are allocated as the trainer does: tokens, targets, rope tables, the
 // parameters in options.dtype, and, when `with_adam_states`, AdamW's m and v in f32 (the CPU's
-// single-process case; estimate_train_memory gives the same figures).
+// single-process case; estimate_train_memory gives the same figures). With options.compile the
+// executor runs planned (the static memory plan's arena), as the compiled TrainStep does.
 StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, int64_t seq_len,
                                      const GraphOptions& options, bool with_adam_states,
                                      const DeviceProfile& device, const Efficiency& eff);

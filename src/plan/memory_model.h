@@ -50,12 +50,14 @@ struct MemoryPrediction {
 };
 
 // CPU, one process: the dry run with f32 weights, gradients and AdamW states, and the process
-// around it: rss = reserved_factor · reserved + baseline + per_node · nodes + per_param · Ψ.
+// around it: rss = reserved_factor · reserved + baseline + per_node · nodes + per_param · Ψ
+//                 + gemm_pack · [a GEMM oneDNN packs].
 MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& model,
                                     const PlanModel& coeffs);
-// The features of that linear model, in coefficient order (reserved bytes, 1, nodes, params):
-// what calibrate --results regresses the measured peak RSS on.
-std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, double params);
+// The features of that linear model, in coefficient order (reserved bytes, 1, nodes, params,
+// GEMM packing 0/1): what calibrate --results regresses the measured peak RSS on.
+std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, double params,
+                                        bool gemm_packing = false);
 
 // GPU rank: `f` is the dry run of the bf16 graph with the parameters as inputs and no optimizer
 // states. Stage 0/1 keep every gradient until the step (the dry run's peak has them); stage 2/3

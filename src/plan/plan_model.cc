@@ -51,6 +51,7 @@ std::string PlanModel::to_json() const {
   j["cpu_memory"] = {{"reserved_factor", cpu_memory.reserved_factor},
                      {"per_node_bytes", cpu_memory.per_node_bytes},
                      {"per_param_bytes", cpu_memory.per_param_bytes},
+                     {"gemm_pack_bytes", cpu_memory.gemm_pack_bytes},
                      {"fitted_records", fitted_records}};
   j["gpu_memory"] = {{"cuda_context_bytes", gpu_memory.cuda_context_bytes},
                      {"fragmentation", gpu_memory.fragmentation},
@@ -82,6 +83,7 @@ StatusOr<PlanModel> parse_plan_model(const std::string& text, const std::string&
     m.cpu_memory.reserved_factor = c.at("reserved_factor").get<double>();
     m.cpu_memory.per_node_bytes = c.value("per_node_bytes", 0.0);
     m.cpu_memory.per_param_bytes = c.value("per_param_bytes", 0.0);
+    m.cpu_memory.gemm_pack_bytes = c.value("gemm_pack_bytes", 0.0);
     m.fitted_records = c.value("fitted_records", 0);
     const json& g = j.at("gpu_memory");
     m.gpu_memory.cuda_context_bytes = g.at("cuda_context_bytes").get<double>();

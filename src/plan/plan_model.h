@@ -27,11 +27,16 @@ struct HostProfile {
 // The CPU process's peak resident set, as a linear model of the dry run's figures:
 //   rss = reserved_factor · allocator_reserved_peak + baseline_rss_bytes
 //         + per_node_bytes · graph_nodes + per_param_bytes · num_params
+//         + gemm_pack_bytes · [the step has a GEMM oneDNN packs, GraphFigures::gemm_packing]
 // (baseline in HostProfile). Fitted by `ljperf calibrate --results`.
 struct CpuMemoryCoefficients {
   double reserved_factor = 1.0;
   double per_node_bytes = 0;
   double per_param_bytes = 0;
+  // oneDNN's sgemm packs its B operand into per-thread buffers, outside ljperf's allocator,
+  // for large GEMMs (on this host: small's LM head once a micro-batch has more than 384 tokens,
+  // a step of ~21 MiB with 2 threads).
+  double gemm_pack_bytes = 0;
 };
 
 // GPU runtime overheads (per rank) on top of the dry run and the ZeRO model states.

@@ -196,6 +196,57 @@ TEST(LeastSquaresTest, RecoversKnownCoefficients) {
   EXPECT_FALSE(fit_cpu_memory(same, default_plan_model()).ok());
 }
 
+// The GEMM packing term: recovered when some records pack, 0 when none does (the column is
+// dropped), and records written before the term (4 features) still fit.
+TEST(LeastSquaresTest, RecoversGemmPackingTerm) {
+  std::vector<MemoryRecord> recs;
+  for (int i = 0; i < 12; ++i) {
+    const double reserved = 1e7 * (1 + i * i % 7) + 3e8 * (i % 3);
+    const double nodes = 400 + 137 * (i % 5);
+    const double params = 1e5 + 2e6 * (i % 4);
+    const bool packs = i % 4 == 1;
+    recs.push_back({cpu_memory_features(reserved, nodes, params, packs),
+                    1.02 * reserved + 14e6 + 300 * nodes + 0.5 * params + (packs ? 21e6 : 0.0)});
+  }
+  auto fit = fit_cpu_memory(recs, default_plan_model());
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  // Observed: ~1e-9 relative.
+  EXPECT_NEAR(fit->model.cpu_memory.gemm_pack_bytes, 21e6, 1.0);
+  EXPECT_NEAR(fit->model.cpu_memory.reserved_factor, 1.02, 1e-9);
+  EXPECT_LT(fit->max_rel_error, 1e-12);
+  for (auto& r : recs) {
+    r.measured_bytes -= r.features[4] * 21e6;
+    r.features.resize(4);  // an old record
+  }
+  auto old = fit_cpu_memory(recs, default_plan_model());
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->model.cpu_memory.gemm_pack_bytes, 0.0);
+  EXPECT_NEAR(old->model.cpu_memory.per_node_bytes, 300, 1e-6);
+}
+
+// oneDNN packs small's LM head GEMM (N 32000, K 288) above 384 rows (B·T tokens); tiny's
+// (N 256) never.
+TEST(PlanTest, GemmPackingFeature) {
+  const PlanModel m = default_plan_model();
+  auto dev = find_device("host", m);
+  ASSERT_TRUE(dev.ok());
+  auto small = llama_preset("small");
+  auto tiny = llama_preset("tiny");
+  ASSERT_TRUE(small.ok() && tiny.ok());
+  auto at = [&](const LlamaConfig& c, int64_t b, int64_t t, bool compile) {
+    GraphOptions o;
+    o.compile = compile;
+    auto f = graph_figures(c, b, t, o, true, *dev, m.cpu_eff);
+    EXPECT_TRUE(f.ok()) << f.status().message();
+    return f.ok() && f->gemm_packing;
+  };
+  EXPECT_FALSE(at(*small, 1, 384, false));
+  EXPECT_TRUE(at(*small, 1, 448, false));
+  EXPECT_TRUE(at(*small, 2, 256, true));
+  EXPECT_FALSE(at(*small, 2, 128, true));
+  EXPECT_FALSE(at(*tiny, 8, 256, false));
+}
+
 // Records of two presets: nodes and params take two values each, so with the constant they are
 // collinear; the per-parameter term is dropped and the rest recovered.
 TEST(LeastSquaresTest, DropsUndeterminedTermsOfTwoPresets) {
@@ -223,6 +274,7 @@ TEST(PlanModelTest, RoundTripAndErrors) {
   m.host.baseline_rss_bytes = 12345678;
   m.cpu_memory.reserved_factor = 1.0123;
   m.cpu_memory.per_node_bytes = 77.5;
+  m.cpu_memory.gemm_pack_bytes = 2.5e7;
   m.gpu_eff.compute[static_cast<size_t>(OpCategory::contraction)] = 0.55;
   m.comm_overlap = false;
   m.fitted_records = 9;
@@ -234,6 +286,7 @@ TEST(PlanModelTest, RoundTripAndErrors) {
   EXPECT_EQ(back->host.baseline_rss_bytes, 12345678);
   EXPECT_EQ(back->cpu_memory.reserved_factor, 1.0123);
   EXPECT_EQ(back->cpu_memory.per_node_bytes, 77.5);
+  EXPECT_EQ(back->cpu_memory.gemm_pack_bytes, 2.5e7);
   EXPECT_EQ(back->gpu_eff.compute[static_cast<size_t>(OpCategory::contraction)], 0.55);
   EXPECT_FALSE(back->comm_overlap);
   EXPECT_EQ(back->fitted_records, 9);
@@ -279,6 +332,25 @@ TEST(PlanTest, HostFiguresMatchEstimateTrainMemory) {
   // The transient peak is what is not model state: below the total, above the activations.
   EXPECT_LT(f->stats.bytes_transient_peak, f->stats.bytes_total_peak);
   EXPECT_GE(f->stats.bytes_transient_peak, f->stats.peak(MemCategory::activations));
+}
+
+// Compiled: the figures are the static memory plan's (the planned executor's arena), as the
+// compiled TrainStep runs and estimate_train_memory reports, not the caching allocator's replay.
+TEST(PlanTest, CompiledHostFiguresAreThePlannedArena) {
+  auto c = llama_preset("tiny");
+  ASSERT_TRUE(c.ok());
+  const PlanModel m = default_plan_model();
+  auto dev = find_device("host", m);
+  ASSERT_TRUE(dev.ok());
+  GraphOptions o;
+  o.compile = true;
+  auto f = graph_figures(*c, 4, 128, o, true, *dev, m.cpu_eff);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  auto e = estimate_train_memory(*c, 4, 128, o);
+  ASSERT_TRUE(e.ok());
+  ASSERT_TRUE(e->plan.has_value());
+  EXPECT_EQ(f->stats.bytes_total_peak, e->bytes_peak);
+  EXPECT_EQ(f->stats.bytes_reserved_peak, e->bytes_reserved);
 }
 
 // GPU plans dry-run a bf16 graph; the executor must not refuse it (it refuses bf16 compute only
