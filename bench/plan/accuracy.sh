@@ -3,7 +3,8 @@
 # configurations, fits the CPU overhead coefficients (ljperf calibrate --results) on every other
 # run and checks the fit on the rest, then prints predicted against measured peak RSS (VmHWM,
 # what the kernel saw) with relative errors, median and max. Two runs are cross-checked against
-# /usr/bin/time -v.
+# /usr/bin/time -v. accuracy_report.py writes $out/table.md: the per-run table and the median and
+# max errors by set (fit, held out) and by compile on/off.
 #
 #   bench/plan/accuracy.sh [--ljperf build/ljperf] [--out DIR] [--configs FILE]
 #
@@ -19,7 +20,7 @@ while [[ $# -gt 0 ]]; do
     --ljperf) ljperf=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $1" >&2; echo "hint: see $0 --help" >&2; exit 2 ;;
   esac
 done
@@ -93,4 +94,7 @@ echo
 echo "== all $i runs, fitted coefficients =="
 "$ljperf" calibrate --model-file "$out/plan_model.json" --check "$all"
 echo
-echo "records and the fitted model file: $out"
+python3 "$(dirname "$0")/accuracy_report.py" "$out" > "$out/table.md"
+tail -8 "$out/table.md"
+echo
+echo "records, the fitted model file and table.md (per-run table, summaries): $out"

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Markdown table for bench/plan/accuracy.sh: accuracy_report.py OUT_DIR > table.md.
+
+Reads OUT_DIR/run<i>.jsonl (one benchmark record each; even i: fit set, odd i: held out) and
+OUT_DIR/plan_model.json (the coefficients calibrate --results fitted on the fit set), and prints
+predicted against measured peak RSS per run with the summary by set and by compile on/off."""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+out = sys.argv[1]
+MiB = 1048576.0
+m = json.load(open(os.path.join(out, "plan_model.json")))
+c = m["cpu_memory"]
+coef = [c["reserved_factor"], m["host"]["baseline_rss_bytes"], c["per_node_bytes"],
+        c["per_param_bytes"], c.get("gemm_pack_bytes", 0.0)]
+
+
+def fmt_bytes(b):
+    return f"{b / MiB / 1024:.2f} GiB" if b >= 1024 * MiB else f"{b / MiB:.1f} MiB"
+
+
+runs = []
+for path in glob.glob(os.path.join(out, "run*.jsonl")):
+    i = int(re.search(r"run(\d+)\.jsonl$", path).group(1))
+    with open(path) as f:
+        rec = json.loads(f.readline())
+    feats = rec["plan"]["features"] + [0.0] * (5 - len(rec["plan"]["features"]))
+    pred = sum(a * b for a, b in zip(coef, feats))
+    meas = rec["summary"]["peak_rss_bytes"]
+    runs.append((i, rec, pred, meas, (pred - meas) / meas))
+runs.sort(key=lambda r: r[0])
+
+print(f"Fitted (calibrate --results on the {sum(1 for r in runs if r[0] % 2 == 0)} even-numbered "
+      f"runs): rss = {coef[0]:.5f} x allocator reserved peak + {coef[1] / MiB:.1f} MiB + "
+      f"{coef[2]:.0f} B/node + {coef[3]:.4f} B/param + {coef[4] / MiB:.1f} MiB when oneDNN packs "
+      f"a GEMM\n")
+print("| # | set | model | batch | seq | recompute | compile | predicted | measured | error |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for i, rec, pred, meas, err in runs:
+    cfg = rec["config"]
+    print(f"| {i} | {'fit' if i % 2 == 0 else 'held out'} | {cfg['model']} | "
+          f"{cfg['micro_batch']} | {cfg['seq_len']} | {cfg['recompute']} | "
+          f"{'on' if cfg['compile'] else 'off'} | {fmt_bytes(pred)} | {fmt_bytes(meas)} | "
+          f"{100 * err:+.2f}% |")
+
+
+def summary(name, rows):
+    if not rows:
+        return
+    e = sorted(abs(r[4]) for r in rows)
+    print(f"| {name} | {len(rows)} | {100 * statistics.median(e):.2f}% | {100 * e[-1]:.2f}% |")
+
+
+print("\n| runs | n | median abs error | max abs error |")
+print("|---|---|---|---|")
+summary("held out (odd)", [r for r in runs if r[0] % 2 == 1])
+summary("fit (even)", [r for r in runs if r[0] % 2 == 0])
+summary("all", runs)
+summary("all, compile off (eager)", [r for r in runs if not r[1]["config"]["compile"]])
+summary("all, compile on", [r for r in runs if r[1]["config"]["compile"]])
+summary("held out, compile off", [r for r in runs if r[0] % 2 == 1 and not r[1]["config"]["compile"]])
+summary("held out, compile on", [r for r in runs if r[0] % 2 == 1 and r[1]["config"]["compile"]])
