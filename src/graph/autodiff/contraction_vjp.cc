@@ -1,5 +1,6 @@
-// VJP rules of matmul, sdpa and cross_entropy. Attention and the loss have fused backward ops
-// (sdpa_backward, cross_entropy_backward); matmul's gradients are matmuls.
+// VJP rules of matmul, sdpa, cross_entropy and the fused matmul_add and linear_cross_entropy.
+// Attention and the losses have fused backward ops (sdpa_backward, cross_entropy_backward,
+// linear_cross_entropy_backward); matmul's gradients are matmuls.
 #include "graph/autodiff/vjp.h"
 
 namespace lj {
@@ -62,6 +63,43 @@ Status vjp_cross_entropy(VjpCtx& c) {
   if (!dloss.valid() || !c.needs_grad[0]) return ok_status();
   c.din[0] = c.b.add1(Op::cross_entropy_backward, {c.in[0], c.in[1], dloss},
                       {{"ignore_index", c.node.attrs.i("ignore_index")}});
+  return ok_status();
+}
+
+// out = matmul_add(a, b, c) = matmul(a, b) + c: dc = dout, and da, db are matmul's (the same
+// rule, so the gradients are the ones the unfused subgraph gets).
+Status vjp_matmul_add(VjpCtx& c) {
+  const Val dout = c.dout[0];
+  if (!dout.valid()) return ok_status();
+  if (c.needs_grad[2]) c.din[2] = dout;
+  if (!c.needs_grad[0] && !c.needs_grad[1]) return ok_status();
+  Node mm = c.node;
+  mm.op = Op::matmul;
+  mm.inputs.resize(2);
+  VjpCtx sub{c.b, mm, {c.in[0], c.in[1]}, c.out, c.dout, {c.needs_grad[0], c.needs_grad[1]}, {}};
+  sub.din.resize(2);
+  LJ_RETURN_IF_ERROR(vjp_matmul(sub));
+  c.din[0] = sub.din[0];
+  c.din[1] = sub.din[1];
+  return ok_status();
+}
+
+// (loss, lse) = linear_cross_entropy(x, w, labels):
+// dx, dw = linear_cross_entropy_backward(x, w, labels, lse, dloss), which recomputes the logits
+// chunk by chunk. labels get no gradient; a gradient on lse is not supported (as sdpa's).
+Status vjp_linear_cross_entropy(VjpCtx& c) {
+  if (c.dout[1].valid()) {
+    return unimplemented(
+        "linear_cross_entropy: the loss depends on the lse output, which has no gradient rule",
+        "compute the log-sum-exp with primitive ops if the loss needs it");
+  }
+  const Val dloss = c.dout[0];
+  if (!dloss.valid() || (!c.needs_grad[0] && !c.needs_grad[1])) return ok_status();
+  const std::vector<Val> grads =
+      c.b.add(Op::linear_cross_entropy_backward, {c.in[0], c.in[1], c.in[2], c.out[1], dloss},
+              c.node.attrs);
+  if (c.needs_grad[0]) c.din[0] = grads[0];
+  if (c.needs_grad[1]) c.din[1] = grads[1];
   return ok_status();
 }
 
