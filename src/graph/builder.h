@@ -167,8 +167,8 @@ SdpaResult sdpa(Val q, Val k, Val v, bool causal = true, double scale = 0.0);
 // matmul(a, b, ta, tb) + c, c with the product's type.
 Val matmul_add(Val a, Val b, Val c, bool ta = false, bool tb = false);
 struct LinearCrossEntropyResult {
-  Val loss;  // ()
-  Val lse;   // (N), x's dtype: log-sum-exp of each logits row, saved for the backward pass
+  Val loss;    // ()
+  Val dx, dw;  // d(loss)/dx (N, C), d(loss)/dw (V, C): made by the forward, read by the VJP
 };
 // cross_entropy(matmul(x (N, C), w (V, C), tb=true), labels (N)) without the (N, V) logits;
 // chunk: rows per chunk (0: the kernel picks).

@@ -266,7 +266,7 @@ LinearCrossEntropyResult linear_cross_entropy(Val x, Val w, Val labels, int64_t 
   if (!x.valid() || !w.valid() || !labels.valid()) return {};
   auto outs = x.b->add(Op::linear_cross_entropy, {x, w, labels},
                        {{"ignore_index", ignore_index}, {"chunk", chunk}});
-  return LinearCrossEntropyResult{outs[0], outs[1]};
+  return LinearCrossEntropyResult{outs[0], outs[1], outs[2]};
 }
 
 }  // namespace lj

@@ -89,26 +89,11 @@ double flops_matmul_add(const CostCtx& c) {
   return flops_matmul(c) + numel(c.out[0]);
 }
 
-namespace {
-
-// One GEMM of the fused loss: x (N, C) against w (V, C), 2 * N * V * C.
-double linear_ce_gemm_flops(const CostCtx& c) {
-  return 2 * numel(c.in[0]) * static_cast<double>(c.in[1][0]);
-}
-
-}  // namespace
-
-// linear_cross_entropy: the logits GEMM plus cross_entropy's ~4 per logit.
+// linear_cross_entropy: the logits GEMM, the dx and dw GEMMs (2 * N * V * C each) and ~5 per
+// logit (max, exp, sum, scale), as matmul + cross_entropy and their backward.
 double flops_linear_cross_entropy(const CostCtx& c) {
   const double logits = static_cast<double>(c.in[0][0]) * static_cast<double>(c.in[1][0]);
-  return linear_ce_gemm_flops(c) + 4 * logits;
-}
-
-// The backward recomputes the logits (one GEMM), then dx and dw (two more): the work done, as
-// sdpa_backward counts its recompute.
-double flops_linear_cross_entropy_backward(const CostCtx& c) {
-  const double logits = static_cast<double>(c.in[0][0]) * static_cast<double>(c.in[1][0]);
-  return 3 * linear_ce_gemm_flops(c) + 4 * logits;
+  return 3 * 2 * numel(c.in[0]) * static_cast<double>(c.in[1][0]) + 5 * logits;
 }
 
 }  // namespace lj

@@ -1,6 +1,6 @@
 // Shape inference for contractions and the ops built around them: matmul, sdpa (attention) and
 // its backward, cross_entropy and its backward, and the fused matmul_add and
-// linear_cross_entropy(_backward). Operands share one float dtype.
+// linear_cross_entropy. Operands share one float dtype.
 #include "graph/infer_util.h"
 
 namespace lj {
@@ -161,23 +161,10 @@ Status check_linear_cross_entropy(const InferCtx& c) {
 
 }  // namespace
 
-// linear_cross_entropy: x (N, C), w (V, C), labels (N) -> loss (), lse (N) in x's dtype.
+// linear_cross_entropy: x (N, C), w (V, C), labels (N) -> loss (), dx (x's type), dw (w's).
 Status infer_linear_cross_entropy(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_linear_cross_entropy(c));
-  const DType dt = c.in[0].dtype;
-  out->assign({TypedShape{dt, Shape{}}, TypedShape{dt, Shape{c.in[0].shape[0]}}});
-  return ok_status();
-}
-
-// linear_cross_entropy_backward: x, w, labels, lse (N), dloss () -> dx (x's type), dw (w's).
-Status infer_linear_cross_entropy_backward(const InferCtx& c, std::vector<TypedShape>* out) {
-  LJ_RETURN_IF_ERROR(check_linear_cross_entropy(c));
-  const DType dt = c.in[0].dtype;
-  const TypedShape lse{dt, Shape{c.in[0].shape[0]}};
-  if (!(c.in[3] == lse)) return shape_error(c, "lse must be " + lse.to_string());
-  const TypedShape scalar{dt, Shape{}};
-  if (!(c.in[4] == scalar)) return shape_error(c, "dloss must be " + scalar.to_string());
-  out->assign({c.in[0], c.in[1]});
+  out->assign({TypedShape{c.in[0].dtype, Shape{}}, c.in[0], c.in[1]});
   return ok_status();
 }
 

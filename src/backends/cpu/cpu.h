@@ -17,7 +17,7 @@ void register_reduce(KernelTable& t);       // reduce.cc: sum, mean, max, softma
 void register_matmul(KernelTable& t);       // matmul.cc: matmul, matmul_add
 void register_movement(
     KernelTable& t);  // movement.cc: permute, slice, concat, expand, gather, scatter_add
-void register_loss(KernelTable& t);       // loss.cc: (linear_)cross_entropy(_backward)
+void register_loss(KernelTable& t);       // loss.cc: cross_entropy(_backward), linear_cross_entropy
 void register_attention(KernelTable& t);  // attention.cc: sdpa(_backward)
 
 }  // namespace lj::cpu

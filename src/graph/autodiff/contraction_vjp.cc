@@ -1,6 +1,6 @@
 // VJP rules of matmul, sdpa, cross_entropy and the fused matmul_add and linear_cross_entropy.
-// Attention and the losses have fused backward ops (sdpa_backward, cross_entropy_backward,
-// linear_cross_entropy_backward); matmul's gradients are matmuls.
+// Attention and cross_entropy have fused backward ops (sdpa_backward, cross_entropy_backward);
+// matmul's gradients are matmuls; linear_cross_entropy makes its gradients in the forward.
 #include "graph/autodiff/vjp.h"
 
 namespace lj {
@@ -84,22 +84,20 @@ Status vjp_matmul_add(VjpCtx& c) {
   return ok_status();
 }
 
-// (loss, lse) = linear_cross_entropy(x, w, labels):
-// dx, dw = linear_cross_entropy_backward(x, w, labels, lse, dloss), which recomputes the logits
-// chunk by chunk. labels get no gradient; a gradient on lse is not supported (as sdpa's).
+// (loss, dx, dw) = linear_cross_entropy(x, w, labels): dx and dw are already the gradients for
+// dloss = 1, so din = dx * dloss, dw * dloss (plain muls by the scalar, fusible). labels get no
+// gradient; a loss that reads dx or dw is not supported.
 Status vjp_linear_cross_entropy(VjpCtx& c) {
-  if (c.dout[1].valid()) {
+  if (c.dout[1].valid() || c.dout[2].valid()) {
     return unimplemented(
-        "linear_cross_entropy: the loss depends on the lse output, which has no gradient rule",
-        "compute the log-sum-exp with primitive ops if the loss needs it");
+        "linear_cross_entropy: the loss depends on the dx / dw outputs, which have no gradient "
+        "rule",
+        "use matmul + cross_entropy if the loss needs the gradients themselves");
   }
   const Val dloss = c.dout[0];
-  if (!dloss.valid() || (!c.needs_grad[0] && !c.needs_grad[1])) return ok_status();
-  const std::vector<Val> grads =
-      c.b.add(Op::linear_cross_entropy_backward, {c.in[0], c.in[1], c.in[2], c.out[1], dloss},
-              c.node.attrs);
-  if (c.needs_grad[0]) c.din[0] = grads[0];
-  if (c.needs_grad[1]) c.din[1] = grads[1];
+  if (!dloss.valid()) return ok_status();
+  if (c.needs_grad[0]) c.din[0] = c.out[1] * dloss;
+  if (c.needs_grad[1]) c.din[1] = c.out[2] * dloss;
   return ok_status();
 }
 
