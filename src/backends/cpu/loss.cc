@@ -316,10 +316,20 @@ Status linear_cross_entropy_forward(KernelContext& c) {
 
 }  // namespace
 
+// What linear_cross_entropy's get() asks for: one chunk of logits.
+static size_t linear_cross_entropy_workspace(const Node& n, std::span<const TensorView> in, int) {
+  const int64_t rows_total = in[0].dim(0), vocab = in[1].dim(0);
+  const int64_t elem = dtype_size(in[0].dtype);
+  if (rows_total == 0 || vocab == 0) return 0;
+  const int64_t rows = chunk_rows(n.attrs, rows_total, vocab, elem);
+  return (static_cast<size_t>(rows * vocab * elem) + 63) / 64 * 64;
+}
+
 void register_loss(KernelTable& t) {
   t[Op::cross_entropy] = cross_entropy_forward;
   t[Op::cross_entropy_backward] = cross_entropy_backward;
   t[Op::linear_cross_entropy] = linear_cross_entropy_forward;
+  t.ws[static_cast<int>(Op::linear_cross_entropy)] = linear_cross_entropy_workspace;
 }
 
 }  // namespace lj::cpu
