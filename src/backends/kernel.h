@@ -55,9 +55,17 @@ struct KernelContext {
 // dtype invariants were checked when the graph was built and are LJ_CHECKed.
 using KernelFn = Status (*)(KernelContext& c);
 
-// A backend's kernels, indexed by Op. nullptr: the backend has no kernel for that op.
+// The scratch bytes a kernel will ask its Workspace for (the sum of its get() calls, each
+// rounded up to 64), from its inputs' dtypes and dims (data may be null) and the thread count:
+// how a dry run accounts for workspace without launching anything.
+using WorkspaceFn = size_t (*)(const Node& n, std::span<const TensorView> in, int threads);
+
+// A backend's kernels, indexed by Op. nullptr: the backend has no kernel for that op. `ws`:
+// the kernels that use scratch say how much (nullptr: none).
 struct KernelTable {
   KernelFn fn[kNumOps] = {};
+  WorkspaceFn ws[kNumOps] = {};
+  WorkspaceFn workspace(Op op) const { return ws[static_cast<int>(op)]; }
   KernelFn& operator[](Op op) { return fn[static_cast<int>(op)]; }
   KernelFn operator[](Op op) const { return fn[static_cast<int>(op)]; }
 };

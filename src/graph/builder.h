@@ -167,4 +167,16 @@ struct SdpaResult {
 // scale <= 0 means 1/sqrt(D).
 SdpaResult sdpa(Val q, Val k, Val v, bool causal = true, double scale = 0.0);
 
+// ---- Fused ops (made by passes/pattern_fusion; see graph/ops.def) ----
+// matmul(a, b, ta, tb) + c, c with the product's type.
+Val matmul_add(Val a, Val b, Val c, bool ta = false, bool tb = false);
+struct LinearCrossEntropyResult {
+  Val loss;    // ()
+  Val dx, dw;  // d(loss)/dx (N, C), d(loss)/dw (V, C): made by the forward, read by the VJP
+};
+// cross_entropy(matmul(x (N, C), w (V, C), tb=true), labels (N)) without the (N, V) logits;
+// chunk: rows per chunk (0: the kernel picks).
+LinearCrossEntropyResult linear_cross_entropy(Val x, Val w, Val labels, int64_t ignore_index = -100,
+                                              int64_t chunk = 0);
+
 }  // namespace lj

@@ -260,4 +260,17 @@ Val opaque(Val x, const std::string& callback) {
   return unary(Op::opaque, x, {{"callback", callback}});
 }
 
+Val matmul_add(Val a, Val b, Val c, bool ta, bool tb) {
+  if (!a.valid() || !b.valid() || !c.valid()) return {};
+  return a.b->add1(Op::matmul_add, {a, b, c}, {{"ta", ta}, {"tb", tb}});
+}
+
+LinearCrossEntropyResult linear_cross_entropy(Val x, Val w, Val labels, int64_t ignore_index,
+                                              int64_t chunk) {
+  if (!x.valid() || !w.valid() || !labels.valid()) return {};
+  auto outs = x.b->add(Op::linear_cross_entropy, {x, w, labels},
+                       {{"ignore_index", ignore_index}, {"chunk", chunk}});
+  return LinearCrossEntropyResult{outs[0], outs[1], outs[2]};
+}
+
 }  // namespace lj

@@ -84,4 +84,16 @@ double flops_scatter_add(const CostCtx& c) {
   return numel(c.in[1]);
 }
 
+// matmul_add: the matmul's FLOPs plus one add per output element.
+double flops_matmul_add(const CostCtx& c) {
+  return flops_matmul(c) + numel(c.out[0]);
+}
+
+// linear_cross_entropy: the logits GEMM, the dx and dw GEMMs (2 * N * V * C each) and ~5 per
+// logit (max, exp, sum, scale), as matmul + cross_entropy and their backward.
+double flops_linear_cross_entropy(const CostCtx& c) {
+  const double logits = static_cast<double>(c.in[0][0]) * static_cast<double>(c.in[1][0]);
+  return 3 * 2 * numel(c.in[0]) * static_cast<double>(c.in[1][0]) + 5 * logits;
+}
+
 }  // namespace lj

@@ -1,5 +1,6 @@
 // Shape inference for contractions and the ops built around them: matmul, sdpa (attention) and
-// its backward, cross_entropy and its backward. Operands share one float dtype.
+// its backward, cross_entropy and its backward, and the fused matmul_add and
+// linear_cross_entropy. Operands share one float dtype.
 #include "graph/infer_util.h"
 
 namespace lj {
@@ -122,6 +123,48 @@ Status infer_cross_entropy_backward(const InferCtx& c, std::vector<TypedShape>* 
   const TypedShape scalar{c.in[0].dtype, Shape{}};
   if (!(c.in[2] == scalar)) return shape_error(c, "dloss must be " + scalar.to_string());
   out->assign(1, c.in[0]);
+  return ok_status();
+}
+
+// matmul_add: a, b as matmul, c with matmul(a, b)'s type -> that type.
+Status infer_matmul_add(const InferCtx& c, std::vector<TypedShape>* out) {
+  LJ_RETURN_IF_ERROR(infer_matmul(InferCtx{c.def, c.in.first(2), c.attrs}, out));
+  if (!(c.in[2] == (*out)[0])) {
+    return shape_error(c, "the addend must have the product's type " + (*out)[0].to_string());
+  }
+  return ok_status();
+}
+
+namespace {
+
+// Checks x (N, C), w (V, C) of one float dtype, labels (N) i32/i64, and the chunk attribute.
+Status check_linear_cross_entropy(const InferCtx& c) {
+  const Shape& x = c.in[0].shape;
+  const Shape& w = c.in[1].shape;
+  const Shape& labels = c.in[2].shape;
+  if (x.rank() != 2) return shape_error(c, "x must be rank 2: (N, C)");
+  if (w.rank() != 2) return shape_error(c, "w must be rank 2: (V, C)");
+  if (labels.rank() != 1) return shape_error(c, "labels must be rank 1: (N)");
+  LJ_RETURN_IF_ERROR(infer::require_same_dtype(c, 0, 1));
+  LJ_RETURN_IF_ERROR(infer::require_float(c, 0, "x"));
+  LJ_RETURN_IF_ERROR(infer::require_index(c, 2, "labels"));
+  if (x[1] != w[1]) {
+    return shape_error(c, "x has " + x[1].to_string() + " columns but w has " + w[1].to_string());
+  }
+  if (x[0] != labels[0]) {
+    return shape_error(
+        c, "x has " + x[0].to_string() + " rows but labels have " + labels[0].to_string());
+  }
+  if (c.attrs.i_or("chunk", 0) < 0) return shape_error(c, "chunk must be >= 0 rows");
+  return ok_status();
+}
+
+}  // namespace
+
+// linear_cross_entropy: x (N, C), w (V, C), labels (N) -> loss (), dx (x's type), dw (w's).
+Status infer_linear_cross_entropy(const InferCtx& c, std::vector<TypedShape>* out) {
+  LJ_RETURN_IF_ERROR(check_linear_cross_entropy(c));
+  out->assign({TypedShape{c.in[0].dtype, Shape{}}, c.in[0], c.in[1]});
   return ok_status();
 }
 

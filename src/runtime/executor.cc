@@ -131,6 +131,19 @@ StatusOr<std::vector<Tensor>> Executor::dry_run(std::span<const Tensor> inputs) 
   return execute(inputs, /*launch=*/false);
 }
 
+// What ArenaWorkspace does for a call that asks for `bytes` in one get(): beyond the held
+// buffer, an extra block for the call, then the buffer regrown to the call's need.
+void Executor::dry_workspace(size_t bytes) {
+  if (bytes <= workspace_bytes_) return;
+  CachingAllocator& alloc = dev_.allocator();
+  void* extra = alloc.allocate_uncached(bytes, MemCategory::workspace);
+  alloc.deallocate_uncached(extra, bytes, MemCategory::workspace);
+  if (workspace_bytes_ > 0)
+    alloc.deallocate_uncached(workspace_, workspace_bytes_, MemCategory::workspace);
+  workspace_bytes_ = bytes;
+  workspace_ = alloc.allocate_uncached(bytes, MemCategory::workspace);
+}
+
 void Executor::set_node_kernel(size_t node_index, NodeKernel k) {
   if (node_kernels_.size() <= node_index) node_kernels_.resize(node_index + 1);
   node_kernels_[node_index] = std::move(k);
@@ -193,6 +206,10 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
         vals[static_cast<size_t>(v)] =
             planned_ ? planned_->output(v, t.dtype, dims) : Tensor::empty(dev_, t.dtype, dims, c);
         out_views.push_back(vals[static_cast<size_t>(v)].view());
+      }
+      if (!launch) {
+        if (const WorkspaceFn ws = kernels.workspace(n.op))
+          dry_workspace(ws(n, in_views, dev_.threads()));
       }
       if (launch) {
         const bool own = ni < node_kernels_.size() && node_kernels_[ni];

@@ -49,8 +49,8 @@ class Executor {
   // graph outputs in order. `inputs` follow g.inputs().
   StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs);
   // Allocates and frees exactly as run() does but launches no kernel: on a virtual Device this
-  // gives the run's memory (peak and by category) without allocating it. Kernel workspace is
-  // not included.
+  // gives the run's memory (peak and by category) without allocating it, kernel workspace
+  // included (from the backend's WorkspaceFn of each op).
   StatusOr<std::vector<Tensor>> dry_run(std::span<const Tensor> inputs);
 
   // Symbols bound by the last run.
@@ -70,6 +70,7 @@ class Executor {
 
  private:
   Status bind(std::span<const Tensor> inputs);
+  void dry_workspace(size_t bytes);
   StatusOr<std::vector<Tensor>> execute(std::span<const Tensor> inputs, bool launch);
   Status launch_kernel(const Node& n, const NodeKernel& fn, std::span<const TensorView> in,
                        std::span<TensorView> out);

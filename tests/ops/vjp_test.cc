@@ -276,6 +276,29 @@ std::vector<GradCase> make_cases() {
       GradCase{"opaque_host_callback", {x_in("x", {3, 5}, 105)}, [](Builder&, const Ins& in) {
                  return Ins{opaque(in[0], "vjp_test_cube")};
                }});
+  // ---- Fused ops of pattern fusion: linear_cross_entropy (chunk 3 does not divide N = 7;
+  // ignored rows) and matmul_add (a linear layer with a residual; batched, a transposed).
+  // Observed <= 1.5e-7 ----
+  c.push_back(GradCase{"linear_cross_entropy_chunk3_ignore",
+                       {x_in("x", {7, 5}, 111), x_in("w", {6, 5}, 112),
+                        int_in("labels", DType::i32, {7}, {1, -100, 5, 0, 2, -100, 3})},
+                       [](Builder&, const Ins& in) {
+                         return Ins{linear_cross_entropy(in[0], in[1], in[2], -100, 3).loss};
+                       }});
+  c.push_back(GradCase{"linear_cross_entropy_auto_chunk_custom_ignore",
+                       {x_in("x", {5, 4}, 113), x_in("w", {9, 4}, 114),
+                        int_in("labels", DType::i64, {5}, {3, 8, 3, 0, 1})},
+                       [](Builder&, const Ins& in) {
+                         return Ins{linear_cross_entropy(in[0], in[1], in[2], 3).loss};
+                       }});
+  c.push_back(GradCase{
+      "matmul_add_linear_residual",
+      {x_in("a", {2, 5, 6}, 115), x_in("b", {4, 6}, 116), x_in("c", {2, 5, 4}, 117)},
+      [](Builder&, const Ins& in) { return Ins{matmul_add(in[0], in[1], in[2], false, true)}; }});
+  c.push_back(GradCase{
+      "matmul_add_batched_ta",
+      {x_in("a", {3, 7, 4}, 118), x_in("b", {3, 7, 5}, 119), x_in("c", {3, 4, 5}, 120)},
+      [](Builder&, const Ins& in) { return Ins{matmul_add(in[0], in[1], in[2], true, false)}; }});
   return c;
 }
 

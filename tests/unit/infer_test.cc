@@ -525,8 +525,12 @@ void build_every_op(EveryOpModel* m) {
   // An embedding round trip: scatter rows into a table, gather them back.
   const Val scattered = scatter_add(tokens, h, Shape{32, 8}) + table;  // (32, 8)
   h = h + gather(scattered, tokens);
+  // The fused ops of pattern fusion: a GEMM with the residual as epilogue, the chunked loss.
+  h = matmul_add(h, wq, h, false, true);  // (B, T, 8)
+  const Val fused_loss =
+      linear_cross_entropy(reshape(h, Shape{-1, 8}), emb, reshape(labels, Shape{kB * kT})).loss;
   const Val logits = matmul(reshape(h, Shape{-1, 8}), emb, false, true);  // (B*T, 32)
-  const Val loss = cross_entropy(logits, reshape(labels, Shape{kB * kT})) + aux;
+  const Val loss = cross_entropy(logits, reshape(labels, Shape{kB * kT})) + aux + fused_loss;
   b.output("loss", loss);
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   m->loss = loss.id;

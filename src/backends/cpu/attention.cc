@@ -526,11 +526,29 @@ Status sdpa_backward(KernelContext& c) {
   return ok_status();
 }
 
+// What the kernels' scratch() asks for: per-thread tiles.
+template <bool kBackward>
+size_t sdpa_workspace(const Node& n, std::span<const TensorView> in, int threads) {
+  if (in[0].numel() == 0) return 0;
+  KernelContext c{n, in, {}, threads, nullptr};
+  const Dims dm = read_dims(c);
+  const bool f32 = in[0].dtype == DType::f32;
+  const size_t per_thread =
+      kBackward
+          ? (f32 ? BwdScratch<float>::count(dm.d, dm.tq) : BwdScratch<double>::count(dm.d, dm.tq))
+          : (f32 ? FwdScratch<float>::count(dm.d) : FwdScratch<double>::count(dm.d));
+  const size_t bytes = per_thread * static_cast<size_t>(std::max(1, threads)) *
+                       static_cast<size_t>(dtype_size(in[0].dtype));
+  return (bytes + 63) / 64 * 64;
+}
+
 }  // namespace
 
 void register_attention(KernelTable& t) {
   t[Op::sdpa] = sdpa_forward;
   t[Op::sdpa_backward] = sdpa_backward;
+  t.ws[static_cast<int>(Op::sdpa)] = sdpa_workspace<false>;
+  t.ws[static_cast<int>(Op::sdpa_backward)] = sdpa_workspace<true>;
 }
 
 }  // namespace lj::cpu

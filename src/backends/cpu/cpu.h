@@ -14,10 +14,10 @@ const KernelTable& kernels();
 void register_source(KernelTable& t);       // source.cc: constant, iota, random_*
 void register_elementwise(KernelTable& t);  // elementwise.cc: unary, binary, compare, where, cast
 void register_reduce(KernelTable& t);       // reduce.cc: sum, mean, max, softmax, log_softmax
-void register_matmul(KernelTable& t);       // matmul.cc
+void register_matmul(KernelTable& t);       // matmul.cc: matmul, matmul_add
 void register_movement(
     KernelTable& t);  // movement.cc: permute, slice, concat, expand, gather, scatter_add
-void register_loss(KernelTable& t);       // loss.cc: cross_entropy(_backward)
+void register_loss(KernelTable& t);       // loss.cc: cross_entropy(_backward), linear_cross_entropy
 void register_attention(KernelTable& t);  // attention.cc: sdpa(_backward)
 void register_opaque(KernelTable& t);     // opaque.cc: host callbacks
 void register_fused(KernelTable& t);      // fused.cc: fused_pointwise (the kernel IR interpreter)

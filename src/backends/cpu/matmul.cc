@@ -1,5 +1,6 @@
 // matmul on the CPU: out (batch..., M, N) = op(a) (batch..., M, K) x op(b) (batch..., K, N),
 // op() transposing the last two dims when ta / tb is set; batch dims broadcast numpy-style.
+// matmul_add(a, b, c) is the same GEMM accumulating into a copy of c (out's shape).
 // f32 goes through oneDNN's dnnl_sgemm (row-major API, OpenMP inside, thread count from the
 // kernel context). f64 exists for gradient checks and uses a cache-blocked loop kernel.
 //
@@ -12,9 +13,6 @@
 // Each output element is written by exactly one GEMM call whose partition depends only on the
 // shapes and the thread count, so results are bitwise reproducible for a given thread count
 // (f64: for any thread count; every element sums k in increasing order).
-#include <dnnl.h>
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -22,23 +20,10 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/gemm.h"
 
 namespace lj::cpu {
 namespace {
-
-// Sets the OpenMP thread count oneDNN sees for the lifetime of the object.
-class ScopedOmpThreads {
- public:
-  explicit ScopedOmpThreads(int n) : prev_(omp_get_max_threads()) {
-    omp_set_num_threads(std::max(1, n));
-  }
-  ~ScopedOmpThreads() { omp_set_num_threads(prev_); }
-  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
-  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
-
- private:
-  int prev_;
-};
 
 // The shapes of one matmul call, with the batch already broadcast.
 struct MatmulPlan {
@@ -113,16 +98,14 @@ MatmulPlan make_plan(const KernelContext& c) {
 
 // ---- f32: oneDNN --------------------------------------------------------------------------
 
-// c (m, n) = op(a) (m, k) x op(b) (k, n), all row-major and dense.
+// c (m, n) = op(a) (m, k) x op(b) (k, n) + beta * c, all row-major and dense.
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
-           float* c) {
-  const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, ta ? m : k,
-                                      b, tb ? k : n, 0.0f, c, n);
-  LJ_CHECK(st == dnnl_success) << "dnnl_sgemm failed with status " << static_cast<int>(st)
-                               << " for m=" << m << " n=" << n << " k=" << k;
+           float beta, float* c) {
+  gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, beta, c, n);
 }
 
-void matmul_f32(const KernelContext& c, const MatmulPlan& p) {
+// beta = 1 accumulates into out (matmul_add); 0 overwrites it.
+void matmul_f32(const KernelContext& c, const MatmulPlan& p, float beta) {
   const float* a = c.in[0].as<float>();
   const float* b = c.in[1].as<float>();
   float* out = c.out[0].as<float>();
@@ -131,7 +114,7 @@ void matmul_f32(const KernelContext& c, const MatmulPlan& p) {
   if (!p.b_batched && (!p.a_batched || !p.ta)) {
     // b is one matrix, so out's batch is a's (or 1), and a's rows are contiguous: one GEMM of
     // (batch * M, K) x op(b).
-    sgemm(p.ta, p.tb, p.batch * p.m, p.n, p.k, a, b, out);
+    sgemm(p.ta, p.tb, p.batch * p.m, p.n, p.k, a, b, beta, out);
     return;
   }
   const int64_t mat_out = p.m * p.n;
@@ -140,12 +123,12 @@ void matmul_f32(const KernelContext& c, const MatmulPlan& p) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < p.batch; ++i) {
       sgemm(p.ta, p.tb, p.m, p.n, p.k, a + p.a_off[static_cast<size_t>(i)],
-            b + p.b_off[static_cast<size_t>(i)], out + i * mat_out);
+            b + p.b_off[static_cast<size_t>(i)], beta, out + i * mat_out);
     }
   } else {
     for (int64_t i = 0; i < p.batch; ++i) {
       sgemm(p.ta, p.tb, p.m, p.n, p.k, a + p.a_off[static_cast<size_t>(i)],
-            b + p.b_off[static_cast<size_t>(i)], out + i * mat_out);
+            b + p.b_off[static_cast<size_t>(i)], beta, out + i * mat_out);
     }
   }
 }
@@ -207,31 +190,58 @@ void matmul_f64(const KernelContext& c, const MatmulPlan& p) {
   }
 }
 
-Status matmul_forward(KernelContext& c) {
+// matmul, and with `addend` the matmul_add epilogue: out = addend + matmul(a, b). f32 copies
+// the addend into out and accumulates the GEMM into it (beta = 1); f64 adds it after the GEMM.
+Status matmul_impl(KernelContext& c, const TensorView* addend) {
   const DType dt = c.out[0].dtype;
   LJ_CHECK(c.in[0].dtype == dt && c.in[1].dtype == dt) << "matmul operand dtypes differ";
   if (dt != DType::f32 && dt != DType::f64) {
-    return unimplemented(std::string("matmul on the CPU supports f32 and f64, not ") +
-                         dtype_name(dt));
+    return unimplemented(std::string(op_name(c.node.op)) +
+                         " on the CPU supports f32 and f64, not " + dtype_name(dt));
   }
   const MatmulPlan p = make_plan(c);
+  if (addend != nullptr) {
+    LJ_CHECK(addend->dtype == dt && addend->dims == c.out[0].dims) << "matmul_add addend";
+  }
   if (c.out[0].numel() == 0) return ok_status();
   if (p.k == 0) {
-    std::memset(c.out[0].data, 0, c.out[0].bytes());
+    if (addend != nullptr) {
+      std::memcpy(c.out[0].data, addend->data, c.out[0].bytes());
+    } else {
+      std::memset(c.out[0].data, 0, c.out[0].bytes());
+    }
     return ok_status();
   }
   if (dt == DType::f32) {
-    matmul_f32(c, p);
-  } else {
-    matmul_f64(c, p);
+    if (addend != nullptr) std::memcpy(c.out[0].data, addend->data, c.out[0].bytes());
+    matmul_f32(c, p, addend != nullptr ? 1.0f : 0.0f);
+    return ok_status();
+  }
+  matmul_f64(c, p);
+  if (addend != nullptr) {
+    double* out = c.out[0].as<double>();
+    const double* add = addend->as<double>();
+    const int64_t n = c.out[0].numel();
+#pragma omp parallel for num_threads(std::max(1, c.threads)) schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) out[i] += add[i];
   }
   return ok_status();
+}
+
+Status matmul_forward(KernelContext& c) {
+  return matmul_impl(c, nullptr);
+}
+
+// matmul_add(a, b, c): the residual add as the GEMM's epilogue.
+Status matmul_add_forward(KernelContext& c) {
+  return matmul_impl(c, &c.in[2]);
 }
 
 }  // namespace
 
 void register_matmul(KernelTable& t) {
   t[Op::matmul] = matmul_forward;
+  t[Op::matmul_add] = matmul_add_forward;
 }
 
 }  // namespace lj::cpu

@@ -1,5 +1,6 @@
-// VJP rules of matmul, sdpa and cross_entropy. Attention and the loss have fused backward ops
-// (sdpa_backward, cross_entropy_backward); matmul's gradients are matmuls.
+// VJP rules of matmul, sdpa, cross_entropy and the fused matmul_add and linear_cross_entropy.
+// Attention and cross_entropy have fused backward ops (sdpa_backward, cross_entropy_backward);
+// matmul's gradients are matmuls; linear_cross_entropy makes its gradients in the forward.
 #include "graph/autodiff/vjp.h"
 
 namespace lj {
@@ -62,6 +63,41 @@ Status vjp_cross_entropy(VjpCtx& c) {
   if (!dloss.valid() || !c.needs_grad[0]) return ok_status();
   c.din[0] = c.b.add1(Op::cross_entropy_backward, {c.in[0], c.in[1], dloss},
                       {{"ignore_index", c.node.attrs.i("ignore_index")}});
+  return ok_status();
+}
+
+// out = matmul_add(a, b, c) = matmul(a, b) + c: dc = dout, and da, db are matmul's (the same
+// rule, so the gradients are the ones the unfused subgraph gets).
+Status vjp_matmul_add(VjpCtx& c) {
+  const Val dout = c.dout[0];
+  if (!dout.valid()) return ok_status();
+  if (c.needs_grad[2]) c.din[2] = dout;
+  if (!c.needs_grad[0] && !c.needs_grad[1]) return ok_status();
+  Node mm = c.node;
+  mm.op = Op::matmul;
+  mm.inputs.resize(2);
+  VjpCtx sub{c.b, mm, {c.in[0], c.in[1]}, c.out, c.dout, {c.needs_grad[0], c.needs_grad[1]}, {}};
+  sub.din.resize(2);
+  LJ_RETURN_IF_ERROR(vjp_matmul(sub));
+  c.din[0] = sub.din[0];
+  c.din[1] = sub.din[1];
+  return ok_status();
+}
+
+// (loss, dx, dw) = linear_cross_entropy(x, w, labels): dx and dw are already the gradients for
+// dloss = 1, so din = dx * dloss, dw * dloss (plain muls by the scalar, fusible). labels get no
+// gradient; a loss that reads dx or dw is not supported.
+Status vjp_linear_cross_entropy(VjpCtx& c) {
+  if (c.dout[1].valid() || c.dout[2].valid()) {
+    return unimplemented(
+        "linear_cross_entropy: the loss depends on the dx / dw outputs, which have no gradient "
+        "rule",
+        "use matmul + cross_entropy if the loss needs the gradients themselves");
+  }
+  const Val dloss = c.dout[0];
+  if (!dloss.valid()) return ok_status();
+  if (c.needs_grad[0]) c.din[0] = c.out[1] * dloss;
+  if (c.needs_grad[1]) c.din[1] = c.out[2] * dloss;
   return ok_status();
 }
 

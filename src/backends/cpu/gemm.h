@@ -1,0 +1,38 @@
+// Row-major GEMM for the CPU kernels that call it directly (matmul.cc, the fused loss in loss.cc):
+//   c (m, n) = alpha * op(a) (m, k) x op(b) (k, n) + beta * c
+// with leading dims lda, ldb, ldc (elements between rows as stored), op() transposing when ta /
+// tb is set. beta = 0 never reads c (it may hold garbage). f32 goes through oneDNN's dnnl_sgemm,
+// which runs on the calling thread's OpenMP thread count (set it with ScopedOmpThreads);
+// f64 (gradient checks) is a plain loop kernel, parallel over rows of c, every element summing
+// k in increasing order, so its result does not depend on the thread count.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace lj::cpu {
+
+// Sets the OpenMP thread count oneDNN sees for the lifetime of the object.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int n) : prev_(omp_get_max_threads()) {
+    omp_set_num_threads(std::max(1, n));
+  }
+  ~ScopedOmpThreads() { omp_set_num_threads(prev_); }
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int prev_;
+};
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// `threads`: the OpenMP threads of the row loop.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,
+          int threads);
+
+}  // namespace lj::cpu

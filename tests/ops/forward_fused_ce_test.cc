@@ -1,0 +1,238 @@
+// Tier-2 tests of the ops pattern fusion makes for the loss and the residual adds:
+// linear_cross_entropy and matmul_add, in f32 and f64, against the primitive subgraph
+// they replace (matmul + cross_entropy, matmul + add) with gradients from append_gradients, and
+// against the reference kernels composed (ref::matmul, ref::cross_entropy(_backward)).
+#include <cmath>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "graph/autodiff/autodiff.h"
+#include "op_test_util.h"
+
+namespace lj::test {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// Appends d(loss)/d(wrt...) to the builder's graph and returns them as Vals.
+std::vector<Val> grads_of(Builder& b, Val loss, std::vector<Val> wrt) {
+  std::vector<ValueId> ids;
+  for (const Val& v : wrt) ids.push_back(v.id);
+  auto g = append_gradients(&b.graph(), loss.id, ids);
+  if (!g.ok()) {
+    b.fail(g.status());
+    return std::vector<Val>(wrt.size());
+  }
+  std::vector<Val> out;
+  for (ValueId id : *g) out.push_back(b.val(id));
+  return out;
+}
+
+struct LceCase {
+  int64_t n, c, v;
+  int64_t chunk;  // rows per chunk; 0: the kernel's own choice
+  DType label_dtype;
+  int64_t ignore_index;
+  int64_t num_ignored;  // rows whose label is set to ignore_index
+};
+
+const std::vector<LceCase>& lce_cases() {
+  static const std::vector<LceCase> kCases = {
+      {37, 16, 50, 8, DType::i32, -100, 5},    // chunk 8 does not divide 37; ignored rows
+      {37, 16, 50, 0, DType::i64, -100, 3},    // the default chunk (256 rows): one chunk
+      {300, 8, 40, 0, DType::i32, -100, 20},   // the default chunk: 256 + 44 rows
+      {5, 7, 1001, 2, DType::i32, 3, 0},       // custom ignore_index that is also a valid id
+      {64, 33, 129, 64, DType::i64, -100, 0},  // chunk == N
+      {6, 4, 9, 1, DType::i32, -100, 6},       // every row ignored: loss NaN, gradients zero
+  };
+  return kCases;
+}
+
+RefTensor lce_labels(const LceCase& c, uint64_t seed) {
+  RefTensor labels = random_ints(c.label_dtype, {c.n}, seed, 0, c.v);
+  for (int64_t i = 0; i < c.num_ignored; ++i)
+    labels[(i * 7) % c.n] = static_cast<double>(c.ignore_index);
+  return labels;
+}
+
+std::string lce_name(DType dt, const LceCase& c) {
+  return std::string("linear_cross_entropy ") + dtype_name(dt) + " N=" + std::to_string(c.n) +
+         " C=" + std::to_string(c.c) + " V=" + std::to_string(c.v) +
+         " chunk=" + std::to_string(c.chunk) + " ignore_index=" + std::to_string(c.ignore_index);
+}
+
+// Loss and gradients of the fused op and of matmul + cross_entropy, both from append_gradients
+// with dloss = 1.7 (the fused VJP scales the forward's dx, dw by it): equal within rounding.
+TEST(Fused, LinearCrossEntropyEqualsMatmulCrossEntropy) {
+  uint64_t seed = 1;
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const LceCase& c : lce_cases()) {
+      const RefTensor x = random_tensor(dt, {c.n, c.c}, seed++, -1, 1);
+      const RefTensor w = random_tensor(dt, {c.v, c.c}, seed++, -1, 1);
+      const RefTensor labels = lce_labels(c, seed++);
+      const std::vector<GraphInput> inputs{{"x", x}, {"w", w}, {"labels", labels}};
+      auto fused = run_graph(inputs, [&](Builder& b, const std::vector<Val>& in) {
+        const Val loss = linear_cross_entropy(in[0], in[1], in[2], c.ignore_index, c.chunk).loss;
+        std::vector<Val> out{loss};
+        for (Val g : grads_of(b, loss * 1.7, {in[0], in[1]})) out.push_back(g);
+        return out;
+      });
+      auto prim = run_graph(inputs, [&](Builder& b, const std::vector<Val>& in) {
+        Val loss = cross_entropy(matmul(in[0], in[1], false, true), in[2], c.ignore_index);
+        std::vector<Val> out{loss};
+        for (Val g : grads_of(b, loss * 1.7, {in[0], in[1]})) out.push_back(g);
+        return out;
+      });
+      const std::string what = lce_name(dt, c);
+      ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().to_string();
+      ASSERT_TRUE(prim.ok()) << what << ": " << prim.status().to_string();
+      const RefTensor& loss = (*fused)[0];
+      const RefTensor& dx = (*fused)[1];
+      const RefTensor& dw = (*fused)[2];
+      // Logits are sums of C <= 33 products of values in [-1, 1], |logit| <= 33, the loss
+      // O(log V + 33). f32: chunked GEMMs and dw summed chunk by chunk give a few ulp of the
+      // loss (rtol 1e-5) and of each gradient entry, a sum of up to V (dx) or N (dw) terms of
+      // size <= 1.7 |w| / N_valid (atol 1e-6, rtol 1e-4). f64: 1e-13 and 1e-12.
+      // Observed: the loss bitwise equal in both dtypes; f32 dx abs 2.1e-7, dw abs 6.0e-8;
+      // f64 gradients 4.4e-16 (LJ_OPS_VERBOSE=1).
+      expect_close(loss, (*prim)[0], by_dtype(dt, 1e-6, 1e-14), by_dtype(dt, 1e-5, 1e-13),
+                   what + " loss");
+      expect_close(dx, (*prim)[1], by_dtype(dt, 1e-6, 1e-14), by_dtype(dt, 1e-4, 1e-12),
+                   what + " dx");
+      expect_close(dw, (*prim)[2], by_dtype(dt, 1e-6, 1e-14), by_dtype(dt, 1e-4, 1e-12),
+                   what + " dw");
+      if (c.num_ignored == c.n) {
+        EXPECT_TRUE(std::isnan(loss[0])) << what;
+        for (double g : dx.data) ASSERT_EQ(g, 0.0) << what;
+        for (double g : dw.data) ASSERT_EQ(g, 0.0) << what;
+      }
+    }
+  }
+}
+
+// The op's own dx, dw outputs (the gradients for dloss = 1) against the composed reference:
+// dlogits = cross_entropy_backward(x w^T, labels, 1), dx = dlogits w, dw = dlogits^T x.
+TEST(Fused, LinearCrossEntropyOutputsMatchReference) {
+  uint64_t seed = 100;
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const LceCase& c : lce_cases()) {
+      const RefTensor x = random_tensor(dt, {c.n, c.c}, seed++, -1, 1);
+      const RefTensor w = random_tensor(dt, {c.v, c.c}, seed++, -1, 1);
+      const RefTensor labels = lce_labels(c, seed++);
+      auto r = run_graph({{"x", x}, {"w", w}, {"labels", labels}},
+                         [&](Builder&, const std::vector<Val>& in) {
+                           const LinearCrossEntropyResult o =
+                               linear_cross_entropy(in[0], in[1], in[2], c.ignore_index, c.chunk);
+                           return std::vector<Val>{o.loss, o.dx, o.dw};
+                         });
+      const std::string what = lce_name(dt, c) + " outputs";
+      ASSERT_TRUE(r.ok()) << what << ": " << r.status().to_string();
+      const RefTensor logits = ref::matmul(x, w, false, true);
+      const RefTensor one = make_tensor(dt, {}, {1.0});
+      const RefTensor dlogits = ref::cross_entropy_backward(logits, labels, one, c.ignore_index);
+      // As above with dloss = 1. Observed: f32 loss abs 4.8e-7, dx abs 2.1e-7, dw abs 1.5e-8;
+      // f64 loss bitwise, gradients abs 1.1e-16.
+      expect_close((*r)[0], rounded(ref::cross_entropy(logits, labels, c.ignore_index), dt),
+                   by_dtype(dt, 1e-6, 1e-14), by_dtype(dt, 1e-5, 1e-13), what + " loss");
+      expect_close((*r)[1], rounded(ref::matmul(dlogits, w, false, false), dt),
+                   by_dtype(dt, 2e-6, 1e-14), by_dtype(dt, 1e-4, 1e-12), what + " dx");
+      expect_close((*r)[2], rounded(ref::matmul(dlogits, x, true, false), dt),
+                   by_dtype(dt, 2e-6, 1e-14), by_dtype(dt, 1e-4, 1e-12), what + " dw");
+    }
+  }
+}
+
+// f64 sums every dot product in one order and dw over chunks in row order: one thread and
+// four give the same bits.
+TEST(Fused, LinearCrossEntropyF64IsThreadCountInvariant) {
+  const RefTensor x = random_tensor(DType::f64, {45, 12}, 7);
+  const RefTensor w = random_tensor(DType::f64, {70, 12}, 8);
+  const RefTensor labels = random_ints(DType::i32, {45}, 9, 0, 70);
+  auto build = [](Builder& b, const std::vector<Val>& in) {
+    const LinearCrossEntropyResult r = linear_cross_entropy(in[0], in[1], in[2], -100, 8);
+    std::vector<Val> out{r.loss};
+    for (Val g : grads_of(b, r.loss, {in[0], in[1]})) out.push_back(g);
+    return out;
+  };
+  const std::vector<GraphInput> inputs{{"x", x}, {"w", w}, {"labels", labels}};
+  auto one = run_graph(inputs, build, RunOptions{1, true});
+  auto four = run_graph(inputs, build, RunOptions{4, true});
+  ASSERT_TRUE(one.ok() && four.ok());
+  for (size_t k = 0; k < one->size(); ++k) {
+    EXPECT_EQ((*one)[k].data, (*four)[k].data) << "output " << k;
+  }
+}
+
+TEST(Fused, LinearCrossEntropyLabelOutOfRangeIsAStatus) {
+  const RefTensor x = random_tensor(DType::f32, {6, 4}, 200);
+  const RefTensor w = random_tensor(DType::f32, {11, 4}, 201);
+  RefTensor labels = random_ints(DType::i32, {6}, 202, 0, 11);
+  labels[3] = 11;
+  auto r = run_graph({{"x", x}, {"w", w}, {"labels", labels}},
+                     [&](Builder&, const std::vector<Val>& in) {
+                       return std::vector<Val>{linear_cross_entropy(in[0], in[1], in[2]).loss};
+                     });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::out_of_range) << r.status().to_string();
+}
+
+struct MatmulAddCase {
+  Dims a, b;
+  bool ta, tb;
+};
+
+// matmul_add(a, b, c) and add(c, matmul(a, b)): the output and the gradients of a, b, c.
+TEST(Fused, MatmulAddEqualsMatmulPlusAdd) {
+  const std::vector<MatmulAddCase> cases = {
+      {{2, 5, 6}, {4, 6}, false, true},        // a linear layer: x (B, T, C_in), w (C_out, C_in)
+      {{37, 65}, {65, 29}, false, false},      // 2-D, sizes off any tile
+      {{3, 7, 4}, {3, 7, 5}, true, false},     // batched, a transposed: one GEMM per batch
+      {{2, 1, 3, 4}, {3, 5, 4}, false, true},  // broadcast batch
+  };
+  uint64_t seed = 300;
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const MatmulAddCase& mc : cases) {
+      const RefTensor a = random_tensor(dt, mc.a, seed++);
+      const RefTensor b = random_tensor(dt, mc.b, seed++);
+      const RefTensor prod = ref::matmul(a, b, mc.ta, mc.tb);
+      const RefTensor c = random_tensor(dt, prod.dims, seed++);
+      const RefTensor r = random_tensor(dt, prod.dims, seed++);  // weights of the loss
+      const std::vector<GraphInput> inputs{{"a", a}, {"b", b}, {"c", c}, {"r", r}};
+      auto run = [&](bool fused) {
+        return run_graph(inputs, [&](Builder& bl, const std::vector<Val>& in) {
+          Val out = fused ? matmul_add(in[0], in[1], in[2], mc.ta, mc.tb)
+                          : in[2] + matmul(in[0], in[1], mc.ta, mc.tb);
+          Val loss = sum(out * in[3], {});
+          std::vector<Val> outs{out};
+          for (Val g : grads_of(bl, loss, {in[0], in[1], in[2]})) outs.push_back(g);
+          return outs;
+        });
+      };
+      auto got = run(true);
+      auto want = run(false);
+      const std::string what = std::string("matmul_add ") + dtype_name(dt) + " a" +
+                               dims_to_string(mc.a) + " b" + dims_to_string(mc.b) +
+                               (mc.ta ? " ta" : "") + (mc.tb ? " tb" : "");
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status().to_string();
+      ASSERT_TRUE(want.ok()) << what << ": " << want.status().to_string();
+      // f32: c + (sum of K <= 65 products) rounded once more or less, |out| <= 66: atol 1e-5.
+      // The gradients are the same matmuls on the same operands: expected bitwise, allowed 1e-6.
+      // f64 likewise at 1e-13. Observed: 0 difference everywhere (oneDNN adds c after the dot
+      // products, as the separate add does); against the reference f32 2.4e-6 abs at K = 65,
+      // f64 3.6e-15.
+      expect_close((*got)[0], (*want)[0], by_dtype(dt, 1e-5, 1e-13), 0, what + " out");
+      for (size_t k = 1; k < 4; ++k) {
+        expect_close((*got)[k], (*want)[k], by_dtype(dt, 1e-6, 1e-13), 0,
+                     what + " grad " + std::to_string(k - 1));
+      }
+      // And the forward against the reference.
+      const RefTensor want_out = ref::binary(Op::add, prod, c);
+      expect_close((*got)[0], rounded(want_out, dt), by_dtype(dt, 1e-5, 1e-13),
+                   by_dtype(dt, 1e-5, 1e-13), what + " vs reference");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lj::test
