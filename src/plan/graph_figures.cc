@@ -4,6 +4,33 @@
 #include "runtime/executor.h"
 
 namespace lj {
+namespace {
+
+// GraphFigures::gemm_packing for one node: rows of the GEMM (all leading dims of the output; for
+// the fused loss, all rows of x) against kGemmPackRows, and the B operand's elements (N·K; the
+// fused loss: V·C) against kGemmPackElements.
+bool packs_gemm(const Graph& g, const Node& n, const SymEnv& env) {
+  if (n.phase != Phase::forward || n.outputs.empty() || n.inputs.size() < 2) return false;
+  std::vector<int64_t> x, w;
+  if (n.op == Op::linear_cross_entropy) {
+    if (!g.type(n.inputs[0]).shape.eval(env, &x) || !g.type(n.inputs[1]).shape.eval(env, &w) ||
+        x.size() != 2 || w.size() != 2)
+      return false;
+    return x[0] > kGemmPackRows && w[0] * w[1] >= kGemmPackElements;
+  }
+  if (n.op != Op::matmul && n.op != Op::matmul_add) return false;
+  if (!g.type(n.outputs[0]).shape.eval(env, &x) || x.size() < 2) return false;
+  const int64_t cols = x.back();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < x.size(); ++i) rows *= x[i];
+  if (rows <= 0 || cols <= 0) return false;
+  const double inner =
+      node_cost(g, n, env).flops / (2.0 * static_cast<double>(rows) * static_cast<double>(cols));
+  return rows > kGemmPackRows &&
+         static_cast<double>(cols) * inner >= static_cast<double>(kGemmPackElements);
+}
+
+}  // namespace
 
 StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, int64_t seq_len,
                                      const GraphOptions& options, bool with_adam_states,
@@ -35,20 +62,7 @@ StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, in
     LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));
     f.stats = dev.memory();
     f.compute_seconds = graph_seconds(g, ex.env(), device, eff);
-    for (const Node& n : g.nodes()) {
-      if (n.op != Op::matmul || n.phase != Phase::forward || n.outputs.empty()) continue;
-      std::vector<int64_t> dims;
-      if (!g.type(n.outputs[0]).shape.eval(ex.env(), &dims) || dims.size() < 2) continue;
-      const int64_t cols = dims.back();
-      int64_t rows = 1;
-      for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
-      if (rows <= 0 || cols <= 0) continue;
-      const double inner = node_cost(g, n, ex.env()).flops /
-                           (2.0 * static_cast<double>(rows) * static_cast<double>(cols));
-      if (rows > kGemmPackRows &&
-          static_cast<double>(cols) * inner >= static_cast<double>(kGemmPackElements))
-        f.gemm_packing = true;
-    }
+    for (const Node& n : g.nodes()) f.gemm_packing = f.gemm_packing || packs_gemm(g, n, ex.env());
   }
   f.nodes = static_cast<int64_t>(g.nodes().size());
   return f;

@@ -19,7 +19,10 @@ struct GraphFigures {
   // allocator): more than kGemmPackRows output rows and a B operand (N·K) of at least
   // kGemmPackElements. Thresholds measured on this host (libdnnl 2.6, 2 threads): the LM head of
   // `small` (N 32000, K 288) adds ~14 MiB of peak RSS at 400 rows and above, nothing at 384;
-  // the backward GEMMs of the same shapes and the FFN GEMMs (N·K 221K) add nothing.
+  // the backward GEMMs of the same shapes and the FFN GEMMs (N·K 221K) add nothing. Compiled,
+  // the LM head is inside linear_cross_entropy (256-row chunks, which do not pack in isolation),
+  // yet the process shows the same step above 384 rows (17 MiB over the reserved peak at 384,
+  // 25-34 MiB at 448-2048; source not pinned down): the fused loss counts with all its rows.
   bool gemm_packing = false;
 };
 inline constexpr int64_t kGemmPackRows = 384;

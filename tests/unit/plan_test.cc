@@ -242,7 +242,7 @@ TEST(PlanTest, GemmPackingFeature) {
   };
   EXPECT_FALSE(at(*small, 1, 384, false));
   EXPECT_TRUE(at(*small, 1, 448, false));
-  EXPECT_TRUE(at(*small, 2, 256, true));
+  EXPECT_TRUE(at(*small, 2, 256, true));  // the fused loss, all its 512 rows
   EXPECT_FALSE(at(*small, 2, 128, true));
   EXPECT_FALSE(at(*tiny, 8, 256, false));
 }
