@@ -27,6 +27,7 @@ struct CalibrateArgs {
   std::string out;
   std::string model_file;
   int threads = 0;
+  bool per_node_term = false;
 };
 
 // VmRSS of this process now, in bytes (0 when unknown).
@@ -91,7 +92,7 @@ Status run_calibrate(const CalibrateArgs& a) {
   }
   if (!a.results.empty()) {
     LJ_ASSIGN_OR_RETURN(std::vector<MemoryRecord> recs, read_records(a.results));
-    LJ_ASSIGN_OR_RETURN(MemoryFit fit, fit_cpu_memory(recs, m));
+    LJ_ASSIGN_OR_RETURN(MemoryFit fit, fit_cpu_memory(recs, m, a.per_node_term));
     m = fit.model;
     fmt::print(
         "fitted on {} records: rss = {:.5f} x allocator reserved + {} + {:.1f} B/node x "
@@ -146,6 +147,8 @@ Command add_calibrate_command(CLI::App& app) {
   sub->add_option("--out", a->out,
                   "Model file to write (default: " + default_plan_model_path() + ")");
   sub->add_option("--model-file", a->model_file, "Model file to start from");
+  sub->add_flag("--per-node-term", a->per_node_term,
+                "With --results: also fit bytes per graph node (off: that coefficient is 0)");
   sub->add_option("--threads", a->threads, "Threads for --device (0: all)")->capture_default_str();
   return {sub, [a] { return run_calibrate(*a); }};
 }

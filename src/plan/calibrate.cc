@@ -124,8 +124,8 @@ std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records,
   return e;
 }
 
-StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
-                                   const PlanModel& base) {
+StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records, const PlanModel& base,
+                                   bool per_node_term) {
   std::vector<std::vector<double>> a;
   std::vector<double> y;
   for (const auto& r : records) {
@@ -135,6 +135,7 @@ StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
                               "use results written by this ljperf's benchmark --output");
     a.push_back(r.features);
     a.back().resize(5, 0.0);
+    if (!per_node_term) a.back()[2] = 0;  // a zero column gets coefficient 0
     y.push_back(r.measured_bytes);
   }
   // Records of one or two presets do not separate the per-node and per-parameter terms from

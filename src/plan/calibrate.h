@@ -37,7 +37,13 @@ struct MemoryFit {
 };
 // Fits rss = reserved_factor·reserved + baseline + per_node·nodes + per_param·params
 //           + gemm_pack·packing.
-StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records, const PlanModel& base);
+// The per-node term is fitted only with `per_node_term` (its coefficient is 0 otherwise): on
+// this host the process's RSS above the reserved peak does not follow the node count (eager
+// small, ~1000 nodes, and compiled, ~650, at 384 tokens: 17.3 and 17.2 MiB; tiny eager and
+// compiled: 14.1-14.6 MiB), and fitting it traded tiny's eager runs against its compiled ones
+// (held-out max 4.27% with it, 2.32% without, bench/plan/RESULTS.md).
+StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records, const PlanModel& base,
+                                   bool per_node_term = false);
 // The model's peak RSS for one record's features.
 double predict_cpu_rss(const std::vector<double>& features, const PlanModel& m);
 // Relative errors |predicted - measured| / measured of `m` on the records.

@@ -179,7 +179,7 @@ TEST(LeastSquaresTest, RecoversKnownCoefficients) {
     recs.push_back({cpu_memory_features(reserved, nodes, params),
                     1.02 * reserved + 14e6 + 300 * nodes + 0.5 * params});
   }
-  auto fit = fit_cpu_memory(recs, default_plan_model());
+  auto fit = fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   // Observed: agreement to ~1e-12 relative (double rounding in the normal equations).
   EXPECT_NEAR(fit->model.cpu_memory.reserved_factor, 1.02, 1e-9);
@@ -190,10 +190,10 @@ TEST(LeastSquaresTest, RecoversKnownCoefficients) {
   EXPECT_LT(fit->max_rel_error, 1e-12);
   // One record cannot even give a slope and a constant.
   recs.resize(1);
-  EXPECT_FALSE(fit_cpu_memory(recs, default_plan_model()).ok());
+  EXPECT_FALSE(fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true).ok());
   // Collinear records (all the same) determine nothing.
   std::vector<MemoryRecord> same(6, recs[0]);
-  EXPECT_FALSE(fit_cpu_memory(same, default_plan_model()).ok());
+  EXPECT_FALSE(fit_cpu_memory(same, default_plan_model(), true).ok());
 }
 
 // The GEMM packing term: recovered when some records pack, 0 when none does (the column is
@@ -208,7 +208,7 @@ TEST(LeastSquaresTest, RecoversGemmPackingTerm) {
     recs.push_back({cpu_memory_features(reserved, nodes, params, packs),
                     1.02 * reserved + 14e6 + 300 * nodes + 0.5 * params + (packs ? 21e6 : 0.0)});
   }
-  auto fit = fit_cpu_memory(recs, default_plan_model());
+  auto fit = fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   // Observed: ~1e-9 relative.
   EXPECT_NEAR(fit->model.cpu_memory.gemm_pack_bytes, 21e6, 1.0);
@@ -218,7 +218,7 @@ TEST(LeastSquaresTest, RecoversGemmPackingTerm) {
     r.measured_bytes -= r.features[4] * 21e6;
     r.features.resize(4);  // an old record
   }
-  auto old = fit_cpu_memory(recs, default_plan_model());
+  auto old = fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true);
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_EQ(old->model.cpu_memory.gemm_pack_bytes, 0.0);
   EXPECT_NEAR(old->model.cpu_memory.per_node_bytes, 300, 1e-6);
@@ -247,6 +247,27 @@ TEST(PlanTest, GemmPackingFeature) {
   EXPECT_FALSE(at(*tiny, 8, 256, false));
 }
 
+// By default the per-node term is not fitted: its coefficient is 0 and the rest is recovered.
+TEST(LeastSquaresTest, PerNodeTermOnlyOnRequest) {
+  std::vector<MemoryRecord> recs;
+  for (int i = 0; i < 12; ++i) {
+    const double reserved = 1e7 * (1 + i * i % 7) + 3e8 * (i % 3);
+    const double nodes = 400 + 137 * (i % 5);
+    const double params = 1e5 + 2e6 * (i % 4);
+    const bool packs = i % 4 == 1;
+    recs.push_back({cpu_memory_features(reserved, nodes, params, packs),
+                    1.01 * reserved + 15e6 + 0.25 * params + (packs ? 9e6 : 0.0)});
+  }
+  auto fit = fit_cpu_memory(recs, default_plan_model());
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->model.cpu_memory.per_node_bytes, 0.0);
+  // Observed: ~1e-10 relative.
+  EXPECT_NEAR(fit->model.cpu_memory.reserved_factor, 1.01, 1e-9);
+  EXPECT_NEAR(fit->model.host.baseline_rss_bytes, 15e6, 1.0);
+  EXPECT_NEAR(fit->model.cpu_memory.per_param_bytes, 0.25, 1e-8);
+  EXPECT_NEAR(fit->model.cpu_memory.gemm_pack_bytes, 9e6, 1.0);
+}
+
 // Records of two presets: nodes and params take two values each, so with the constant they are
 // collinear; the per-parameter term is dropped and the rest recovered.
 TEST(LeastSquaresTest, DropsUndeterminedTermsOfTwoPresets) {
@@ -259,7 +280,7 @@ TEST(LeastSquaresTest, DropsUndeterminedTermsOfTwoPresets) {
     recs.push_back(
         {cpu_memory_features(reserved, nodes, params), 1.019 * reserved + 13e6 + 1400 * nodes});
   }
-  auto fit = fit_cpu_memory(recs, default_plan_model());
+  auto fit = fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   EXPECT_EQ(fit->model.cpu_memory.per_param_bytes, 0.0);
   // Observed: ~1e-10 relative.
