@@ -7,6 +7,7 @@
 #include "graph/autodiff/autodiff.h"
 #include "passes/cse/cse.h"
 #include "passes/dce/dce.h"
+#include "passes/pattern_fusion/pattern_fusion.h"
 #include "passes/pointwise_fusion/pointwise_fusion.h"
 #include "passes/regions/regions.h"
 #include "passes/schedule/schedule.h"
@@ -42,6 +43,7 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   if (options.compile) {
     PassManager pm;
     // [compile: pattern fusion passes are added here]
+    add_pattern_fusion_passes(pm);
     LJ_ASSIGN_OR_RETURN(pre, pm.run(*g));
   }
   LJ_ASSIGN_OR_RETURN(auto grads, append_gradients(g, ids.loss, ids.params));

@@ -1,0 +1,13 @@
+#include "passes/pattern_fusion/pattern_fusion.h"
+
+#include <memory>
+
+namespace lj {
+
+void add_pattern_fusion_passes(PassManager& pm) {
+  pm.add(std::make_unique<RopeFusion>());
+  pm.add(std::make_unique<SwigluFusion>());
+  pm.add(std::make_unique<RmsNormFusion>());
+}
+
+}  // namespace lj
