@@ -1,3 +1,4 @@
+// The pattern-fusion rules in the order compile runs them (pattern_fusion.h).
 #include "passes/pattern_fusion/pattern_fusion.h"
 
 #include <memory>

@@ -1,3 +1,4 @@
+// The pattern-fusion rules' shared machinery (rewrite.h): the use index and the exact rewrite.
 #include "passes/pattern_fusion/rewrite.h"
 
 #include <algorithm>
