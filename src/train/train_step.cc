@@ -43,7 +43,7 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   if (options.compile) {
     PassManager pm;
     // [compile: pattern fusion passes are added here]
-    add_pattern_fusion_passes(pm);
+    add_pattern_fusion_passes(pm, options.recompute.policy != RecomputePolicy::none);
     LJ_ASSIGN_OR_RETURN(pre, pm.run(*g));
   }
   LJ_ASSIGN_OR_RETURN(auto grads, append_gradients(g, ids.loss, ids.params));

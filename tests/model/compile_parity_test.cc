@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "runtime/executor.h"
+#include "train/memory_estimate.h"
 #include "train/train_step.h"
 
 namespace lj {
@@ -26,8 +27,10 @@ Tensor tokens_of(Device& dev, int64_t B, int64_t T, int64_t offset, int64_t voca
   return t;
 }
 
-// The compiled training graph against the eager one: the loss and every gradient.
-void expect_compiled_matches_eager(const char* preset, int64_t B, int64_t T, double tol) {
+// The compiled training graph (with `recompute`) against the eager one without recompute: the
+// loss and every gradient.
+void expect_compiled_matches_eager(const char* preset, int64_t B, int64_t T, double tol,
+                                   RecomputeConfig recompute = {}) {
   auto model = llama_preset(preset);
   ASSERT_TRUE(model.ok());
   Graph eager, compiled;
@@ -35,6 +38,7 @@ void expect_compiled_matches_eager(const char* preset, int64_t B, int64_t T, dou
   PassReport report;
   GraphOptions options;
   options.compile = true;
+  options.recompute = recompute;
   auto ids = build_train_graph(*model, options, &compiled, &report);
   ASSERT_TRUE(ids.ok()) << ids.status().to_string();
   ASSERT_TRUE(verify(compiled).ok()) << verify(compiled).to_string();
@@ -42,7 +46,9 @@ void expect_compiled_matches_eager(const char* preset, int64_t B, int64_t T, dou
   ASSERT_EQ(compiled.outputs().size(), eager.outputs().size());
   std::printf("%s train graph: eager %zu nodes, compiled %zu nodes\n%s", preset,
               eager.nodes().size(), compiled.nodes().size(), report.to_string().c_str());
-  EXPECT_LT(compiled.nodes().size(), eager.nodes().size());
+  if (recompute.policy == RecomputePolicy::none) {
+    EXPECT_LT(compiled.nodes().size(), eager.nodes().size());
+  }
   EXPECT_GT(count_op(compiled, Op::rms_norm_backward), 0);
   EXPECT_GT(count_op(compiled, Op::swiglu_backward), 0);
 
@@ -94,6 +100,42 @@ TEST(CompileParity, TrainGraphMatchesEagerTiny) {
 
 TEST(CompileParity, TrainGraphMatchesEagerSmall) {
   expect_compiled_matches_eager("small", 1, 32, 2e-5);
+}
+
+// With recompute, the fused ops are cloned like any other forward node, and residual adds are
+// fused only within their layer. Observed: 4.5e-7 for full and selective (tiny).
+TEST(CompileParity, RecomputedTrainGraphMatchesEagerTiny) {
+  for (RecomputePolicy p : {RecomputePolicy::full, RecomputePolicy::selective}) {
+    RecomputeConfig c;
+    c.policy = p;
+    expect_compiled_matches_eager("tiny", 2, 16, 2e-5, c);
+  }
+}
+
+// Fusion saves activations (a fused op keeps what its backward reads, not every intermediate),
+// and never costs any under recompute: the residual adds stay inside their layers, so a
+// recomputed layer still keeps one input. Observed at small, B=4, T=256 (memory dry run),
+// activation peaks eager -> compiled: none 135.9 -> 101.4 MiB, selective 72.5 -> 69.9 MiB,
+// full 10.1 -> 9.0 MiB.
+TEST(CompileParity, ActivationPeakBelowEager) {
+  auto model = llama_preset("small");
+  ASSERT_TRUE(model.ok());
+  for (RecomputePolicy p :
+       {RecomputePolicy::none, RecomputePolicy::selective, RecomputePolicy::full}) {
+    GraphOptions o;
+    o.recompute.policy = p;
+    auto eager = estimate_train_memory(*model, 4, 256, o);
+    o.compile = true;
+    auto compiled = estimate_train_memory(*model, 4, 256, o);
+    ASSERT_TRUE(eager.ok() && compiled.ok());
+    const int64_t a = eager->stats.peak(MemCategory::activations);
+    const int64_t b = compiled->stats.peak(MemCategory::activations);
+    std::printf("small B=4 T=256 recompute %-9s activations eager %.1f MiB, compiled %.1f MiB\n",
+                recompute_policy_name(p), static_cast<double>(a) / (1 << 20),
+                static_cast<double>(b) / (1 << 20));
+    EXPECT_LT(b, a) << recompute_policy_name(p);
+    EXPECT_LE(compiled->bytes_peak, eager->bytes_peak) << recompute_policy_name(p);
+  }
 }
 
 }  // namespace

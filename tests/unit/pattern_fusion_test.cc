@@ -88,6 +88,32 @@ TEST(PatternFusion, FiresOncePerNormSwigluAndRopeOfPresets) {
   }
 }
 
+// When layers are recomputed, a residual add is fused only into a norm of its own layer: the
+// post_attention_layernorm's; input_layernorm and model.norm read the previous layer's add.
+TEST(PatternFusion, ResidualAddsStayInTheirLayerWhenRecomputing) {
+  auto model = llama_preset("small");
+  ASSERT_TRUE(model.ok());
+  Graph g;
+  ASSERT_TRUE(build_llama(*model, &g, DType::f32, false).ok());
+  RopeFusion rope;  // its adds out of the way
+  ASSERT_TRUE(rope.run(g).ok());
+  RmsNormFusion norm(/*add_across_layers=*/false);
+  ASSERT_TRUE(norm.run(g).ok());
+  ASSERT_TRUE(verify(g).ok());
+  const int layers = static_cast<int>(model->num_hidden_layers);
+  EXPECT_EQ(norm.add_rms_norm_count(), layers);
+  EXPECT_EQ(norm.rms_norm_count(), layers + 1);
+  for (const Node& n : g.nodes()) {
+    if (n.op == Op::add_rms_norm) {
+      EXPECT_NE(n.scope.find("post_attention_layernorm"), std::string::npos) << n.scope;
+    }
+    if (n.op == Op::add) {
+      EXPECT_NE(n.scope.find(".mlp"), std::string::npos) << n.scope;
+    }
+  }
+  EXPECT_EQ(count_op(g, Op::add), layers);  // each layer's MLP residual
+}
+
 // Compile off builds the joint graph exactly as before fusion existed: the forward graph,
 // append_gradients, the gradient outputs, no pass.
 TEST(PatternFusion, EagerGraphIsUnchanged) {

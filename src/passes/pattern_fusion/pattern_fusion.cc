@@ -5,10 +5,10 @@
 
 namespace lj {
 
-void add_pattern_fusion_passes(PassManager& pm) {
+void add_pattern_fusion_passes(PassManager& pm, bool recompute) {
   pm.add(std::make_unique<RopeFusion>());
   pm.add(std::make_unique<SwigluFusion>());
-  pm.add(std::make_unique<RmsNormFusion>());
+  pm.add(std::make_unique<RmsNormFusion>(/*add_across_layers=*/!recompute));
 }
 
 }  // namespace lj

@@ -10,7 +10,8 @@
 // only when it is exact (rewrite.h): attributes, shapes and constants check, and no intermediate
 // value is read outside it; otherwise it is left as it is. Fused nodes take the scope and phase
 // of the subgraph's last node (an add_rms_norm gets the norm's scope, the residual add moving into
-// it) and take over its value ids, so nothing downstream changes and no dead nodes remain.
+// it, across a layer boundary only when nothing is recomputed) and take over its value ids, so
+// nothing downstream changes and no dead nodes remain.
 //
 // Before: nothing. Run on the forward graph, before autodiff (train/train_step.cc's
 // build_train_graph does, when compiling): each fused op brings its own fused VJP
@@ -24,6 +25,11 @@ namespace lj {
 
 class RmsNormFusion : public Pass {
  public:
+  // add_across_layers: also fuse a residual add made in another layer (the previous layer's
+  // output into this layer's input_layernorm, the last layer's into model.norm). That moves the
+  // add into the norm's layer, so a recomputed layer would keep the add's two inputs instead of
+  // its one input: passes/remat's regions are layers by scope. Off when anything is recomputed.
+  explicit RmsNormFusion(bool add_across_layers = true) : across_layers_(add_across_layers) {}
   const char* name() const override { return "rms_norm_fusion"; }
   StatusOr<bool> run(Graph& g) override;
   // Fusions made by the last run.
@@ -31,6 +37,7 @@ class RmsNormFusion : public Pass {
   int add_rms_norm_count() const { return add_rms_norm_; }
 
  private:
+  bool across_layers_;
   int rms_norm_ = 0, add_rms_norm_ = 0;
 };
 
@@ -55,7 +62,8 @@ class RopeFusion : public Pass {
 };
 
 // Adds every rule, in the order compile uses (rope, swiglu, rms_norm: independent patterns, so the
-// order changes nothing but the dump file names).
-void add_pattern_fusion_passes(PassManager& pm);
+// order changes nothing but the dump file names). recompute: whether any layer will be recomputed
+// (then residual adds are fused only within a layer; see RmsNormFusion).
+void add_pattern_fusion_passes(PassManager& pm, bool recompute = false);
 
 }  // namespace lj

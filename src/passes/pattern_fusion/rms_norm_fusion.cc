@@ -5,6 +5,7 @@
 // add(a, b) of equal types (the residual stream), the add joins it: add_rms_norm(a, b, w) with
 // outputs (x, y, rstd), every other reader of x now reading the fused node's first output.
 #include <cmath>
+#include <string_view>
 
 #include "core/log.h"
 #include "passes/pattern_fusion/pattern_fusion.h"
@@ -75,6 +76,15 @@ bool match_norm(const Graph& g, const fusion::Rewriter& rw, NodeId root, NormMat
   return false;
 }
 
+// The layer a scope belongs to ("model.layers.3.mlp.down_proj" -> "model.layers.3"); the scope
+// itself outside the layers ("model.norm"). Layers are what passes/remat recomputes.
+std::string_view layer_of(std::string_view scope) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!scope.starts_with(kPrefix)) return scope;
+  const size_t dot = scope.find('.', kPrefix.size());
+  return dot == std::string_view::npos ? scope : scope.substr(0, dot);
+}
+
 }  // namespace
 
 StatusOr<bool> RmsNormFusion::run(Graph& g) {
@@ -86,9 +96,10 @@ StatusOr<bool> RmsNormFusion::run(Graph& g) {
     NormMatch m;
     if (!match_norm(g, rw, static_cast<NodeId>(i), &m)) continue;
     const Attrs attrs{{"eps", m.eps}};
-    // With the residual add before it, when the add is exact (no broadcast) and fits.
+    // With the residual add before it, when the add is exact (no broadcast) and fits, and, unless
+    // fusing across layers, belongs to the norm's layer.
     const NodeId add = rw.match(m.x, Op::add);
-    if (add >= 0) {
+    if (add >= 0 && (across_layers_ || layer_of(g.node(add).scope) == layer_of(root.scope))) {
       const Node& a = g.node(add);
       fusion::Fusion f;
       f.node = Node{.op = Op::add_rms_norm,
