@@ -100,7 +100,8 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
 
 std::string TrainStep::compile_log() const {
   if (!config_.graph.compile) return "";
-  return passes_.to_string() + find_regions(graph_).to_string();
+  return passes_.to_string() + find_regions(graph_).to_string() +
+         "generated kernels: " + kernel_report_.to_string() + "\n";
 }
 
 Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos,
