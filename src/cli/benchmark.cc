@@ -305,6 +305,9 @@ Status run_benchmark(const BenchmarkArgs& a) {
   fmt::print("  process peak RSS {}   (predicted peak RSS {}, {:+.2f}%)\n", format_bytes(rss),
              format_bytes(predicted.memory.total), 100.0 * (predicted.memory.total - rss) / rss);
   fmt::print("  memory (ljperf accounting)\n{}", mem.to_string());
+  if (const PlannedMemory* pm = trainer->executor().planned_memory()) {
+    fmt::print("{}", memory_plan_summary(pm->plan()));
+  }
   if (a.profile) {
     fmt::print("  kernel time by op category (per measured step)\n{}",
                profile_table(trainer->executor().profile(),

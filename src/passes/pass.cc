@@ -61,11 +61,11 @@ double PassReport::wall_s() const {
 std::string PassReport::to_string() const {
   std::string out;
   char line[160];
-  std::snprintf(line, sizeof(line), "%-20s %-8s %10s %10s %10s\n", "pass", "changed", "nodes_in",
+  std::snprintf(line, sizeof(line), "%-28s %-8s %10s %10s %10s\n", "pass", "changed", "nodes_in",
                 "nodes_out", "ms");
   out += line;
   for (const PassRun& r : runs) {
-    std::snprintf(line, sizeof(line), "%-20s %-8s %10lld %10lld %10.3f\n", r.name.c_str(),
+    std::snprintf(line, sizeof(line), "%-28s %-8s %10lld %10lld %10.3f\n", r.name.c_str(),
                   r.changed ? "yes" : "no", static_cast<long long>(r.nodes_before),
                   static_cast<long long>(r.nodes_after), r.wall_s * 1e3);
     out += line;

@@ -7,6 +7,7 @@
 #include "graph/autodiff/autodiff.h"
 #include "passes/cse/cse.h"
 #include "passes/dce/dce.h"
+#include "passes/pattern_fusion/pattern_fusion.h"
 #include "passes/pattern_fusion/pattern_fusion_ce.h"
 #include "passes/pointwise_fusion/pointwise_fusion.h"
 #include "passes/regions/regions.h"
@@ -42,7 +43,9 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   PassReport pre;
   if (options.compile) {
     PassManager pm;
-    // [compile: pattern fusion passes are added here]
+    // Norms, SwiGLU, RoPE first: a residual add feeding a norm joins it (add_rms_norm); the
+    // adds left over become GEMM epilogues (matmul_add).
+    add_pattern_fusion_passes(pm, options.recompute.policy != RecomputePolicy::none);
     pm.add(make_linear_cross_entropy_fusion());
     pm.add(make_matmul_add_fusion());
     LJ_ASSIGN_OR_RETURN(pre, pm.run(*g));
@@ -97,7 +100,8 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
 
 std::string TrainStep::compile_log() const {
   if (!config_.graph.compile) return "";
-  return passes_.to_string() + find_regions(graph_).to_string();
+  return passes_.to_string() + find_regions(graph_).to_string() +
+         "generated kernels: " + kernel_report_.to_string() + "\n";
 }
 
 Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos,

@@ -204,6 +204,8 @@ TEST_P(HfParity, FiveAdamWSteps) {
       label().c_str(), worst_loss, worst_update_rel, worst_name.c_str(), worst_abs);
 }
 
+// Compiled (pattern fusion, fused VJPs), observed within the eager figures quoted above: logits
+// rel 3.6e-7, gradients 5.9e-7, 5-step updates 6.5e-6.
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
                          ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim"),
                                             ::testing::Bool()),

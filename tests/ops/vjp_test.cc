@@ -18,6 +18,7 @@
 #include "backends/host_callback.h"
 #include "gradcheck.h"
 #include "graph/autodiff/vjp.h"
+#include "graph/builder_fused.h"
 #include "op_test_util.h"
 
 namespace lj::test {
@@ -249,6 +250,31 @@ std::vector<GradCase> make_cases() {
         Val r = rsqrt(mean(square(x), {-1}, true) + 1e-5);
         return Ins{x * r * in[1]};
       }});
+  // ---- Fused ops of pattern fusion (graph/builder_fused.h), cos and sin differentiated too;
+  // add_rms_norm with both s and y in the loss, so the residual gradient joins the norm's
+  // (observed <= 2.6e-7, swiglu; the others <= 1.7e-7) ----
+  c.push_back(
+      GradCase{"rms_norm_fused",
+               {x_in("x", {2, 3, 12}, 111), x_in("w", {12}, 112, 0.5, 1.5)},
+               [](Builder&, const Ins& in) { return Ins{rms_norm(in[0], in[1], 1e-5).y}; }});
+  c.push_back(GradCase{
+      "add_rms_norm_fused_sum_and_y",
+      {x_in("x", {2, 3, 12}, 113), x_in("r", {2, 3, 12}, 114), x_in("w", {12}, 115, 0.5, 1.5)},
+      [](Builder&, const Ins& in) {
+        const AddRmsNormResult a = add_rms_norm(in[0], in[1], in[2], 1e-5);
+        return Ins{a.sum, a.y};
+      }});
+  c.push_back(GradCase{"swiglu_fused",
+                       {x_in("gate", {3, 13}, 116, -3, 3), x_in("up", {3, 13}, 117)},
+                       [](Builder&, const Ins& in) { return Ins{swiglu(in[0], in[1])}; }});
+  c.push_back(
+      GradCase{"rope_fused",
+               {x_in("x", {2, 3, 5, 8}, 118), x_in("cos", {5, 8}, 119), x_in("sin", {5, 8}, 120)},
+               [](Builder&, const Ins& in) { return Ins{rope(in[0], in[1], in[2])}; }});
+  c.push_back(
+      GradCase{"rope_inverse_fused",
+               {x_in("x", {2, 3, 5, 8}, 121), x_in("cos", {5, 8}, 122), x_in("sin", {5, 8}, 123)},
+               [](Builder&, const Ins& in) { return Ins{rope(in[0], in[1], in[2], true)}; }});
   c.push_back(GradCase{"linear_silu_cross_entropy",
                        {x_in("x", {4, 6}, 103), x_in("w", {5, 6}, 104),
                         int_in("labels", DType::i32, {4}, {0, 4, -100, 2})},

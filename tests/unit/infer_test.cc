@@ -12,6 +12,7 @@
 #include "graph/autodiff/autodiff.h"
 #include "graph/autodiff/vjp.h"
 #include "graph/builder.h"
+#include "graph/builder_fused.h"
 #include "graph/op_rules.h"
 
 namespace lj {
@@ -525,6 +526,14 @@ void build_every_op(EveryOpModel* m) {
   // An embedding round trip: scatter rows into a table, gather them back.
   const Val scattered = scatter_add(tokens, h, Shape{32, 8}) + table;  // (32, 8)
   h = h + gather(scattered, tokens);
+  // The fused ops of pattern fusion.
+  const AddRmsNormResult fused_norm = add_rms_norm(h, hn, norm, 1e-5);
+  h = fused_norm.sum + rms_norm(fused_norm.y, norm, 1e-5).y;
+  const Val rope_table = mean(q, {0, 1});  // (T, 4)
+  const Val rotated =
+      rope(transpose(reshape(h, Shape{kB, kT, 2, 4}), 1, 2), rope_table, rope_table * 0.5);
+  h = h + reshape(transpose(rotated, 1, 2), Shape{kB, kT, 8});
+  h = swiglu(h, hn);
   // The fused ops of pattern fusion: a GEMM with the residual as epilogue, the chunked loss.
   h = matmul_add(h, wq, h, false, true);  // (B, T, 8)
   const Val fused_loss =

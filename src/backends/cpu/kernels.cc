@@ -14,6 +14,9 @@ const KernelTable& kernels() {
     register_attention(t);
     register_opaque(t);
     register_fused(t);
+    register_norm(t);
+    register_swiglu(t);
+    register_rope(t);
     return t;
   }();
   return table;
