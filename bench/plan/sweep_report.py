@@ -153,9 +153,10 @@ pool = {}
 for name, rec in runs.items():
     pool.setdefault(rec["config"]["recompute"], []).append(tps_median(rec))
 spreads = sorted((max(v) - min(v)) / max(v) for v in pool.values() if len(v) > 1)
+counts = [len(v) for v in pool.values() if len(v) > 1]
 print(f"\nRun-to-run noise: the same choice's tokens/s (median step) varies between its runs by "
       f"median {100 * statistics.median(spreads):.1f}%, max {100 * spreads[-1]:.1f}% "
-      f"((max - min) / max over {len(spreads)} choices run 2-4 times).\n")
+      f"((max - min) / max over {len(spreads)} choices run {min(counts)}-{max(counts)} times).\n")
 print("Pooled: best tokens/s over every run of the choice (sweep rounds + ckpt runs + paired "
       "reruns), and the fastest fitting choice by that figure.\n")
 print("| budget | planner's choice | pooled tokens/s (runs) | fastest fitting, pooled | its "
