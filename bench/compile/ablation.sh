@@ -24,8 +24,9 @@ trap 'rm -rf "$work"' EXIT
 export LJ_KERNEL_CACHE=$work/kernels
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
-field() {  # field FILE PATTERN: the first number after PATTERN on its line
-  grep -m1 "$2" "$1" | sed -E "s/.*$2[^0-9]*([0-9.]+).*/\1/"
+field() {  # field FILE TEXT: the first number after TEXT (a fixed string) on its line
+  grep -m1 -F "$2" "$1" | awk -v t="$2" '{s = substr($0, index($0, t) + length(t));
+    match(s, /[0-9]+(\.[0-9]+)?/); print substr(s, RSTART, RLENGTH)}'
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
