@@ -409,15 +409,8 @@ Command add_benchmark_command(CLI::App& app) {
                   "A progress line every N steps when stderr is not a terminal")
       ->capture_default_str();
   sub->add_flag("--profile", args->profile, "Time every kernel and print time per op category");
-  sub->add_flag("--ckpt-opt", args->ckpt_opt,
-                "Checkpoint optimization (also CHECKPOINT_OPTIMIZATION=true): let the planner "
-                "choose what to recompute, the fastest choice that fits the memory budget");
-  sub->add_option("--memory-limit", args->memory_limit,
-                  "Budget for --ckpt-opt, e.g. 2GiB (default: 90% of available memory)");
-  sub->add_flag("--compile", args->compile,
-                "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
-                "plan (also LJ_COMPILE=1)");
-  add_recompute_flags(sub, &args->recompute);
+  add_optimization_flags(sub, &args->compile, &args->ckpt_opt, &args->memory_limit,
+                         &args->recompute);
   sub->add_option("--output", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
   return {sub, [args] { return run_benchmark(*args); }};

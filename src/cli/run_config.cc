@@ -69,6 +69,19 @@ StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& fi
   return std::optional<DeepSpeedConfig>();
 }
 
+void add_optimization_flags(CLI::App* sub, bool* compile, bool* ckpt_opt, std::string* memory_limit,
+                            RecomputeFlags* recompute) {
+  sub->add_flag("--ckpt-opt", *ckpt_opt,
+                "Checkpoint optimization (also CHECKPOINT_OPTIMIZATION=true): let the planner "
+                "choose what to recompute, the fastest choice that fits the memory budget");
+  sub->add_option("--memory-limit", *memory_limit,
+                  "Budget for --ckpt-opt, e.g. 2GiB (default: 90% of available memory)");
+  sub->add_flag("--compile", *compile,
+                "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
+                "plan (also LJ_COMPILE=1)");
+  add_recompute_flags(sub, recompute);
+}
+
 void add_recompute_flags(CLI::App* sub, RecomputeFlags* f) {
   f->policy_flag = sub->add_option("--recompute", f->policy,
                                    "Activation recompute: none, selective (keep matmul and "

@@ -44,6 +44,10 @@ struct RecomputeFlags {
   CLI::Option* layers_flag = nullptr;
 };
 void add_recompute_flags(CLI::App* sub, RecomputeFlags* f);
+// The two optimizations, as benchmark and train take them: --compile, --ckpt-opt with
+// --memory-limit, and the recompute flags (add_recompute_flags).
+void add_optimization_flags(CLI::App* sub, bool* compile, bool* ckpt_opt, std::string* memory_limit,
+                            RecomputeFlags* recompute);
 // Checks the flags' spelling and puts them into `run` (marked as given where the user typed
 // them), before a DeepSpeed file is resolved against them.
 Status apply_recompute_flags(const RecomputeFlags& f, RunSettings* run);

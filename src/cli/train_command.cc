@@ -317,15 +317,7 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--log-every", a->log_every, "Console line every N steps")->capture_default_str();
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
-  sub->add_flag("--ckpt-opt", a->ckpt_opt,
-                "Checkpoint optimization (also CHECKPOINT_OPTIMIZATION=true): let the planner "
-                "choose what to recompute, the fastest choice that fits the memory budget");
-  sub->add_option("--memory-limit", a->memory_limit,
-                  "Budget for --ckpt-opt, e.g. 2GiB (default: 90% of available memory)");
-  sub->add_flag("--compile", a->compile,
-                "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
-                "plan (also LJ_COMPILE=1)");
-  add_recompute_flags(sub, &a->recompute);
+  add_optimization_flags(sub, &a->compile, &a->ckpt_opt, &a->memory_limit, &a->recompute);
   return {sub, [a] { return run_train(*a); }};
 }
 
