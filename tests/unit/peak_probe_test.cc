@@ -1,0 +1,41 @@
+// The measured peak: positive, repeatable within noise, and never above what the instructions
+// the probe issues could do at the host's nominal clock with two vector pipes (the bound the old
+// assumed figure used) times a turbo allowance.
+#include "runtime/peak_probe.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/host.h"
+
+namespace lj {
+namespace {
+
+TEST(PeakProbe, F32IsPlausibleAndBelowTheHardwareCeiling) {
+  auto m = measure_peak_flops(DType::f32, /*threads=*/1, /*seconds=*/0.1);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->threads, 1);
+  EXPECT_FALSE(m->isa.empty());
+  // Floor: even a scalar loop on one thread of any machine this runs on does > 0.5 GFLOP/s.
+  EXPECT_GT(m->flops, 0.5e9);
+  const HostInfo h = host_info();
+  if (h.ghz > 0) {
+    // Ceiling: one core, nominal clock × FLOPs per cycle of two FMA pipes, × 2 for turbo
+    // (observed on a 2.6 GHz nominal Xeon: 1 thread ≈ 0.45 of this ceiling without the ×2).
+    EXPECT_LT(m->flops, 2.0 * h.ghz * 1e9 * h.fp32_flops_per_cycle);
+  }
+  EXPECT_LT(m->seconds, 1.0);
+}
+
+TEST(PeakProbe, UnsupportedDtypeIsAStatusNotACrash) {
+  auto m = measure_peak_flops(DType::i32);
+  EXPECT_FALSE(m.ok());
+  if (peak_probe_supports(DType::bf16)) {
+    auto b = measure_peak_flops(DType::bf16, 1, 0.1);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->isa, "avx512_bf16 dot");
+    EXPECT_GT(b->flops, 0.5e9);
+  }
+}
+
+}  // namespace
+}  // namespace lj
