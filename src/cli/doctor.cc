@@ -1,6 +1,7 @@
-// `ljperf doctor`: probes the host, runs the rules of runtime/host_checks.h over what it found,
-// and prints one section per subsystem (text, or one JSON object with --json). The rules live
-// in runtime/ so they are unit-tested; this file only gathers facts and renders them.
+// `ljperf doctor`: probes the host, runs the rules of cli/doctor_*.h over what it found, and
+// prints one section per subsystem (text, or one JSON object with --json). The rules are pure
+// functions in their own files so they are unit-tested; this file only gathers facts and
+// renders them.
 #include "cli/doctor.h"
 
 #include <fmt/format.h>
@@ -12,9 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/onednn_info.h"
+#include "cli/doctor_check.h"
+#include "cli/doctor_deepspeed.h"
+#include "cli/doctor_gpu.h"
+#include "cli/doctor_host.h"
+#include "cli/doctor_nccl.h"
 #include "core/units.h"
 #include "runtime/host.h"
-#include "runtime/host_checks.h"
+#include "runtime/launch_env.h"
 
 namespace lj::cli {
 namespace {
