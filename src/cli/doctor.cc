@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/onednn_info.h"
+#include "cli/doctor_backends.h"
 #include "cli/doctor_check.h"
 #include "cli/doctor_deepspeed.h"
 #include "cli/doctor_gpu.h"
@@ -128,12 +129,6 @@ Section blas_section(const HostInfo& h, json* facts) {
   return s;
 }
 
-#ifdef LJ_MPI
-constexpr bool kBuiltWithMpi = true;
-#else
-constexpr bool kBuiltWithMpi = false;
-#endif
-
 Section mpi_section(json* facts) {
   Section s{"MPI"};
   const char* path = std::getenv("PATH");
@@ -164,16 +159,7 @@ Section mpi_section(json* facts) {
           "two launchers' variables disagree; unset the stale one (often an exported RANK or "
           "WORLD_SIZE left over from torchrun)");
   }
-  if (env->world_size > 1 && !kBuiltWithMpi) {
-    s.add(CheckLevel::fail,
-          fmt::format("launched as {} processes but ljperf was built without MPI: each would "
-                      "train alone",
-                      env->world_size),
-          "rebuild with -DLJ_MPI=ON");
-  } else {
-    s.add(CheckLevel::ok,
-          kBuiltWithMpi ? "ljperf was built with MPI" : "ljperf was built without MPI");
-  }
+  s.add(mpi_backend_check(backend("mpi"), env->world_size));
   (*facts)["launch"] = {
       {"rank", env->rank}, {"world_size", env->world_size}, {"local_rank", env->local_rank}};
   return s;
@@ -190,6 +176,7 @@ Section gpu_section(const GpuProbe& g, json* facts) {
       {"driver_version", g.driver_version}, {"count", g.gpu_count()}, {"devices", devices}};
   if (g.driver_version.empty() && g.gpu_count() == 0 && g.nvidia_smi_error.empty()) {
     s.add(CheckLevel::ok, "no NVIDIA GPU found; the CPU backend will be used");
+    s.add(cuda_backend_check(backend("cuda"), 0));
     return s;
   }
   if (!g.nvidia_smi_error.empty()) {
@@ -256,16 +243,7 @@ Section gpu_section(const GpuProbe& g, json* facts) {
 #endif
     }
   }
-#ifndef LJ_CUDA_VERSION
-  if (g.gpu_count() > 0) {
-    s.add(CheckLevel::warn,
-          "ljperf was built without CUDA: these GPUs are not used; the CPU "
-          "backend will be used",
-          "rebuild with -DLJ_CUDA=ON to train on the GPUs");
-  } else {
-    s.add(CheckLevel::ok, "ljperf was built without CUDA");
-  }
-#endif
+  s.add(cuda_backend_check(backend("cuda"), g.gpu_count()));
   return s;
 }
 
@@ -324,6 +302,9 @@ Status run_doctor(const DoctorArgs& a) {
   const HostInfo h = host_info();
   const GpuProbe gpus = probe_gpus();
   json facts = json::object();
+  for (const BackendStatus& b : backend_status()) {
+    facts["backends"][std::string(b.name)] = backend_state_name(b.state);
+  }
   std::vector<Section> sections;
   sections.push_back(cpu_section(h, &facts));
   sections.push_back(blas_section(h, &facts));

@@ -1,6 +1,7 @@
 // Tier 1: the rules behind `ljperf doctor` (cli/doctor_*.h) over fake tool output — driver vs
 // CUDA, /proc/driver/nvidia/version and nvidia-smi parsing, NCCL_SOCKET_IFNAME per pod size,
-// DeepSpeed's stage3_prefetch_bucket_size and the host probes.
+// DeepSpeed's stage3_prefetch_bucket_size, the host probes, and what the doctor says about
+// backends that do not exist yet.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "cli/doctor_backends.h"
 #include "cli/doctor_deepspeed.h"
 #include "cli/doctor_gpu.h"
 #include "cli/doctor_host.h"
@@ -195,6 +197,61 @@ TEST(HostProbes, FindOnPathAndIsa) {
   const CheckLine sigill = compiled_isa_check(all, avx2_only);
   EXPECT_EQ(sigill.level, CheckLevel::fail);
   EXPECT_NE(sigill.text.find("AVX-512F"), std::string::npos) << sigill.text;
+}
+
+TEST(Backends, OneRowEachAndOnlyTheCpuExistsToday) {
+  ASSERT_EQ(backend_status().size(), 3u);
+  EXPECT_EQ(backend("cpu").state, BackendState::built);
+  EXPECT_EQ(backend("cuda").state, BackendState::not_implemented);
+  EXPECT_EQ(backend("mpi").state, BackendState::not_implemented);
+  EXPECT_STREQ(backend_state_name(BackendState::not_implemented), "not implemented");
+}
+
+bool mentions(const CheckLine& l, const std::string& s) {
+  return l.text.find(s) != std::string::npos || l.hint.find(s) != std::string::npos;
+}
+
+TEST(Backends, CudaNotImplementedSaysSoAndAdvisesNoFlag) {
+  for (int gpus : {0, 8}) {
+    const CheckLine l = cuda_backend_check(backend("cuda"), gpus);
+    EXPECT_EQ(l.level, CheckLevel::warn) << gpus;
+    EXPECT_TRUE(mentions(l, "CUDA backend: not implemented yet in this ljperf")) << l.text;
+    EXPECT_TRUE(mentions(l, "ljperf plan --device h100")) << l.text;
+    EXPECT_FALSE(mentions(l, "-DLJ_CUDA")) << l.text << " / " << l.hint;
+    EXPECT_EQ(mentions(l, "stay idle"), gpus > 0) << l.text;
+  }
+  EXPECT_TRUE(mentions(cuda_backend_check(backend("cuda"), 8), "the 8 GPUs here stay idle"));
+}
+
+TEST(Backends, CudaRowOnceItExists) {
+  BackendStatus cuda = backend("cuda");
+  cuda.state = BackendState::not_built;
+  const CheckLine idle = cuda_backend_check(cuda, 2);
+  EXPECT_EQ(idle.level, CheckLevel::warn);
+  EXPECT_EQ(idle.hint, "rebuild with -DLJ_CUDA=ON to train on the GPUs");
+  EXPECT_EQ(cuda_backend_check(cuda, 0).level, CheckLevel::ok);
+  cuda.state = BackendState::built;
+  EXPECT_EQ(cuda_backend_check(cuda, 2).level, CheckLevel::ok);
+}
+
+TEST(Backends, MultiProcessLaunchFailsWhileMpiIsNotImplemented) {
+  const CheckLine one = mpi_backend_check(backend("mpi"), 1);
+  EXPECT_EQ(one.level, CheckLevel::ok);
+  EXPECT_TRUE(mentions(one, "not implemented yet")) << one.text;
+  const CheckLine four = mpi_backend_check(backend("mpi"), 4);
+  EXPECT_EQ(four.level, CheckLevel::fail);
+  EXPECT_TRUE(mentions(four, "launched as 4 processes")) << four.text;
+  EXPECT_TRUE(mentions(four, "multi-process training is not implemented yet")) << four.text;
+  EXPECT_TRUE(four.hint.starts_with("run one process")) << four.hint;
+  EXPECT_FALSE(mentions(four, "-DLJ_MPI")) << four.hint;
+  // Once MPI exists: a binary without it is told the flag; one with it is fine.
+  BackendStatus mpi = backend("mpi");
+  mpi.state = BackendState::not_built;
+  EXPECT_EQ(mpi_backend_check(mpi, 4).level, CheckLevel::fail);
+  EXPECT_EQ(mpi_backend_check(mpi, 4).hint, "rebuild with -DLJ_MPI=ON");
+  EXPECT_EQ(mpi_backend_check(mpi, 1).level, CheckLevel::ok);
+  mpi.state = BackendState::built;
+  EXPECT_EQ(mpi_backend_check(mpi, 4).level, CheckLevel::ok);
 }
 
 }  // namespace
