@@ -1,6 +1,7 @@
-// `ljperf doctor`: probes the host, runs the rules of runtime/host_checks.h over what it found,
-// and prints one section per subsystem (text, or one JSON object with --json). The rules live
-// in runtime/ so they are unit-tested; this file only gathers facts and renders them.
+// `ljperf doctor`: probes the host, runs the rules of cli/doctor_*.h over what it found, and
+// prints one section per subsystem (text, or one JSON object with --json). The rules are pure
+// functions in their own files so they are unit-tested; this file only gathers facts and
+// renders them.
 #include "cli/doctor.h"
 
 #include <fmt/format.h>
@@ -12,9 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/onednn_info.h"
+#include "cli/doctor_backends.h"
+#include "cli/doctor_check.h"
+#include "cli/doctor_deepspeed.h"
+#include "cli/doctor_gpu.h"
+#include "cli/doctor_host.h"
+#include "cli/doctor_nccl.h"
 #include "core/units.h"
 #include "runtime/host.h"
-#include "runtime/host_checks.h"
+#include "runtime/launch_env.h"
 
 namespace lj::cli {
 namespace {
@@ -122,12 +129,6 @@ Section blas_section(const HostInfo& h, json* facts) {
   return s;
 }
 
-#ifdef LJ_MPI
-constexpr bool kBuiltWithMpi = true;
-#else
-constexpr bool kBuiltWithMpi = false;
-#endif
-
 Section mpi_section(json* facts) {
   Section s{"MPI"};
   const char* path = std::getenv("PATH");
@@ -158,16 +159,7 @@ Section mpi_section(json* facts) {
           "two launchers' variables disagree; unset the stale one (often an exported RANK or "
           "WORLD_SIZE left over from torchrun)");
   }
-  if (env->world_size > 1 && !kBuiltWithMpi) {
-    s.add(CheckLevel::fail,
-          fmt::format("launched as {} processes but ljperf was built without MPI: each would "
-                      "train alone",
-                      env->world_size),
-          "rebuild with -DLJ_MPI=ON");
-  } else {
-    s.add(CheckLevel::ok,
-          kBuiltWithMpi ? "ljperf was built with MPI" : "ljperf was built without MPI");
-  }
+  s.add(mpi_backend_check(backend("mpi"), env->world_size));
   (*facts)["launch"] = {
       {"rank", env->rank}, {"world_size", env->world_size}, {"local_rank", env->local_rank}};
   return s;
@@ -184,6 +176,7 @@ Section gpu_section(const GpuProbe& g, json* facts) {
       {"driver_version", g.driver_version}, {"count", g.gpu_count()}, {"devices", devices}};
   if (g.driver_version.empty() && g.gpu_count() == 0 && g.nvidia_smi_error.empty()) {
     s.add(CheckLevel::ok, "no NVIDIA GPU found; the CPU backend will be used");
+    s.add(cuda_backend_check(backend("cuda"), 0));
     return s;
   }
   if (!g.nvidia_smi_error.empty()) {
@@ -250,16 +243,7 @@ Section gpu_section(const GpuProbe& g, json* facts) {
 #endif
     }
   }
-#ifndef LJ_CUDA_VERSION
-  if (g.gpu_count() > 0) {
-    s.add(CheckLevel::warn,
-          "ljperf was built without CUDA: these GPUs are not used; the CPU "
-          "backend will be used",
-          "rebuild with -DLJ_CUDA=ON to train on the GPUs");
-  } else {
-    s.add(CheckLevel::ok, "ljperf was built without CUDA");
-  }
-#endif
+  s.add(cuda_backend_check(backend("cuda"), g.gpu_count()));
   return s;
 }
 
@@ -318,6 +302,9 @@ Status run_doctor(const DoctorArgs& a) {
   const HostInfo h = host_info();
   const GpuProbe gpus = probe_gpus();
   json facts = json::object();
+  for (const BackendStatus& b : backend_status()) {
+    facts["backends"][std::string(b.name)] = backend_state_name(b.state);
+  }
   std::vector<Section> sections;
   sections.push_back(cpu_section(h, &facts));
   sections.push_back(blas_section(h, &facts));

@@ -5,11 +5,21 @@
 #include <cstdint>
 #include <string>
 
+#include "core/status.h"
+
 namespace lj {
 
 inline constexpr int64_t kKiB = 1024;
 inline constexpr int64_t kMiB = 1024 * kKiB;
 inline constexpr int64_t kGiB = 1024 * kMiB;
+
+// Parses a positive byte size: a number (fractions allowed) and an optional unit, case and
+// spaces ignored: "20GiB", "512 MiB", "1.5GB", "1000000" (bytes). Binary units (KiB, MiB, GiB,
+// TiB) are powers of 1024, decimal ones (K/KB, M/MB, G/GB, T/TB) powers of 1000, B is bytes.
+// Returns double: sizes are fractional on input ("1.5GiB") and every caller (memory budgets,
+// format_bytes) works in double; a caller that stores int64 rounds once. A value that is not a
+// number above zero, or an unknown unit, is invalid_argument.
+StatusOr<double> parse_bytes(const std::string& text);
 
 // "512 B", "3.2 KiB", "14.9 GiB".
 std::string format_bytes(double bytes);

@@ -1,8 +1,6 @@
 #include "plan/plan.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cstdlib>
 
 #include "plan/graph_figures.h"
 #include "plan/time_model.h"
@@ -86,40 +84,6 @@ StatusOr<PlanResult> make_plan(PlanRequest req) {
   };
   LJ_ASSIGN_OR_RETURN(r.ranked, search_recompute(space, cost));
   return r;
-}
-
-StatusOr<double> parse_bytes(const std::string& text) {
-  const char* s = text.c_str();
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  std::string unit(end);
-  unit.erase(
-      std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }),
-      unit.end());
-  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::pair<const char*, double> units[] = {{"", 1},
-                                                  {"b", 1},
-                                                  {"k", 1e3},
-                                                  {"kb", 1e3},
-                                                  {"kib", 1024.0},
-                                                  {"m", 1e6},
-                                                  {"mb", 1e6},
-                                                  {"mib", 1048576.0},
-                                                  {"g", 1e9},
-                                                  {"gb", 1e9},
-                                                  {"gib", 1073741824.0},
-                                                  {"t", 1e12},
-                                                  {"tb", 1e12},
-                                                  {"tib", 1099511627776.0}};
-  if (end == s || !(v > 0)) {
-    return invalid_argument("cannot read '" + text + "' as a memory size",
-                            "e.g. --memory-limit 20GiB, 512MiB or 1000000000");
-  }
-  for (const auto& [name, mult] : units) {
-    if (unit == name) return v * mult;
-  }
-  return invalid_argument("unknown unit in '" + text + "'",
-                          "use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB");
 }
 
 }  // namespace lj

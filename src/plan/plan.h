@@ -49,7 +49,4 @@ StatusOr<PlanResult> make_plan(PlanRequest req);
 StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc,
                                int64_t micro_batch, double* comm_seconds = nullptr);
 
-// Parses "20GiB", "512MiB", "1.5TB", "1000000" (bytes) into bytes.
-StatusOr<double> parse_bytes(const std::string& text);
-
 }  // namespace lj

@@ -23,6 +23,9 @@ StatusOr<EvalResult> evaluate(const HfModel& model, const TokenFile& data, const
 
   EvalResult r;
   double total = 0;
+  // Report the start too: the rate (and so the ETA) is measured from here, not from before the
+  // model and graph were built.
+  if (o.progress) o.progress(0, batches);
   for (int64_t k = 0; k < batches; ++k) {
     Tensor tokens, targets;
     loader.next(dev, &tokens, &targets);

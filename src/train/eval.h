@@ -13,7 +13,8 @@ struct EvalOptions {
   int64_t batch_size = 4;
   int64_t seq_len = 256;
   int64_t max_batches = 0;  // 0: the whole file
-  // Called after each batch with (batches done, batches total).
+  // Called with (0, batches total) before the first batch, then after each with (batches done,
+  // batches total).
   std::function<void(int64_t, int64_t)> progress;
   // When set, receives the logits (B, T, V) of the first batch.
   Tensor* first_logits = nullptr;

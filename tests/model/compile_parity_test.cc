@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "model/model_test_util.h"
 #include "runtime/executor.h"
 #include "train/memory_estimate.h"
 #include "train/train_step.h"
@@ -18,13 +19,6 @@ namespace {
 int count_op(const Graph& g, Op op) {
   return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
                                         [op](const Node& n) { return n.op == op; }));
-}
-
-Tensor tokens_of(Device& dev, int64_t B, int64_t T, int64_t offset, int64_t vocab) {
-  Tensor t = Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries);
-  for (int64_t i = 0; i < B * T; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + offset * 11) % vocab);
-  return t;
 }
 
 // The compiled training graph (with `recompute`) against the eager one without recompute: the
@@ -53,15 +47,11 @@ void expect_compiled_matches_eager(const char* preset, int64_t B, int64_t T, dou
   EXPECT_GT(count_op(compiled, Op::swiglu_backward), 0);
 
   Device dev(2);
-  Tensor cos, sin;
-  ASSERT_TRUE(make_rope_inputs(dev, *model, T, &cos, &sin).ok());
-  std::vector<Tensor> inputs{tokens_of(dev, B, T, 0, model->vocab_size),
-                             tokens_of(dev, B, T, 1, model->vocab_size), cos, sin};
-  const auto params = init_llama_params(dev, llama_param_specs(*model), 0.02, 1234);
-  inputs.insert(inputs.end(), params.begin(), params.end());
+  auto inputs = testing_util::llama_train_inputs(dev, *model, B, T);
+  ASSERT_TRUE(inputs.ok()) << inputs.status().to_string();
   Executor ex_eager(eager, dev), ex_compiled(compiled, dev);
-  auto a = ex_eager.run(inputs);
-  auto b = ex_compiled.run(inputs);
+  auto a = ex_eager.run(*inputs);
+  auto b = ex_compiled.run(*inputs);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   EXPECT_LT(ex_compiled.kernels_launched(), ex_eager.kernels_launched());
@@ -74,15 +64,10 @@ void expect_compiled_matches_eager(const char* preset, int64_t B, int64_t T, dou
     ASSERT_EQ(x.dims(), y.dims()) << name;
     // Error relative to the tensor's largest magnitude: gradients of different parameters
     // differ in scale by orders of magnitude, and each is compared at its own scale.
-    double max_abs = 0, max_diff = 0;
-    for (int64_t k = 0; k < x.numel(); ++k) {
-      max_abs = std::max(max_abs, std::fabs(x.at(k)));
-      max_diff = std::max(max_diff, std::fabs(x.at(k) - y.at(k)));
-    }
-    const double err = max_diff / std::max(max_abs, 1e-30);
-    if (err > worst) worst = err, worst_name = name;
-    EXPECT_LE(err, tol) << preset << " " << name << ": max diff " << max_diff << " at scale "
-                        << max_abs;
+    const testing_util::MaxError e = testing_util::max_error(y, x);
+    if (e.rel() > worst) worst = e.rel(), worst_name = name;
+    EXPECT_LE(e.rel(), tol) << preset << " " << name << ": max diff " << e.diff << " at scale "
+                            << e.scale;
   }
   std::printf("%s: loss eager %.9g compiled %.9g; worst relative error %.3g (%s)\n", preset,
               (*a)[0].at(0), (*b)[0].at(0), worst, worst_name.c_str());

@@ -8,17 +8,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "model/model_test_util.h"
 #include "train/train_step.h"
 
 namespace lj {
 namespace {
 
-Tensor tokens_of(Device& dev, int64_t B, int64_t T, int64_t offset, int64_t vocab) {
-  Tensor t = Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries);
-  for (int64_t i = 0; i < B * T; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + offset * 11) % vocab);
-  return t;
-}
+using testing_util::tokens_of;
 
 TEST(Compile, TinyLossAndGradientsEqualEagerAndNewSeqLenCompilesNothing) {
   auto model = llama_preset("tiny");
@@ -57,16 +53,7 @@ TEST(Compile, TinyLossAndGradientsEqualEagerAndNewSeqLenCompilesNothing) {
     // Observed: losses equal to 9 digits (5.56094503 at T=32, 5.55361938 at T=16).
     EXPECT_NEAR(a->loss, b->loss, 1e-5 * std::fabs(a->loss));
     ASSERT_EQ(a->grads.size(), b->grads.size());
-    double worst = 0;
-    for (size_t i = 0; i < a->grads.size(); ++i) {
-      const std::vector<double> g = a->grads[i].to_doubles(), h = b->grads[i].to_doubles();
-      double scale = 0, diff = 0;
-      for (size_t k = 0; k < g.size(); ++k) {
-        scale = std::max(scale, std::fabs(g[k]));
-        diff = std::max(diff, std::fabs(g[k] - h[k]));
-      }
-      worst = std::max(worst, diff / std::max(scale, 1e-30));
-    }
+    const double worst = testing_util::worst_relative_error(b->grads, a->grads);
     std::printf(
         "T=%lld: loss %.9g vs %.9g, worst gradient error %.3g of its max, kernels %lld "
         "-> %lld\n",
@@ -106,16 +93,7 @@ TEST(Compile, FailingCompilerRunsTheInterpreterWithEagerResults) {
   ASSERT_TRUE(a.ok() && b.ok()) << b.status().message();
   // Observed: losses equal to 9 digits; worst gradient error 3.8e-7 of its max.
   EXPECT_NEAR(a->loss, b->loss, 1e-5 * std::fabs(a->loss));
-  double worst = 0;
-  for (size_t i = 0; i < a->grads.size(); ++i) {
-    const std::vector<double> g = a->grads[i].to_doubles(), h = b->grads[i].to_doubles();
-    double scale = 0, diff = 0;
-    for (size_t k = 0; k < g.size(); ++k) {
-      scale = std::max(scale, std::fabs(g[k]));
-      diff = std::max(diff, std::fabs(g[k] - h[k]));
-    }
-    worst = std::max(worst, diff / std::max(scale, 1e-30));
-  }
+  const double worst = testing_util::worst_relative_error(b->grads, a->grads);
   std::printf("interpreted: loss %.9g vs %.9g, worst gradient error %.3g of its max\n", a->loss,
               b->loss, worst);
   // Same bound and reason as the compiled test above.

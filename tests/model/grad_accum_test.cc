@@ -5,17 +5,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "model/model_test_util.h"
 #include "train/train_step.h"
 
 namespace lj {
 namespace {
 
-Tensor tokens_of(Device& dev, int64_t B, int64_t T, int64_t offset, int64_t vocab) {
-  Tensor t = Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries);
-  for (int64_t i = 0; i < B * T; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + offset * 11) % vocab);
-  return t;
-}
+using testing_util::tokens_of;
 
 Tensor slice_rows(Device& dev, const Tensor& t, int64_t row) {
   const int64_t T = t.dims()[1];

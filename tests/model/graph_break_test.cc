@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/host_callback.h"
+#include "model/model_test_util.h"
 #include "passes/regions/regions.h"
 #include "train/train_step.h"
 
@@ -32,21 +33,15 @@ void register_counting_identity() {
                                       }});
 }
 
-Tensor tokens(Device& dev, int64_t B, int64_t T, int64_t salt, int64_t vocab) {
-  Tensor t = Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries);
-  for (int64_t i = 0; i < B * T; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>((i * 31 + salt * 7) % vocab);
-  return t;
-}
-
 StatusOr<ForwardBackward> run(const LlamaConfig& model, GraphOptions g, Device& dev,
                               RegionReport* regions = nullptr) {
   TrainStepConfig cfg;
   cfg.graph = g;
   LJ_ASSIGN_OR_RETURN(auto step, TrainStep::create(model, cfg, dev));
   if (regions) *regions = find_regions(step->graph());
-  return step->forward_backward(tokens(dev, 2, 16, 0, model.vocab_size),
-                                tokens(dev, 2, 16, 1, model.vocab_size));
+  const testing_util::TokenPattern pattern{31, 7};
+  return step->forward_backward(testing_util::tokens_of(dev, 2, 16, 0, model.vocab_size, pattern),
+                                testing_util::tokens_of(dev, 2, 16, 1, model.vocab_size, pattern));
 }
 
 TEST(GraphBreak, CallbackInsideTheModelSplitsRegionsAndKeepsResults) {

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "io/safetensors.h"
+#include "model/model_test_util.h"
 #include "models/hf_config.h"
 #include "train/lr_schedule.h"
 #include "train/train_step.h"
@@ -16,19 +17,8 @@
 namespace lj {
 namespace {
 
-struct Err {
-  double abs = 0;  // max |a - b|
-  double rel = 0;  // max |a - b| / max |b|  (norm-wise: robust to entries near zero)
-};
-
-Err compare(const float* a, const float* b, int64_t n) {
-  double max_diff = 0, max_ref = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[i])));
-  }
-  return Err{max_diff, max_ref > 0 ? max_diff / max_ref : max_diff};
-}
+using testing_util::max_error;
+using testing_util::MaxError;
 
 // (fixture, compile): every check runs on the eager step and on the compiled one.
 class HfParity : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
@@ -123,29 +113,30 @@ TEST_P(HfParity, LogitsLossAndGradients) {
   ASSERT_TRUE(fb.ok()) << fb.status().to_string();
 
   const auto ref_logits = read("logits");
-  const Err logits =
-      compare(fb->logits.data<float>(), ref_logits.data(), static_cast<int64_t>(ref_logits.size()));
+  const MaxError logits = max_error(fb->logits.data<float>(), ref_logits.data(),
+                                    static_cast<int64_t>(ref_logits.size()));
   const double ref_loss = read("loss")[0];
   const double loss_rel = std::fabs(fb->loss - ref_loss) / std::fabs(ref_loss);
   std::printf("[%s] logits: max abs %.3g rel %.3g | loss: ljperf %.7f hf %.7f rel %.3g\n",
-              label().c_str(), logits.abs, logits.rel, fb->loss, ref_loss, loss_rel);
+              label().c_str(), logits.diff, logits.rel(), fb->loss, ref_loss, loss_rel);
   // Observed (3 fixtures): logits rel <= 3.7e-7, loss rel <= 1e-7: fp32 rounding in another
   // summation order.
-  EXPECT_LT(logits.rel, 1e-5);
+  EXPECT_LT(logits.rel(), 1e-5);
   EXPECT_LT(loss_rel, 1e-5);
 
-  Err worst;
+  MaxError worst;
   std::string worst_name;
   const auto& specs = trainer->param_specs();
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto ref = read("grad." + specs[i].name);
-    const Err e = compare(fb->grads[i].data<float>(), ref.data(), static_cast<int64_t>(ref.size()));
+    const MaxError e =
+        max_error(fb->grads[i].data<float>(), ref.data(), static_cast<int64_t>(ref.size()));
     // Observed: worst gradient rel error 6.8e-7 over 62 gradients.
-    EXPECT_LT(e.rel, 1e-4) << specs[i].name << " abs " << e.abs;
-    if (e.rel > worst.rel) worst = e, worst_name = specs[i].name;
+    EXPECT_LT(e.rel(), 1e-4) << specs[i].name << " abs " << e.diff;
+    if (e.rel() > worst.rel()) worst = e, worst_name = specs[i].name;
   }
   std::printf("[%s] gradients (%zu): worst rel %.3g (abs %.3g) at %s\n", label().c_str(),
-              specs.size(), worst.rel, worst.abs, worst_name.c_str());
+              specs.size(), worst.rel(), worst.diff, worst_name.c_str());
 }
 
 TEST_P(HfParity, FiveAdamWSteps) {

@@ -8,23 +8,19 @@
 #include <cstring>
 
 #include "core/units.h"
+#include "model/model_test_util.h"
 #include "train/memory_estimate.h"
 #include "train/train_step.h"
 
 namespace lj {
 namespace {
 
+using testing_util::tokens_of;
+
 GraphOptions compiled(bool on) {
   GraphOptions o;
   o.compile = on;
   return o;
-}
-
-Tensor tokens_of(Device& dev, int64_t B, int64_t T, int64_t offset, int64_t vocab) {
-  Tensor t = Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries);
-  for (int64_t i = 0; i < B * T; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + offset * 11) % vocab);
-  return t;
 }
 
 void expect_bitwise_equal(const char* preset, int64_t B, int64_t T) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model_test_util.h"
 #include "passes/remat/remat.h"
 #include "train/memory_estimate.h"
 #include "train/train_step.h"
@@ -15,19 +16,14 @@
 namespace lj {
 namespace {
 
+using testing_util::tokens_of;
+
 RecomputeConfig recompute(RecomputePolicy p, RecomputeMethod m, int64_t layers) {
   RecomputeConfig c;
   c.policy = p;
   c.method = m;
   c.layers = layers;
   return c;
-}
-
-Tensor tokens_of(Device& dev, int64_t B, int64_t T, int64_t offset, int64_t vocab) {
-  Tensor t = Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries);
-  for (int64_t i = 0; i < B * T; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + offset * 11) % vocab);
-  return t;
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {

@@ -82,6 +82,18 @@ TEST(Units, Formatting) {
   EXPECT_EQ(format_seconds(125), "2 min 05 s");
 }
 
+TEST(Units, ParseBytes) {
+  EXPECT_EQ(*parse_bytes("20GiB"), 20.0 * (1 << 30));
+  EXPECT_EQ(*parse_bytes("512 MiB"), 512.0 * (1 << 20));
+  EXPECT_EQ(*parse_bytes("143771 MiB"), 143771.0 * (1 << 20));  // nvidia-smi's memory.total
+  EXPECT_EQ(*parse_bytes("1.5GB"), 1.5e9);
+  EXPECT_EQ(*parse_bytes("1000"), 1000.0);
+  EXPECT_FALSE(parse_bytes("lots").ok());
+  EXPECT_FALSE(parse_bytes("20XB").ok());
+  EXPECT_FALSE(parse_bytes("-3GiB").ok());
+  EXPECT_FALSE(parse_bytes("0").ok());
+}
+
 TEST(Random, CounterBasedAndStandardNormal) {
   EXPECT_EQ(random_bits(1, 5), random_bits(1, 5));
   EXPECT_NE(random_bits(1, 5), random_bits(2, 5));

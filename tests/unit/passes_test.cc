@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "graph/builder.h"
+#include "model/model_test_util.h"
 #include "passes/cse/cse.h"
 #include "passes/dce/dce.h"
 #include "passes/pass.h"
@@ -170,13 +171,6 @@ TEST(Cse, RandomMergesOnlyWithEqualSeed) {
   EXPECT_EQ(count_op(g2, Op::random_normal), 1);
 }
 
-Tensor tokens_of(Device& dev, int64_t B, int64_t T, int64_t offset, int64_t vocab) {
-  Tensor t = Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries);
-  for (int64_t i = 0; i < B * T; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + offset * 11) % vocab);
-  return t;
-}
-
 // Builds the joint training graph of a preset, returns its node count before and after
 // DCE+CSE through the pass manager.
 void optimize(Graph& g, PassReport* report) {
@@ -206,15 +200,11 @@ TEST(Passes, TrainGraphBitwiseEqualAfterDceCse) {
 
   Device dev(2);
   const int64_t B = 2, T = 16;
-  Tensor cos, sin;
-  ASSERT_TRUE(make_rope_inputs(dev, *model, T, &cos, &sin).ok());
-  std::vector<Tensor> inputs{tokens_of(dev, B, T, 0, model->vocab_size),
-                             tokens_of(dev, B, T, 1, model->vocab_size), cos, sin};
-  const auto params = init_llama_params(dev, llama_param_specs(*model), 0.02, 1234);
-  inputs.insert(inputs.end(), params.begin(), params.end());
+  auto inputs = testing_util::llama_train_inputs(dev, *model, B, T);
+  ASSERT_TRUE(inputs.ok()) << inputs.status().to_string();
   Executor ex_plain(plain, dev), ex_opt(opt, dev);
-  auto a = ex_plain.run(inputs);
-  auto b = ex_opt.run(inputs);
+  auto a = ex_plain.run(*inputs);
+  auto b = ex_opt.run(*inputs);
   ASSERT_TRUE(a.ok()) << a.status().message();
   ASSERT_TRUE(b.ok()) << b.status().message();
   ASSERT_EQ(a->size(), b->size());

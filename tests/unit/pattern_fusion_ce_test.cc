@@ -10,6 +10,7 @@
 
 #include "graph/autodiff/autodiff.h"
 #include "graph/builder.h"
+#include "model/model_test_util.h"
 #include "passes/pattern_fusion/pattern_fusion_ce.h"
 #include "runtime/executor.h"
 #include "train/train_step.h"
@@ -141,13 +142,6 @@ TEST(MatmulAddFusion, LeavesSharedProductsAndBroadcasts) {
   EXPECT_EQ(count_op(g, Op::matmul, Phase::forward), 3);
 }
 
-Tensor tokens_of(Device& dev, int64_t B, int64_t T, int64_t offset, int64_t vocab) {
-  Tensor t = Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries);
-  for (int64_t i = 0; i < B * T; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + offset * 11) % vocab);
-  return t;
-}
-
 TEST(PatternFusionCe, TinyTrainGraphCountsAndEagerUnchanged) {
   auto model = llama_preset("tiny");
   ASSERT_TRUE(model.ok());
@@ -199,16 +193,13 @@ TEST(PatternFusionCe, TinyCompiledLossAndGradientsEqualEager) {
     ASSERT_TRUE(build_train_graph(*model, options(true, output_logits), &compiled).ok());
     Device dev(2);
     const int64_t B = 2, T = 16;
-    Tensor cos, sin;
-    ASSERT_TRUE(make_rope_inputs(dev, *model, T, &cos, &sin).ok());
-    Tensor targets = tokens_of(dev, B, T, 1, model->vocab_size);
+    auto inputs = testing_util::llama_train_inputs(dev, *model, B, T);
+    ASSERT_TRUE(inputs.ok()) << inputs.status().to_string();
+    Tensor& targets = (*inputs)[1];
     for (int64_t i = 0; i < B * T; i += 5) targets.data<int32_t>()[i] = -100;  // ignored rows
-    std::vector<Tensor> inputs{tokens_of(dev, B, T, 0, model->vocab_size), targets, cos, sin};
-    const auto params = init_llama_params(dev, llama_param_specs(*model), 0.02, 1234);
-    inputs.insert(inputs.end(), params.begin(), params.end());
     Executor ex_eager(eager, dev), ex_compiled(compiled, dev);
-    auto a = ex_eager.run(inputs);
-    auto b = ex_compiled.run(inputs);
+    auto a = ex_eager.run(*inputs);
+    auto b = ex_compiled.run(*inputs);
     ASSERT_TRUE(a.ok()) << a.status().message();
     ASSERT_TRUE(b.ok()) << b.status().message();
     ASSERT_EQ(a->size(), b->size());
@@ -218,18 +209,14 @@ TEST(PatternFusionCe, TinyCompiledLossAndGradientsEqualEager) {
       const Tensor& x = (*a)[i];
       const Tensor& y = (*b)[i];
       ASSERT_EQ(x.dims(), y.dims()) << eager.outputs()[i].name;
-      double scale = 0, diff = 0;
-      for (int64_t k = 0; k < x.numel(); ++k) {
-        scale = std::max(scale, std::fabs(x.at(k)));
-        diff = std::max(diff, std::fabs(x.at(k) - y.at(k)));
-      }
+      const testing_util::MaxError e = testing_util::max_error(y, x);
       // fp32: the fused loss runs its GEMMs on chunks of rows (dw summed chunk by chunk) where
       // the eager one runs them on the whole batch: a few ulp per value where the chunking
       // changes the GEMM's blocking, carried through the backward. Bound: 1e-5 of the tensor's
       // largest entry. Observed: 0 (tiny's 32 rows are one chunk, and the row math is
       // cross_entropy(_backward)'s; matmul_add is bitwise equal too).
-      EXPECT_LE(diff, 1e-5 * scale + 1e-12) << eager.outputs()[i].name;
-      worst = std::max(worst, scale > 0 ? diff / scale : diff);
+      EXPECT_LE(e.diff, 1e-5 * e.scale + 1e-12) << eager.outputs()[i].name;
+      worst = std::max(worst, e.rel());
     }
     std::printf("tiny output_logits=%d: loss %.9g vs %.9g, worst diff / max |value| %.3g\n",
                 output_logits ? 1 : 0, (*a)[0].at(0), (*b)[0].at(0), worst);

@@ -343,16 +343,6 @@ TEST(PlanModelTest, RoundTripAndErrors) {
   EXPECT_FALSE(load_plan_model("/nonexistent/plan_model.json").ok());
 }
 
-TEST(PlanTest, ParseBytes) {
-  EXPECT_EQ(*parse_bytes("20GiB"), 20.0 * (1 << 30));
-  EXPECT_EQ(*parse_bytes("512 MiB"), 512.0 * (1 << 20));
-  EXPECT_EQ(*parse_bytes("1.5GB"), 1.5e9);
-  EXPECT_EQ(*parse_bytes("1000"), 1000.0);
-  EXPECT_FALSE(parse_bytes("lots").ok());
-  EXPECT_FALSE(parse_bytes("20XB").ok());
-  EXPECT_FALSE(parse_bytes("-3GiB").ok());
-}
-
 // The CPU figures are estimate_train_memory's: same graph, same inputs, same allocator replay.
 TEST(PlanTest, HostFiguresMatchEstimateTrainMemory) {
   auto c = llama_preset("tiny");

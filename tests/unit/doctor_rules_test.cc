@@ -1,102 +1,22 @@
-// Tier 1: the rules behind `ljperf doctor` over fake environments and fake tool output — launch
-// variable precedence, driver vs CUDA, NCCL_SOCKET_IFNAME per pod size, DeepSpeed's
-// stage3_prefetch_bucket_size, /proc/driver/nvidia/version and nvidia-smi parsing.
+// Tier 1: the rules behind `ljperf doctor` (cli/doctor_*.h) over fake tool output — driver vs
+// CUDA, /proc/driver/nvidia/version and nvidia-smi parsing, NCCL_SOCKET_IFNAME per pod size,
+// DeepSpeed's stage3_prefetch_bucket_size, the host probes, and what the doctor says about
+// backends that do not exist yet.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 
-#include "runtime/host_checks.h"
+#include "cli/doctor_backends.h"
+#include "cli/doctor_deepspeed.h"
+#include "cli/doctor_gpu.h"
+#include "cli/doctor_host.h"
+#include "cli/doctor_nccl.h"
 
-namespace lj {
+namespace lj::cli {
 namespace {
-
-// An EnvLookup over a map; the map must outlive the lookup.
-EnvLookup fake_env(const std::map<std::string, std::string>& vars) {
-  return [&vars](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
-TEST(LaunchEnv, NoneSetIsOneProcess) {
-  const std::map<std::string, std::string> vars;
-  auto e = resolve_launch_env(fake_env(vars));
-  ASSERT_TRUE(e.ok()) << e.status().to_string();
-  EXPECT_EQ(e->rank, 0);
-  EXPECT_EQ(e->world_size, 1);
-  EXPECT_EQ(e->local_rank, 0);
-  EXPECT_FALSE(e->launched());
-  EXPECT_TRUE(e->shadowed.empty());
-}
-
-TEST(LaunchEnv, FirstListedVariableWins) {
-  const std::map<std::string, std::string> vars = {
-      {"RANK", "1"},         {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-      {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "2"},        {"MPI_LOCALRANKID", "1"},
-  };
-  auto e = resolve_launch_env(fake_env(vars));
-  ASSERT_TRUE(e.ok()) << e.status().to_string();
-  EXPECT_EQ(e->rank, 1);
-  EXPECT_EQ(e->rank_var, "RANK");
-  EXPECT_EQ(e->world_size, 4);
-  EXPECT_EQ(e->world_size_var, "OMPI_COMM_WORLD_SIZE");
-  EXPECT_EQ(e->local_rank, 1);
-  EXPECT_EQ(e->local_rank_var, "MPI_LOCALRANKID");
-  EXPECT_TRUE(e->launched());
-  // Disagreeing lower-precedence values are reported; agreeing ones (SLURM_NTASKS=4) are not.
-  ASSERT_EQ(e->shadowed.size(), 2u);
-  EXPECT_EQ(e->shadowed[0], "OMPI_COMM_WORLD_RANK=3 (RANK=1 is used)");
-  EXPECT_EQ(e->shadowed[1], "SLURM_LOCALID=2 (MPI_LOCALRANKID=1 is used)");
-}
-
-TEST(LaunchEnv, EachLauncherFamilyAlone) {
-  const std::map<std::string, std::string> pmi = {{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}};
-  auto e = resolve_launch_env(fake_env(pmi));
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->rank, 2);
-  EXPECT_EQ(e->world_size, 3);
-  EXPECT_EQ(e->local_rank, 0);
-  EXPECT_TRUE(e->local_rank_var.empty());
-  const std::map<std::string, std::string> slurm = {
-      {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}};
-  e = resolve_launch_env(fake_env(slurm));
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->rank, 5);
-  EXPECT_EQ(e->world_size, 8);
-  EXPECT_EQ(e->local_rank, 1);
-  // An empty variable counts as unset.
-  const std::map<std::string, std::string> empty_rank = {
-      {"RANK", ""}, {"PMI_RANK", "1"}, {"WORLD_SIZE", "2"}};
-  e = resolve_launch_env(fake_env(empty_rank));
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->rank_var, "PMI_RANK");
-}
-
-TEST(LaunchEnv, BadValuesAreErrors) {
-  for (const char* bad : {"abc", "-1", "1.5", "2x", " "}) {
-    const std::map<std::string, std::string> vars = {{"RANK", bad}, {"WORLD_SIZE", "4"}};
-    auto e = resolve_launch_env(fake_env(vars));
-    ASSERT_FALSE(e.ok()) << bad;
-    EXPECT_EQ(e.status().code(), StatusCode::invalid_argument);
-    EXPECT_NE(e.status().message().find("RANK"), std::string::npos) << e.status().message();
-  }
-  // A bad value is an error even when a higher-precedence variable is set: it is a broken export.
-  const std::map<std::string, std::string> shadowed_bad = {{"RANK", "0"}, {"PMI_RANK", "x"}};
-  EXPECT_FALSE(resolve_launch_env(fake_env(shadowed_bad)).ok());
-  const std::map<std::string, std::string> rank_too_big = {{"RANK", "4"}, {"WORLD_SIZE", "4"}};
-  EXPECT_FALSE(resolve_launch_env(fake_env(rank_too_big)).ok());
-  const std::map<std::string, std::string> no_world = {{"RANK", "1"}};
-  EXPECT_FALSE(resolve_launch_env(fake_env(no_world)).ok());
-  const std::map<std::string, std::string> zero_world = {{"WORLD_SIZE", "0"}};
-  EXPECT_FALSE(resolve_launch_env(fake_env(zero_world)).ok());
-  const std::map<std::string, std::string> local_too_big = {
-      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}};
-  EXPECT_FALSE(resolve_launch_env(fake_env(local_too_big)).ok());
-}
 
 TEST(CudaDriver, ReleaseNoteTable) {
   struct Case {
@@ -257,7 +177,7 @@ TEST(DeepSpeedStage3Prefetch, Files) {
   EXPECT_EQ(missing.level, CheckLevel::fail);
   EXPECT_NE(missing.text.find("/nonexistent/ds.json"), std::string::npos) << missing.text;
   const std::string path =
-      (std::filesystem::temp_directory_path() / "lj_host_checks_ds.json").string();
+      (std::filesystem::temp_directory_path() / "lj_doctor_rules_ds.json").string();
   {
     std::ofstream f(path);
     f << R"({"zero_optimization": {"stage3_prefetch_bucket_size": 1000}})";
@@ -279,5 +199,60 @@ TEST(HostProbes, FindOnPathAndIsa) {
   EXPECT_NE(sigill.text.find("AVX-512F"), std::string::npos) << sigill.text;
 }
 
+TEST(Backends, OneRowEachAndOnlyTheCpuExistsToday) {
+  ASSERT_EQ(backend_status().size(), 3u);
+  EXPECT_EQ(backend("cpu").state, BackendState::built);
+  EXPECT_EQ(backend("cuda").state, BackendState::not_implemented);
+  EXPECT_EQ(backend("mpi").state, BackendState::not_implemented);
+  EXPECT_STREQ(backend_state_name(BackendState::not_implemented), "not implemented");
+}
+
+bool mentions(const CheckLine& l, const std::string& s) {
+  return l.text.find(s) != std::string::npos || l.hint.find(s) != std::string::npos;
+}
+
+TEST(Backends, CudaNotImplementedSaysSoAndAdvisesNoFlag) {
+  for (int gpus : {0, 8}) {
+    const CheckLine l = cuda_backend_check(backend("cuda"), gpus);
+    EXPECT_EQ(l.level, CheckLevel::warn) << gpus;
+    EXPECT_TRUE(mentions(l, "CUDA backend: not implemented yet in this ljperf")) << l.text;
+    EXPECT_TRUE(mentions(l, "ljperf plan --device h100")) << l.text;
+    EXPECT_FALSE(mentions(l, "-DLJ_CUDA")) << l.text << " / " << l.hint;
+    EXPECT_EQ(mentions(l, "stay idle"), gpus > 0) << l.text;
+  }
+  EXPECT_TRUE(mentions(cuda_backend_check(backend("cuda"), 8), "the 8 GPUs here stay idle"));
+}
+
+TEST(Backends, CudaRowOnceItExists) {
+  BackendStatus cuda = backend("cuda");
+  cuda.state = BackendState::not_built;
+  const CheckLine idle = cuda_backend_check(cuda, 2);
+  EXPECT_EQ(idle.level, CheckLevel::warn);
+  EXPECT_EQ(idle.hint, "rebuild with -DLJ_CUDA=ON to train on the GPUs");
+  EXPECT_EQ(cuda_backend_check(cuda, 0).level, CheckLevel::ok);
+  cuda.state = BackendState::built;
+  EXPECT_EQ(cuda_backend_check(cuda, 2).level, CheckLevel::ok);
+}
+
+TEST(Backends, MultiProcessLaunchFailsWhileMpiIsNotImplemented) {
+  const CheckLine one = mpi_backend_check(backend("mpi"), 1);
+  EXPECT_EQ(one.level, CheckLevel::ok);
+  EXPECT_TRUE(mentions(one, "not implemented yet")) << one.text;
+  const CheckLine four = mpi_backend_check(backend("mpi"), 4);
+  EXPECT_EQ(four.level, CheckLevel::fail);
+  EXPECT_TRUE(mentions(four, "launched as 4 processes")) << four.text;
+  EXPECT_TRUE(mentions(four, "multi-process training is not implemented yet")) << four.text;
+  EXPECT_TRUE(four.hint.starts_with("run one process")) << four.hint;
+  EXPECT_FALSE(mentions(four, "-DLJ_MPI")) << four.hint;
+  // Once MPI exists: a binary without it is told the flag; one with it is fine.
+  BackendStatus mpi = backend("mpi");
+  mpi.state = BackendState::not_built;
+  EXPECT_EQ(mpi_backend_check(mpi, 4).level, CheckLevel::fail);
+  EXPECT_EQ(mpi_backend_check(mpi, 4).hint, "rebuild with -DLJ_MPI=ON");
+  EXPECT_EQ(mpi_backend_check(mpi, 1).level, CheckLevel::ok);
+  mpi.state = BackendState::built;
+  EXPECT_EQ(mpi_backend_check(mpi, 4).level, CheckLevel::ok);
+}
+
 }  // namespace
-}  // namespace lj
+}  // namespace lj::cli
