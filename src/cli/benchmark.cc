@@ -18,8 +18,10 @@
 #include "core/random.h"
 #include "core/units.h"
 #include "io/jsonl.h"
+#include "plan/budget.h"
+#include "plan/graph_figures.h"
+#include "plan/host_plan.h"
 #include "runtime/host.h"
-#include "train/memory_estimate.h"
 #include "train/train_step.h"
 
 #ifndef LJ_VERSION
@@ -28,6 +30,8 @@
 
 namespace lj::cli {
 namespace {
+
+inline constexpr int64_t kDefaultWarmupSteps = 2;
 
 struct BenchmarkArgs {
   std::string model = "small";
@@ -38,7 +42,7 @@ struct BenchmarkArgs {
   int64_t seq_len = 256;
   int64_t grad_accum = 1;
   int64_t steps = 12;
-  int64_t warmup_steps = 2;
+  int64_t warmup_steps = kDefaultWarmupSteps;
   int64_t log_every = 1;
   bool profile = false;
   bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
@@ -53,11 +57,10 @@ struct BenchmarkArgs {
 };
 
 // What the benchmark runs, after presets, DeepSpeed JSON and flags are resolved.
-struct Resolved {
+struct Resolved : StepSettings {
   ModelRef model;
-  int64_t micro_batch = 0, seq_len = 0, grad_accum = 1, steps = 0, warmup = 0;
-  DType precision = DType::f32;
-  TrainStepConfig step;
+  int64_t seq_len = 0, steps = 0, warmup = 0;
+  std::string warmup_note;  // set when the default warmup was lowered for a short run
   std::optional<DeepSpeedConfig> ds;
 };
 
@@ -89,17 +92,32 @@ TrainStep::Batch synthetic_batch(Device& dev, int64_t B, int64_t T, int64_t voca
   return b;
 }
 
+// --warmup-steps as given (checked), else the default lowered to leave one measured step: a note
+// says so (e.g. --steps 2 measures 1 step after 1 warmup step).
+StatusOr<int64_t> resolve_warmup(const BenchmarkArgs& a, std::string* note) {
+  if (a.given("--warmup-steps")) {
+    if (a.warmup_steps < 0 || a.warmup_steps >= a.steps) {
+      return invalid_argument("--warmup-steps must be in [0, --steps)",
+                              "e.g. --steps 12 --warmup-steps 2");
+    }
+    return a.warmup_steps;
+  }
+  const int64_t warmup = std::min(kDefaultWarmupSteps, a.steps - 1);
+  if (warmup < kDefaultWarmupSteps) {
+    *note = fmt::format("warmup: {} step{} (lowered from {} for --steps {})", warmup,
+                        warmup == 1 ? "" : "s", kDefaultWarmupSteps, a.steps);
+  }
+  return warmup;
+}
+
 StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   if (a.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
-  if (a.warmup_steps < 0 || a.warmup_steps >= a.steps) {
-    return invalid_argument("--warmup-steps must be in [0, --steps)",
-                            "e.g. --steps 12 --warmup-steps 2");
-  }
+  Resolved r;
+  LJ_ASSIGN_OR_RETURN(r.warmup, resolve_warmup(a, &r.warmup_note));
   if (a.batch_size <= 0 || a.seq_len <= 0 || a.grad_accum <= 0) {
     return invalid_argument("--batch-size, --seq-len and --grad-accum must be positive");
   }
-  Resolved r;
   LJ_ASSIGN_OR_RETURN(r.model, resolve_model(a.model));
   DType precision;
   if (!parse_dtype(a.precision, &precision) ||
@@ -112,7 +130,7 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   run.precision.assign(precision, a.given("--precision"));
   run.lr.assign(a.lr, a.given("--lr"));
   run.total_steps = a.steps;
-  run.warmup_steps = a.warmup_steps;
+  run.warmup_steps = r.warmup;
   LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
   LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
@@ -122,17 +140,9 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   r.step.seed = a.seed;
   r.step.adamw.lr = a.lr;
   r.step.graph.compile = compile_requested(a.compile);
-  if (r.ds) {
-    r.micro_batch = r.ds->micro_batch_per_gpu;
-    r.grad_accum = r.ds->gradient_accumulation_steps;
-    r.precision = r.ds->precision;
-    r.step.grad_clip = r.ds->gradient_clipping;
-    r.step.adamw = AdamWConfig{r.ds->optimizer.lr, r.ds->optimizer.beta1, r.ds->optimizer.beta2,
-                               r.ds->optimizer.eps, r.ds->optimizer.weight_decay};
-  }
+  if (r.ds) apply_deepspeed(*r.ds, &r);
   r.seq_len = a.seq_len;
   r.steps = a.steps;
-  r.warmup = a.warmup_steps;
   if (r.seq_len > r.model.config.max_position_embeddings) {
     return invalid_argument("--seq-len " + std::to_string(r.seq_len) + " is above " +
                                 r.model.config.name + "'s max_position_embeddings " +
@@ -142,18 +152,63 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   return r;
 }
 
-// Refuses, before anything is allocated, a run whose predicted memory exceeds what the host
-// has available, and says what would fit.
-Status check_memory_fits(const Resolved& r, const HostInfo& host) {
-  LJ_ASSIGN_OR_RETURN(TrainMemoryEstimate e, estimate_train_memory(r.model.config, r.micro_batch,
-                                                                   r.seq_len, r.step.graph));
+// What would fit instead, for check_memory_fits' hint: a smaller preset, full recompute, ZeRO-3
+// over enough ranks, smaller batches. `base`: the process's own bytes outside the step.
+std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base,
+                           const MemoryBudget& budget) {
+  const auto need_of = [&](const GraphFigures& f) {
+    return static_cast<double>(f.bytes_reserved) + base;
+  };
+  std::string hint;
+  for (const std::string& p : llama_preset_names()) {
+    auto c = llama_preset(p);
+    if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
+    GraphOptions o = r.step.graph;  // the same recompute, where it fits the preset's layers
+    if (!o.recompute.validate(c->num_hidden_layers).ok()) o.recompute = RecomputeConfig{};
+    auto est = graph_figures(*c, r.micro_batch, std::min(r.seq_len, c->max_position_embeddings), o);
+    if (est.ok() && fits(need_of(*est), budget.bytes)) {
+      hint = "--model " + p + " fits (" + format_bytes(need_of(*est)) + ")";
+    }
+  }
+  // Recomputing every layer keeps the least activation memory.
+  GraphOptions full = r.step.graph;
+  full.recompute = RecomputeConfig{RecomputePolicy::full, 1, RecomputeMethod::uniform};
+  if (!(full.recompute == r.step.graph.recompute)) {
+    auto est = graph_figures(r.model.config, r.micro_batch, r.seq_len, full);
+    if (est.ok() && fits(need_of(*est), budget.bytes)) {
+      hint = "--recompute full fits (" + format_bytes(need_of(*est)) + ")" +
+             (hint.empty() ? "" : "; " + hint);
+    }
+  }
+  const MemoryStats& s = e.stats;
+  const auto states =
+      static_cast<double>(s.at_peak(MemCategory::weights) + s.at_peak(MemCategory::grads) +
+                          s.at_peak(MemCategory::optimizer));
+  const double rest = need_of(e) - states;
+  const double usable = usable_bytes(budget.bytes);
+  if (rest < usable) {
+    const auto ranks = static_cast<int64_t>(std::ceil(states / (usable - rest)));
+    hint += (hint.empty() ? "" : "; ") +
+            fmt::format(
+                "ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough",
+                ranks, states / static_cast<double>(kGiB));
+  }
+  hint += (hint.empty() ? "" : "; ") +
+          std::string("a smaller --batch-size or --seq-len lowers the activations");
+  return hint;
+}
+
+// Refuses, before anything is allocated, a run whose predicted memory (the dry run `e` of its
+// joint graph) does not fit the host's default budget (plan/budget.h), and says what would fit.
+Status check_memory_fits(const Resolved& r, const GraphFigures& e, const HostInfo& host) {
   const double base = static_cast<double>(process_peak_rss_bytes());  // binary, libraries, graph
   const double need = static_cast<double>(e.bytes_reserved) + base;
   const auto avail = static_cast<double>(host.mem_available_bytes);
+  const MemoryBudget budget = default_budget(avail, "available memory");
   LJ_LOG(debug) << "predicted peak " << format_bytes(need) << " ("
                 << format_bytes(static_cast<double>(e.bytes_peak)) << " in tensors), available "
                 << format_bytes(avail);
-  if (need <= 0.9 * avail) return ok_status();
+  if (fits(need, budget.bytes)) return ok_status();
   const MemoryStats& s = e.stats;
   auto gib = [](int64_t b) {
     return fmt::format("{:.1f}", static_cast<double>(b) / static_cast<double>(kGiB));
@@ -162,46 +217,218 @@ Status check_memory_fits(const Resolved& r, const HostInfo& host) {
       "{} needs {} for one training step at batch {} x seq {} (GiB: weights {}, grads {}, "
       "optimizer {}, activations "
       "up to {}) but this host has {} available",
-      r.model.config.name, format_bytes(need), r.micro_batch, r.seq_len, gib(s.bytes_at_peak[0]),
-      gib(s.bytes_at_peak[1]), gib(s.bytes_at_peak[2]), gib(s.peak(MemCategory::activations)),
+      r.model.config.name, format_bytes(need), r.micro_batch, r.seq_len,
+      gib(s.at_peak(MemCategory::weights)), gib(s.at_peak(MemCategory::grads)),
+      gib(s.at_peak(MemCategory::optimizer)), gib(s.peak(MemCategory::activations)),
       format_bytes(avail));
-  std::string hint;
-  for (const std::string& p : llama_preset_names()) {
-    auto c = llama_preset(p);
-    if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
-    GraphOptions o = r.step.graph;  // the same recompute, where it fits the preset's layers
-    if (!o.recompute.validate(c->num_hidden_layers).ok()) o.recompute = RecomputeConfig{};
-    auto est = estimate_train_memory(*c, r.micro_batch,
-                                     std::min(r.seq_len, c->max_position_embeddings), o);
-    if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
-      hint = "--model " + p + " fits (" +
-             format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")";
+  return resource_exhausted(what, what_would_fit(r, e, base, budget));
+}
+
+void print_header(const Resolved& r, const HostInfo& host, const Device& dev,
+                  const std::string& recompute, double compile_s, const TrainStep& trainer) {
+  const LlamaConfig& model = r.model.config;
+  fmt::print(
+      "ljperf benchmark: model {} ({:.1f}M params), micro-batch {} x seq {} x accum {}, {} steps "
+      "({} warmup), "
+      "{} threads\n",
+      model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len,
+      r.grad_accum, r.steps, r.warmup, dev.threads());
+  if (!r.warmup_note.empty()) fmt::print("{}\n", r.warmup_note);
+  fmt::print("recompute: {}\n", recompute);
+  fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model,
+             host.cores, host.ghz, host.peak_fp32_flops() / 1e9);
+  if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
+  if (r.step.graph.compile) {
+    fmt::print("compile: on ({:.2f} s to build the step)\n{}", compile_s, trainer.compile_log());
+  } else {
+    fmt::print("compile: off (eager: one primitive op at a time, caching allocator)\n");
+  }
+}
+
+// What the step loop measured.
+struct StepLog {
+  std::vector<double> measured_seconds;  // after warmup
+  std::vector<double> all_seconds;
+  std::vector<double> losses;
+};
+
+StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
+                            Device& dev, TrainStep& trainer) {
+  const LlamaConfig& model = r.model.config;
+  const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
+  const double flops_per_token = model.flops_per_token(r.seq_len);
+  Progress progress("benchmark", "steps");
+  const bool tty = progress.is_tty();
+  StepLog log;
+  for (int64_t s = 0; s < r.steps; ++s) {
+    std::vector<TrainStep::Batch> micro;
+    for (int64_t k = 0; k < r.grad_accum; ++k) {
+      micro.push_back(synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed,
+                                      s * r.grad_accum + k));
+    }
+    if (s == r.warmup) trainer.executor().reset_profile();
+    const double t0 = now_seconds();
+    const bool ds_schedule = r.ds && r.ds->scheduler.type != DsScheduler::Type::none;
+    const double lr = ds_schedule ? r.ds->scheduler.lr_for_step(s) : r.step.adamw.lr;
+    LJ_ASSIGN_OR_RETURN(StepResult res, trainer.step(micro, lr));
+    const double dt = now_seconds() - t0;
+    log.all_seconds.push_back(dt);
+    log.losses.push_back(res.loss);
+    if (s >= r.warmup) log.measured_seconds.push_back(dt);
+    const double tps = static_cast<double>(tokens_per_step) / dt;
+    if (tty) {
+      progress.update(s + 1, r.steps);
+    } else if (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == r.steps)) {
+      fmt::print(stderr, "{}{}\n",
+                 torchtitan_line(StepLine{s + 1, res.loss, res.grad_norm,
+                                          static_cast<double>(process_peak_rss_bytes()),
+                                          static_cast<double>(host.mem_total_bytes), tps,
+                                          flops_per_token, host.peak_fp32_flops()}),
+                 s < r.warmup ? "  (warmup)" : "");
     }
   }
-  // Recomputing every layer keeps the least activation memory.
-  GraphOptions full = r.step.graph;
-  full.recompute = RecomputeConfig{RecomputePolicy::full, 1, RecomputeMethod::uniform};
-  if (!(full.recompute == r.step.graph.recompute)) {
-    auto est = estimate_train_memory(r.model.config, r.micro_batch, r.seq_len, full);
-    if (est.ok() && static_cast<double>(est->bytes_reserved) + base <= 0.9 * avail) {
-      hint = "--recompute full fits (" +
-             format_bytes(static_cast<double>(est->bytes_reserved) + base) + ")" +
-             (hint.empty() ? "" : "; " + hint);
-    }
+  progress.finish();
+  return log;
+}
+
+// The run's figures, as printed and recorded.
+struct Summary {
+  double p50 = 0, p90 = 0;  // step seconds
+  double tokens_per_s = 0, tflops = 0, mfu = 0, flops_per_token = 0, peak_flops = 0;
+  double rss = 0;  // process peak RSS
+  int64_t kernels_per_step = 0;
+};
+
+Summary summarize(const Resolved& r, const HostInfo& host, const StepLog& log, TrainStep& trainer) {
+  Summary m;
+  m.p50 = percentile(log.measured_seconds, 0.5);
+  m.p90 = percentile(log.measured_seconds, 0.9);
+  m.flops_per_token = r.model.config.flops_per_token(r.seq_len);
+  m.peak_flops = host.peak_fp32_flops();
+  m.tokens_per_s = static_cast<double>(r.micro_batch * r.seq_len * r.grad_accum) / m.p50;
+  m.tflops = m.flops_per_token * m.tokens_per_s / 1e12;
+  m.mfu = m.tflops * 1e12 / m.peak_flops;
+  m.rss = static_cast<double>(process_peak_rss_bytes());
+  m.kernels_per_step = trainer.executor().kernels_launched() * r.grad_accum;
+  return m;
+}
+
+void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log, const Summary& m,
+                   const Pricing& predicted, const Device& dev, TrainStep& trainer) {
+  const double peak = m.peak_flops;
+  fmt::print(
+      "\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's "
+      "convention)\n",
+      log.measured_seconds.size(), m.flops_per_token / 1e9);
+  fmt::print("  tokens/s      {:.0f}   (median step)\n", m.tokens_per_s);
+  fmt::print("  TFLOP/s       {:.4f}\n", m.tflops);
+  fmt::print("  MFU           {:.2f}%   (of {:.1f} GFLOP/s fp32 peak)\n", 100.0 * m.mfu,
+             peak / 1e9);
+  fmt::print("  step time     p50 {}   p90 {}\n", format_seconds(m.p50), format_seconds(m.p90));
+  fmt::print("  kernels/step  {}\n", m.kernels_per_step);
+  fmt::print("  final loss    {:.4f}\n", log.losses.back());
+  fmt::print("  process peak RSS {}   (predicted peak RSS {}, {:+.2f}%)\n", format_bytes(m.rss),
+             format_bytes(predicted.memory.total),
+             100.0 * (predicted.memory.total - m.rss) / m.rss);
+  fmt::print("  memory (ljperf accounting)\n{}", dev.memory().to_string());
+  if (const PlannedMemory* pm = trainer.executor().planned_memory()) {
+    fmt::print("{}", memory_plan_summary(pm->plan()));
   }
-  const double states =
-      static_cast<double>(s.bytes_at_peak[0] + s.bytes_at_peak[1] + s.bytes_at_peak[2]);
-  const double rest = need - states;
-  if (rest < 0.9 * avail) {
-    const auto ranks = static_cast<int64_t>(std::ceil(states / (0.9 * avail - rest)));
-    hint += (hint.empty() ? "" : "; ") +
-            fmt::format(
-                "ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough",
-                ranks, states / static_cast<double>(kGiB));
+  if (a.profile) {
+    fmt::print("  kernel time by op category (per measured step)\n{}",
+               profile_table(trainer.executor().profile(),
+                             static_cast<int64_t>(log.measured_seconds.size()) * r.grad_accum));
   }
-  hint += (hint.empty() ? "" : "; ") +
-          std::string("a smaller --batch-size or --seq-len lowers the activations");
-  return resource_exhausted(what, hint);
+}
+
+// One JSON object per run, appended to --output.
+Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
+                      const Device& dev, const StepLog& log, const Summary& m,
+                      const PreparedRun& prepared, double compile_s) {
+  const LlamaConfig& model = r.model.config;
+  const std::string recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
+  const MemoryStats& mem = dev.memory();
+  nlohmann::ordered_json j;
+  j["ljperf"] = LJ_VERSION;
+  j["time"] = static_cast<int64_t>(std::time(nullptr));
+  j["config"] = {{"model", model.name},
+                 {"params", model.num_params()},
+                 {"micro_batch", r.micro_batch},
+                 {"seq_len", r.seq_len},
+                 {"grad_accum", r.grad_accum},
+                 {"steps", r.steps},
+                 {"warmup_steps", r.warmup},
+                 {"precision", dtype_name(r.precision)},
+                 {"threads", dev.threads()},
+                 {"seed", a.seed},
+                 {"compile", r.step.graph.compile},
+                 {"lr", r.step.adamw.lr},
+                 {"grad_clip", r.step.grad_clip},
+                 {"deepspeed", r.ds ? r.ds->source : ""}};
+  j["config"]["recompute"] = recompute;
+  j["config"]["recompute_policy"] = recompute_policy_name(r.step.graph.recompute.policy);
+  j["config"]["recompute_method"] = recompute_method_name(r.step.graph.recompute.method);
+  j["config"]["recompute_layers"] = r.step.graph.recompute.layers;
+  j["host"] = {{"cpu", host.cpu_model},
+               {"hostname", host.hostname},
+               {"cores", host.cores},
+               {"ghz", host.ghz},
+               {"peak_fp32_flops", m.peak_flops},
+               {"mem_total_bytes", host.mem_total_bytes}};
+  j["step_seconds"] = log.all_seconds;
+  j["losses"] = log.losses;
+  nlohmann::ordered_json by_cat;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    const auto cat = static_cast<MemCategory>(c);
+    by_cat[mem_category_name(cat)] = mem.peak(cat);
+  }
+  j["summary"] = {{"tokens_per_s", m.tokens_per_s},
+                  {"tflops", m.tflops},
+                  {"mfu", m.mfu},
+                  {"flops_per_token", m.flops_per_token},
+                  {"flops_convention", "6N+12LHQT (torchtitan)"},
+                  {"step_s_p50", m.p50},
+                  {"step_s_p90", m.p90},
+                  {"kernels_per_step", m.kernels_per_step},
+                  {"compile_s", compile_s},
+                  {"bytes_peak", mem.bytes_total_peak},
+                  {"bytes_peak_by_category", by_cat},
+                  {"bytes_reserved_peak", mem.bytes_reserved_peak},
+                  {"process_peak_rss_bytes", m.rss},
+                  {"peak_rss_bytes", m.rss}};
+  const Pricing& predicted = prepared.predicted;
+  const GraphFigures& figures = prepared.figures;
+  nlohmann::ordered_json pred;
+  for (const auto& i : predicted.memory.items) pred[i.name] = i.bytes;
+  j["plan"] = {{"recompute", recompute},
+               {"compile", r.step.graph.compile},
+               {"predicted_peak_rss_bytes", predicted.memory.total},
+               {"predicted", pred},
+               {"predicted_step_seconds", predicted.step_seconds},
+               // cpu_memory_features: allocator reserved peak, 1, graph nodes, parameters, GEMM
+               // packing (0/1).
+               {"features", cpu_memory_features(
+                                static_cast<double>(figures.stats.bytes_reserved_peak),
+                                static_cast<double>(figures.nodes),
+                                static_cast<double>(model.num_params()), figures.gemm_packing)}};
+  LJ_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(a.output, /*append=*/true));
+  LJ_RETURN_IF_ERROR(w.write(j.dump()));
+  LJ_RETURN_IF_ERROR(w.flush());
+  fmt::print("  result appended to {}\n", a.output);
+  return ok_status();
+}
+
+// CHECKPOINT_OPTIMIZATION / --ckpt-opt: the planner picks what to recompute (before the memory
+// check, which is of the chosen recompute).
+Status choose_recompute(const BenchmarkArgs& a, Resolved* r) {
+  if (!checkpoint_optimization_requested(a.ckpt_opt)) return ok_status();
+  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
+  LJ_ASSIGN_OR_RETURN(CkptChoice c,
+                      checkpoint_optimization(r->model.config, r->micro_batch, r->seq_len,
+                                              r->step.graph.compile, budget));
+  print_ckpt_choice(c, r->model.config.num_hidden_layers);
+  r->step.graph.recompute = c.recompute;
+  return ok_status();
 }
 
 Status run_benchmark(const BenchmarkArgs& a) {
@@ -211,173 +438,32 @@ Status run_benchmark(const BenchmarkArgs& a) {
   if (r.ds) {
     for (const auto& w : r.ds->warnings) LJ_LOG(warning) << w;
   }
-  // Checkpoint optimization before the memory check: the check is of the chosen recompute.
-  if (checkpoint_optimization_requested(a.ckpt_opt)) {
-    LJ_ASSIGN_OR_RETURN(
-        CkptChoice c, checkpoint_optimization(model, r.micro_batch, r.seq_len, r.step.graph.compile,
-                                              a.memory_limit));
-    r.step.graph.recompute = c.recompute;
-  }
+  LJ_RETURN_IF_ERROR(choose_recompute(a, &r));
+  // The chosen configuration's joint graph, built once: dry-run here (the memory check and the
+  // planner's prediction, printed beside the measured peak), then run by the TrainStep.
+  LJ_ASSIGN_OR_RETURN(PreparedRun prepared,
+                      prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
-  LJ_RETURN_IF_ERROR(check_memory_fits(r, host));
+  LJ_RETURN_IF_ERROR(check_memory_fits(r, prepared.figures, host));
   if (r.precision != DType::f32) {
     return unimplemented(std::string(dtype_name(r.precision)) +
                              " training needs the CUDA backend; the CPU trains in f32",
                          "add --precision f32 (flags win over the DeepSpeed JSON)");
   }
-  // The planner's prediction of this run's peak RSS (printed beside the measured one; its
-  // features go to the results record for ljperf calibrate --results).
-  GraphFigures figures;
-  LJ_ASSIGN_OR_RETURN(Pricing predicted,
-                      predict_host_run(model, r.micro_batch, r.seq_len, r.step.graph, &figures));
   Device dev(a.threads);
   r.step.profile = a.profile;
   const double compile_t0 = now_seconds();
   const std::string recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
-  LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, r.step, dev));
-  const double compile_s = now_seconds() - compile_t0;
-
-  const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
-  const double flops_per_token = model.flops_per_token(r.seq_len);
-  const double peak = host.peak_fp32_flops();
-  fmt::print(
-      "ljperf benchmark: model {} ({:.1f}M params), micro-batch {} x seq {} x accum {}, {} steps "
-      "({} warmup), "
-      "{} threads\n",
-      model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len,
-      r.grad_accum, r.steps, r.warmup, dev.threads());
-  fmt::print("recompute: {}\n", recompute);
-  fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model,
-             host.cores, host.ghz, peak / 1e9);
-  if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
-  if (r.step.graph.compile) {
-    fmt::print("compile: on ({:.2f} s to build the step)\n{}", compile_s, trainer->compile_log());
-  } else {
-    fmt::print("compile: off (eager: one primitive op at a time, caching allocator)\n");
-  }
-
-  Progress progress("benchmark", "steps");
-  const bool tty = progress.is_tty();
-  std::vector<double> step_seconds, all_seconds, losses;
-  for (int64_t s = 0; s < r.steps; ++s) {
-    std::vector<TrainStep::Batch> micro;
-    for (int64_t k = 0; k < r.grad_accum; ++k) {
-      micro.push_back(synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed,
-                                      s * r.grad_accum + k));
-    }
-    if (s == r.warmup) trainer->executor().reset_profile();
-    const double t0 = now_seconds();
-    const bool ds_schedule = r.ds && r.ds->scheduler.type != DsScheduler::Type::none;
-    const double lr = ds_schedule ? r.ds->scheduler.lr_for_step(s) : r.step.adamw.lr;
-    LJ_ASSIGN_OR_RETURN(StepResult res, trainer->step(micro, lr));
-    const double dt = now_seconds() - t0;
-    all_seconds.push_back(dt);
-    losses.push_back(res.loss);
-    if (s >= r.warmup) step_seconds.push_back(dt);
-    const double tps = static_cast<double>(tokens_per_step) / dt;
-    if (tty) {
-      progress.update(s + 1, r.steps);
-    } else if (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == r.steps)) {
-      fmt::print(stderr, "{}{}\n",
-                 torchtitan_line(StepLine{
-                     s + 1, res.loss, res.grad_norm, static_cast<double>(process_peak_rss_bytes()),
-                     static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak}),
-                 s < r.warmup ? "  (warmup)" : "");
-    }
-  }
-  progress.finish();
-  const double p50 = percentile(step_seconds, 0.5), p90 = percentile(step_seconds, 0.9);
-  const double tps = static_cast<double>(tokens_per_step) / p50;
-  const double tflops = flops_per_token * tps / 1e12;
-  const double rss = static_cast<double>(process_peak_rss_bytes());
-  const MemoryStats& mem = dev.memory();
-  fmt::print(
-      "\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's "
-      "convention)\n",
-      step_seconds.size(), flops_per_token / 1e9);
-  fmt::print("  tokens/s      {:.0f}   (median step)\n", tps);
-  fmt::print("  TFLOP/s       {:.4f}\n", tflops);
-  fmt::print("  MFU           {:.2f}%   (of {:.1f} GFLOP/s fp32 peak)\n",
-             100.0 * tflops * 1e12 / peak, peak / 1e9);
-  fmt::print("  step time     p50 {}   p90 {}\n", format_seconds(p50), format_seconds(p90));
-  fmt::print("  kernels/step  {}\n", trainer->executor().kernels_launched() * r.grad_accum);
-  fmt::print("  final loss    {:.4f}\n", losses.back());
-  fmt::print("  process peak RSS {}   (predicted peak RSS {}, {:+.2f}%)\n", format_bytes(rss),
-             format_bytes(predicted.memory.total), 100.0 * (predicted.memory.total - rss) / rss);
-  fmt::print("  memory (ljperf accounting)\n{}", mem.to_string());
-  if (const PlannedMemory* pm = trainer->executor().planned_memory()) {
-    fmt::print("{}", memory_plan_summary(pm->plan()));
-  }
-  if (a.profile) {
-    fmt::print("  kernel time by op category (per measured step)\n{}",
-               profile_table(trainer->executor().profile(),
-                             static_cast<int64_t>(step_seconds.size()) * r.grad_accum));
-  }
-
-  if (!a.output.empty()) {
-    nlohmann::ordered_json j;
-    j["ljperf"] = LJ_VERSION;
-    j["time"] = static_cast<int64_t>(std::time(nullptr));
-    j["config"] = {{"model", model.name},
-                   {"params", model.num_params()},
-                   {"micro_batch", r.micro_batch},
-                   {"seq_len", r.seq_len},
-                   {"grad_accum", r.grad_accum},
-                   {"steps", r.steps},
-                   {"warmup_steps", r.warmup},
-                   {"precision", dtype_name(r.precision)},
-                   {"threads", dev.threads()},
-                   {"seed", a.seed},
-                   {"compile", r.step.graph.compile},
-                   {"lr", r.step.adamw.lr},
-                   {"grad_clip", r.step.grad_clip},
-                   {"deepspeed", r.ds ? r.ds->source : ""}};
-    j["config"]["recompute"] = recompute;
-    j["config"]["recompute_policy"] = recompute_policy_name(r.step.graph.recompute.policy);
-    j["config"]["recompute_method"] = recompute_method_name(r.step.graph.recompute.method);
-    j["config"]["recompute_layers"] = r.step.graph.recompute.layers;
-    j["host"] = {{"cpu", host.cpu_model},   {"hostname", host.hostname},
-                 {"cores", host.cores},     {"ghz", host.ghz},
-                 {"peak_fp32_flops", peak}, {"mem_total_bytes", host.mem_total_bytes}};
-    j["step_seconds"] = all_seconds;
-    j["losses"] = losses;
-    nlohmann::ordered_json by_cat;
-    for (int c = 0; c < kNumMemCategories; ++c)
-      by_cat[mem_category_name(static_cast<MemCategory>(c))] =
-          mem.bytes_peak[static_cast<size_t>(c)];
-    j["summary"] = {{"tokens_per_s", tps},
-                    {"tflops", tflops},
-                    {"mfu", tflops * 1e12 / peak},
-                    {"flops_per_token", flops_per_token},
-                    {"flops_convention", "6N+12LHQT (torchtitan)"},
-                    {"step_s_p50", p50},
-                    {"step_s_p90", p90},
-                    {"kernels_per_step", trainer->executor().kernels_launched() * r.grad_accum},
-                    {"compile_s", compile_s},
-                    {"bytes_peak", mem.bytes_total_peak},
-                    {"bytes_peak_by_category", by_cat},
-                    {"bytes_reserved_peak", mem.bytes_reserved_peak},
-                    {"process_peak_rss_bytes", rss},
-                    {"peak_rss_bytes", rss}};
-    nlohmann::ordered_json pred;
-    for (const auto& i : predicted.memory.items) pred[i.name] = i.bytes;
-    j["plan"] = {{"recompute", r.step.graph.recompute.to_string(model.num_hidden_layers)},
-                 {"compile", r.step.graph.compile},
-                 {"predicted_peak_rss_bytes", predicted.memory.total},
-                 {"predicted", pred},
-                 {"predicted_step_seconds", predicted.step_seconds},
-                 // cpu_memory_features: allocator reserved peak, 1, graph nodes, parameters, GEMM
-                 // packing (0/1).
-                 {"features", cpu_memory_features(
-                                  static_cast<double>(figures.stats.bytes_reserved_peak),
-                                  static_cast<double>(figures.nodes),
-                                  static_cast<double>(model.num_params()), figures.gemm_packing)}};
-    LJ_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(a.output, /*append=*/true));
-    LJ_RETURN_IF_ERROR(w.write(j.dump()));
-    LJ_RETURN_IF_ERROR(w.flush());
-    fmt::print("  result appended to {}\n", a.output);
-  }
-  return ok_status();
+  LJ_ASSIGN_OR_RETURN(auto trainer,
+                      TrainStep::create(model, r.step, dev, std::move(prepared.graph)));
+  // Building the step includes building its graph (done once, above).
+  const double compile_s = prepared.build_seconds + now_seconds() - compile_t0;
+  print_header(r, host, dev, recompute, compile_s, *trainer);
+  LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(a, r, host, dev, *trainer));
+  const Summary m = summarize(r, host, log, *trainer);
+  print_summary(a, r, log, m, prepared.predicted, dev, *trainer);
+  if (a.output.empty()) return ok_status();
+  return append_results(a, r, host, dev, log, m, prepared, compile_s);
 }
 
 }  // namespace
@@ -398,7 +484,8 @@ Command add_benchmark_command(CLI::App& app) {
   sub->add_option("--grad-accum", args->grad_accum, "Micro-batches per optimizer step")
       ->capture_default_str();
   sub->add_option("--steps", args->steps, "Steps to run, warmup included")->capture_default_str();
-  sub->add_option("--warmup-steps", args->warmup_steps, "Steps excluded from the summary")
+  sub->add_option("--warmup-steps", args->warmup_steps,
+                  "Steps excluded from the summary (default lowered to --steps - 1 for short runs)")
       ->capture_default_str();
   sub->add_option("--precision", args->precision, "f32 or bf16 (bf16 needs the CUDA backend)")
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include "cli/run_config.h"
 #include "core/units.h"
 #include "io/deepspeed_config.h"
+#include "plan/budget.h"
 #include "plan/plan.h"
 
 namespace lj::cli {
@@ -67,7 +68,11 @@ Status run_plan(const PlanArgs& a) {
     req.zero.stage3_prefetch_bucket_size = ds.zero.stage3_prefetch_bucket_size;
     req.zero.stage3_max_live_parameters = ds.zero.stage3_max_live_parameters;
     req.zero.stage3_param_persistence_threshold = ds.zero.stage3_param_persistence_threshold;
-    if (!a.given("--batch-size")) req.micro_batch = ds.micro_batch_per_gpu;
+    // The run's DeepSpeed mapping (apply_deepspeed), of which a plan needs the micro-batch; a
+    // --batch-size flag wins here as it does in the file's resolution.
+    StepSettings from_ds;
+    apply_deepspeed(ds, &from_ds);
+    if (!a.given("--batch-size")) req.micro_batch = from_ds.micro_batch;
     if (!a.given("--recompute") && ds.recompute != "none") {
       LJ_ASSIGN_OR_RETURN(RecomputePolicy p, parse_recompute_policy(ds.recompute));
       req.policy = p;
@@ -124,7 +129,8 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--recompute-layers", a->recompute_layers,
                   "Only this many recomputed layers (block method); default: search 1..L");
   sub->add_option("--memory-limit", a->memory_limit,
-                  "Budget per rank, e.g. 20GiB (default: 90% of the device's memory)");
+                  "Budget per rank, e.g. 20GiB (default: " + default_budget_percent() +
+                      " of the device's memory)");
   sub->add_option(
       "--deepspeed", a->deepspeed,
       "DeepSpeed JSON: ZeRO stage and bucket sizes, micro-batch, activation_checkpointing");

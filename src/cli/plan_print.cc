@@ -6,8 +6,6 @@
 #include <cstring>
 
 #include "core/units.h"
-#include "plan/graph_figures.h"
-#include "runtime/host.h"
 
 namespace lj::cli {
 namespace {
@@ -44,7 +42,8 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
       gpu ? "bf16" : "f32", req.compile ? ", compiled" : ", eager");
   s += fmt::format(
       "budget: {} per {} ({}), coefficients: {}\n", gib(r.budget_bytes), gpu ? "rank" : "process",
-      req.budget_bytes > 0 ? "--memory-limit" : "90% of " + gib(req.device.memory_bytes),
+      req.budget_bytes > 0 ? "--memory-limit"
+                           : default_budget_percent() + " of " + gib(req.device.memory_bytes),
       req.coeffs.source);
   const Candidate* best = r.best();
   const Candidate& shown = best ? *best : r.ranked.front();
@@ -139,71 +138,23 @@ bool checkpoint_optimization_requested(bool flag) {
                           std::strcmp(e, "TRUE") == 0 || std::strcmp(e, "True") == 0);
 }
 
-namespace {
-
-StatusOr<PlanRequest> host_request(const LlamaConfig& model, int64_t micro_batch, int64_t seq_len,
-                                   bool compile) {
-  PlanRequest req;
-  req.model = model;
-  LJ_ASSIGN_OR_RETURN(req.coeffs, load_plan_model());
-  LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
-  req.zero = ZeroSetup::for_model(model, 0, 1);
-  req.micro_batch = micro_batch;
-  req.seq_len = seq_len;
-  req.compile = compile;
-  return req;
-}
-
-}  // namespace
-
-StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
-                                             int64_t seq_len, bool compile,
-                                             const std::string& memory_limit) {
-  LJ_ASSIGN_OR_RETURN(PlanRequest req, host_request(model, micro_batch, seq_len, compile));
-  if (!memory_limit.empty()) {
-    LJ_ASSIGN_OR_RETURN(req.budget_bytes, parse_bytes(memory_limit));
-  } else {
-    req.budget_bytes = 0.9 * static_cast<double>(host_info().mem_available_bytes);
-  }
-  LJ_ASSIGN_OR_RETURN(PlanResult r, make_plan(req));
+void print_ckpt_choice(const CkptChoice& c, int64_t num_layers) {
+  const PlanResult& r = c.plan;
   const Candidate* best = r.best();
-  const int64_t L = model.num_hidden_layers;
-  if (best == nullptr) {
-    return resource_exhausted(
-        fmt::format("checkpoint optimization: no recompute choice fits {} (full recompute of every "
-                    "layer needs {})",
-                    format_bytes(r.budget_bytes), format_bytes(r.ranked.front().memory.total)),
-        "a smaller --batch-size or --seq-len, or a larger --memory-limit");
-  }
+  const int64_t L = num_layers;
   fmt::print(
       "checkpoint optimization (CHECKPOINT_OPTIMIZATION): budget {} ({}), {} choices priced\n",
-      format_bytes(r.budget_bytes),
-      memory_limit.empty() ? "90% of available memory" : "--memory-limit", r.ranked.size());
+      format_bytes(c.budget.bytes), c.budget.source, r.ranked.size());
   fmt::print("  chosen:    {} — {} layers recomputed, predicted peak {}, predicted step {}\n",
              best->recompute.to_string(L), best->layers, format_bytes(best->memory.total),
              format_seconds(best->step_seconds));
   int alt = 0;
   for (size_t i = 1; i < r.ranked.size() && alt < 2; ++i, ++alt) {
-    const Candidate& c = r.ranked[i];
+    const Candidate& cand = r.ranked[i];
     fmt::print("  next best: {} — predicted peak {}, predicted step {}{}\n",
-               c.recompute.to_string(L), format_bytes(c.memory.total),
-               format_seconds(c.step_seconds), c.fits ? "" : " (over budget)");
+               cand.recompute.to_string(L), format_bytes(cand.memory.total),
+               format_seconds(cand.step_seconds), cand.fits ? "" : " (over budget)");
   }
-  return CkptChoice{best->recompute, best->memory.total};
-}
-
-StatusOr<Pricing> predict_host_run(const LlamaConfig& model, int64_t micro_batch, int64_t seq_len,
-                                   const GraphOptions& graph, GraphFigures* figures) {
-  LJ_ASSIGN_OR_RETURN(PlanRequest req, host_request(model, micro_batch, seq_len, graph.compile));
-  GraphOptions o = graph;
-  o.dtype = DType::f32;
-  LJ_ASSIGN_OR_RETURN(GraphFigures f, graph_figures(model, micro_batch, seq_len, o, true,
-                                                    req.device, req.coeffs.cpu_eff));
-  if (figures) *figures = f;
-  Pricing p;
-  p.memory = predict_cpu_memory(f, model, req.coeffs);
-  p.step_seconds = f.compute_seconds;
-  return p;
 }
 
 }  // namespace lj::cli

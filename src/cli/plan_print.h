@@ -1,10 +1,11 @@
-// Rendering of a plan (ljperf plan, CHECKPOINT_OPTIMIZATION in benchmark and train) and the
-// checkpoint-optimization step itself.
+// Rendering of a plan (ljperf plan, CHECKPOINT_OPTIMIZATION in benchmark and train); the
+// planning itself is plan/'s (plan.h, host_plan.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "plan/host_plan.h"
 #include "plan/plan.h"
 
 namespace lj::cli {
@@ -18,20 +19,8 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
 // CHECKPOINT_OPTIMIZATION=true or --ckpt-opt.
 bool checkpoint_optimization_requested(bool flag);
 
-// Runs the search for this host (budget: `memory_limit` when set, else 90% of the available
-// memory), prints the chosen plan — layers recomputed, predicted peak and step time, the two
-// next-best alternatives — and returns the chosen recompute and its predicted peak RSS.
-struct CkptChoice {
-  RecomputeConfig recompute;
-  double predicted_peak_bytes = 0;
-};
-StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
-                                             int64_t seq_len, bool compile,
-                                             const std::string& memory_limit);
-
-// The host prediction of peak RSS for a fixed recompute choice (benchmark prints it beside the
-// measured figure and writes its components to the results record).
-StatusOr<Pricing> predict_host_run(const LlamaConfig& model, int64_t micro_batch, int64_t seq_len,
-                                   const GraphOptions& graph, GraphFigures* figures = nullptr);
+// What checkpoint optimization chose (plan/host_plan.h): the budget, the chosen recompute with
+// its predicted peak and step time, and the two next-best alternatives.
+void print_ckpt_choice(const CkptChoice& c, int64_t num_layers);
 
 }  // namespace lj::cli

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "models/hf_config.h"
+#include "plan/budget.h"
 
 namespace lj::cli {
 
@@ -69,13 +70,23 @@ StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& fi
   return std::optional<DeepSpeedConfig>();
 }
 
+void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s) {
+  s->micro_batch = ds.micro_batch_per_gpu;
+  s->grad_accum = ds.gradient_accumulation_steps;
+  s->precision = ds.precision;
+  s->step.grad_clip = ds.gradient_clipping;
+  s->step.adamw = AdamWConfig{ds.optimizer.lr, ds.optimizer.beta1, ds.optimizer.beta2,
+                              ds.optimizer.eps, ds.optimizer.weight_decay};
+}
+
 void add_optimization_flags(CLI::App* sub, bool* compile, bool* ckpt_opt, std::string* memory_limit,
                             RecomputeFlags* recompute) {
   sub->add_flag("--ckpt-opt", *ckpt_opt,
                 "Checkpoint optimization (also CHECKPOINT_OPTIMIZATION=true): let the planner "
                 "choose what to recompute, the fastest choice that fits the memory budget");
   sub->add_option("--memory-limit", *memory_limit,
-                  "Budget for --ckpt-opt, e.g. 2GiB (default: 90% of available memory)");
+                  "Budget for --ckpt-opt, e.g. 2GiB (default: " + default_budget_percent() +
+                      " of available memory)");
   sub->add_flag("--compile", *compile,
                 "Compile the step: pattern and pointwise fusion, generated kernels, static memory "
                 "plan (also LJ_COMPILE=1)");

@@ -9,6 +9,7 @@
 #include "io/deepspeed_config.h"
 #include "models/config.h"
 #include "passes/remat/remat.h"
+#include "train/train_step.h"
 
 namespace CLI {
 class App;
@@ -32,6 +33,19 @@ bool compile_requested(bool flag);
 // the flags (RunValue::set_flag for each flag the user gave) and ljperf's defaults.
 StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& file,
                                                            const ModelRef& model, RunSettings run);
+
+// What one training step runs with, as benchmark and train hold it after flags (and, with
+// apply_deepspeed, a DeepSpeed config) are resolved.
+struct StepSettings {
+  int64_t micro_batch = 1;
+  int64_t grad_accum = 1;
+  DType precision = DType::f32;
+  TrainStepConfig step;  // grad_clip, AdamW, the graph options
+};
+// The one mapping from a resolved DeepSpeed config to a run (benchmark, train; plan reads its
+// micro-batch): micro-batch, gradient accumulation, precision, clipping and AdamW's settings.
+// The flags already won inside `ds` (resolve_deepspeed).
+void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s);
 
 // --recompute none|selective|full, --recompute-layers N, --recompute-method uniform|block, with
 // Megatron's meanings (passes/remat/remat.h), as typed.

@@ -52,31 +52,41 @@ struct TrainArgs {
   bool compile = false;
 };
 
-Status run_train(TrainArgs& a) {
-  namespace fs = std::filesystem;
-  TokenFormat fmt_;
-  if (!parse_token_format(a.data_format, &fmt_)) {
-    return invalid_argument("unknown --data-format '" + a.data_format + "'",
-                            "use auto, llmc, megatron, u16 or u32");
-  }
+StatusOr<LrSchedule::Decay> parse_decay(const std::string& name) {
+  if (name == "cosine") return LrSchedule::Decay::cosine;
+  if (name == "linear") return LrSchedule::Decay::linear;
+  if (name == "constant") return LrSchedule::Decay::constant;
+  return invalid_argument("unknown --decay '" + name + "'", "use cosine, linear or constant");
+}
+
+// The flags that need no file to be checked.
+Status check_args(const TrainArgs& a) {
   if (a.t.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(a.t.steps));
   if (a.t.keep_last < 0) return invalid_argument("--keep-last must be >= 0 (0 keeps all)");
   if (a.lr <= 0 || a.min_lr < 0 || a.min_lr > a.lr)
     return invalid_argument("need 0 <= --min-lr <= --lr and --lr > 0");
+  return ok_status();
+}
+
+// What the run trains, after presets, DeepSpeed JSON and flags are resolved.
+struct ResolvedTrain {
+  ModelRef model;
+  TokenFormat format;
   LrSchedule::Decay decay;
-  if (a.decay == "cosine") {
-    decay = LrSchedule::Decay::cosine;
-  } else if (a.decay == "linear") {
-    decay = LrSchedule::Decay::linear;
-  } else if (a.decay == "constant") {
-    decay = LrSchedule::Decay::constant;
-  } else {
-    return invalid_argument("unknown --decay '" + a.decay + "'", "use cosine, linear or constant");
+  StepSettings settings;  // micro-batch, accumulation, precision, the step's configuration
+  std::optional<DeepSpeedConfig> ds;
+};
+
+StatusOr<ResolvedTrain> resolve(const TrainArgs& a) {
+  ResolvedTrain r;
+  if (!parse_token_format(a.data_format, &r.format)) {
+    return invalid_argument("unknown --data-format '" + a.data_format + "'",
+                            "use auto, llmc, megatron, u16 or u32");
   }
-  LJ_ASSIGN_OR_RETURN(ModelRef ref, resolve_model(a.model));
-  const LlamaConfig& model = ref.config;
-  const std::string& weights_dir = ref.weights_dir;
+  LJ_RETURN_IF_ERROR(check_args(a));
+  LJ_ASSIGN_OR_RETURN(r.decay, parse_decay(a.decay));
+  LJ_ASSIGN_OR_RETURN(r.model, resolve_model(a.model));
   RunSettings run;
   run.micro_batch.assign(a.t.batch_size, a.given("--batch-size"));
   run.grad_accum.assign(a.t.grad_accum, a.given("--grad-accum"));
@@ -92,103 +102,85 @@ Status run_train(TrainArgs& a) {
   }
   run.precision.assign(precision, a.given("--precision"));
   LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
-  LJ_ASSIGN_OR_RETURN(std::optional<DeepSpeedConfig> ds, resolve_deepspeed(a.deepspeed, ref, run));
-  LJ_ASSIGN_OR_RETURN(const RecomputeConfig recompute, resolve_recompute(run, ds, model));
-  if ((ds ? ds->precision : precision) != DType::f32) {
+  LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
+  StepSettings& s = r.settings;
+  LJ_ASSIGN_OR_RETURN(s.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
+  s.micro_batch = a.t.batch_size;
+  s.grad_accum = a.t.grad_accum;
+  s.precision = precision;
+  s.step.adamw.lr = a.lr;
+  s.step.adamw.weight_decay = a.weight_decay;
+  s.step.grad_clip = a.grad_clip;
+  s.step.seed = a.seed;
+  s.step.graph.compile = compile_requested(a.compile);
+  if (r.ds) apply_deepspeed(*r.ds, &s);
+  if (s.precision != DType::f32) {
     return unimplemented("bf16 training needs the CUDA backend; the CPU trains in f32",
                          "add --precision f32 (flags win over the DeepSpeed JSON)");
   }
-  // Open the data before touching the output folder: a bad input leaves nothing behind.
-  LJ_ASSIGN_OR_RETURN(TokenFile train_data, TokenFile::open(a.data, fmt_));
-  std::optional<TokenFile> val_data;
-  if (!a.val_data.empty()) {
-    LJ_ASSIGN_OR_RETURN(TokenFile v, TokenFile::open(a.val_data, fmt_));
-    val_data.emplace(std::move(v));
-  }
-  std::error_code ec;
-  const bool existed = fs::exists(a.out);
-  fs::create_directories(a.out, ec);
-  if (ec || !fs::is_directory(a.out)) {
-    return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""),
-                    "check --out and permissions");
-  }
-  // A run that fails before it starts writing leaves no trace: a folder it created is removed,
-  // an existing one is untouched. Once logs are open they are kept (they say what happened).
-  bool started = false;
-  auto cleanup_new_dir = [&](Status s) {
-    if (!existed && !started) fs::remove_all(a.out, ec);
-    return s;
-  };
+  return r;
+}
 
-  Device dev(a.threads);
-  const HostInfo host = host_info();
-  TrainerConfig& t = a.t;
-  t.out_dir = a.out;
-  t.lr = LrSchedule{a.lr, a.min_lr, a.warmup_steps, t.steps, decay};
-  t.step.adamw.lr = a.lr;
-  t.step.adamw.weight_decay = a.weight_decay;
-  t.step.grad_clip = a.grad_clip;
-  t.step.seed = a.seed;
-  t.step.graph.compile = compile_requested(a.compile);
-  t.step.graph.recompute = recompute;
-  if (ds) {
-    t.batch_size = ds->micro_batch_per_gpu;
-    t.grad_accum = ds->gradient_accumulation_steps;
-    t.step.grad_clip = ds->gradient_clipping;
-    t.step.adamw = AdamWConfig{ds->optimizer.lr, ds->optimizer.beta1, ds->optimizer.beta2,
-                               ds->optimizer.eps, ds->optimizer.weight_decay};
-    if (ds->scheduler.type != DsScheduler::Type::none) {
-      const DsScheduler sched = ds->scheduler;
-      t.lr_fn = [sched](int64_t step) { return sched.lr_for_step(step); };
-    } else {
-      t.lr.max_lr = ds->optimizer.lr;
-    }
-    fmt::print("deepspeed ({}):\n{}", ds->source, ds->describe());
-    for (const auto& w : ds->warnings) fmt::print(stderr, "warning: {}\n", w);
+// The trainer's configuration from the resolved run; prints the DeepSpeed settings in use.
+void configure_trainer(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig* t) {
+  t->out_dir = a.out;
+  t->lr = LrSchedule{a.lr, a.min_lr, a.warmup_steps, t->steps, r.decay};
+  t->batch_size = r.settings.micro_batch;
+  t->grad_accum = r.settings.grad_accum;
+  t->step = r.settings.step;
+  if (!r.ds) return;
+  const DeepSpeedConfig& ds = *r.ds;
+  if (ds.scheduler.type != DsScheduler::Type::none) {
+    const DsScheduler sched = ds.scheduler;
+    t->lr_fn = [sched](int64_t step) { return sched.lr_for_step(step); };
+  } else {
+    t->lr.max_lr = ds.optimizer.lr;
   }
+  fmt::print("deepspeed ({}):\n{}", ds.source, ds.describe());
+  for (const auto& w : ds.warnings) fmt::print(stderr, "warning: {}\n", w);
+}
 
-  if (checkpoint_optimization_requested(a.ckpt_opt)) {
-    auto c = checkpoint_optimization(model, t.batch_size, t.seq_len, t.step.graph.compile,
-                                     a.memory_limit);
-    if (!c.ok()) return cleanup_new_dir(c.status());
-    t.step.graph.recompute = c->recompute;
-  }
-  std::vector<Tensor> initial;
-  if (!weights_dir.empty()) {
-    auto hf = load_hf_model(weights_dir, dev);
-    if (!hf.ok()) return cleanup_new_dir(hf.status());
-    initial = std::move(hf->params);
-  }
+// CHECKPOINT_OPTIMIZATION / --ckpt-opt: the planner picks what to recompute.
+Status choose_recompute(const TrainArgs& a, const LlamaConfig& model, TrainerConfig* t) {
+  if (!checkpoint_optimization_requested(a.ckpt_opt)) return ok_status();
+  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
+  LJ_ASSIGN_OR_RETURN(CkptChoice c, checkpoint_optimization(model, t->batch_size, t->seq_len,
+                                                            t->step.graph.compile, budget));
+  print_ckpt_choice(c, model.num_hidden_layers);
+  t->step.graph.recompute = c.recompute;
+  return ok_status();
+}
+
+// The run's logs: console lines, DIR/metrics.jsonl and TensorBoard (DIR/tb), opened on start.
+struct RunLogs {
   std::optional<JsonlWriter> jsonl;
   std::optional<EventWriter> tb;
+  Status error;  // the first failed write
+  bool started = false;
+};
 
-  fmt::print(
-      "ljperf train: model {} ({:.2f}M params), data {} ({} tokens), batch {} x {} x accum {}, {} "
-      "steps, out {}\n",
-      model.name, static_cast<double>(model.num_params()) / 1e6, a.data, train_data.size(),
-      t.batch_size, t.seq_len, t.grad_accum, t.steps, a.out);
-  fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
+TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
+                                const LlamaConfig& model, const HostInfo& host, RunLogs* logs) {
   const double flops_per_token = model.flops_per_token(t.seq_len);
+  const double peak_flops = host.peak_fp32_flops();
+  const double mem_total = static_cast<double>(host.mem_total_bytes);
   TrainerCallbacks cb;
-  Status log_error;
   cb.info = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
-  cb.on_start = [&]() -> Status {
-    LJ_ASSIGN_OR_RETURN(JsonlWriter j,
-                        JsonlWriter::open(a.out + "/metrics.jsonl", /*append=*/true));
-    jsonl.emplace(std::move(j));
-    started = true;
-    LJ_ASSIGN_OR_RETURN(EventWriter w, EventWriter::open(a.out + "/tb"));
-    tb.emplace(std::move(w));
+  cb.on_start = [logs, out = a.out]() -> Status {
+    LJ_ASSIGN_OR_RETURN(JsonlWriter j, JsonlWriter::open(out + "/metrics.jsonl", /*append=*/true));
+    logs->jsonl.emplace(std::move(j));
+    logs->started = true;
+    LJ_ASSIGN_OR_RETURN(EventWriter w, EventWriter::open(out + "/tb"));
+    logs->tb.emplace(std::move(w));
     return ok_status();
   };
-  cb.on_step = [&](const StepMetrics& m) {
+  cb.on_step = [=, log_every = a.log_every, steps = t.steps](const StepMetrics& m) {
     const double tps = static_cast<double>(m.tokens) / m.step_seconds;
     const double mem = static_cast<double>(process_peak_rss_bytes());
-    if (a.log_every > 0 && (m.step % a.log_every == 0 || m.step == t.steps)) {
+    if (log_every > 0 && (m.step % log_every == 0 || m.step == steps)) {
       fmt::print(stderr, "{}{}\n",
-                 torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem,
-                                          static_cast<double>(host.mem_total_bytes), tps,
-                                          flops_per_token, host.peak_fp32_flops()}),
+                 torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, mem_total, tps,
+                                          flops_per_token, peak_flops}),
                  m.skipped ? "  (skipped: not finite)" : "");
     }
     nlohmann::ordered_json j{{"step", m.step},
@@ -198,52 +190,116 @@ Status run_train(TrainArgs& a) {
                              {"step_s", m.step_seconds},
                              {"tps", tps},
                              {"tflops", flops_per_token * tps / 1e12},
-                             {"mfu", flops_per_token * tps / host.peak_fp32_flops()},
+                             {"mfu", flops_per_token * tps / peak_flops},
                              {"memory_bytes", mem},
                              {"skipped", m.skipped}};
     if (!std::isfinite(m.loss)) j["loss"] = nullptr;
-    Status s = jsonl->write(j.dump());
+    Status s = logs->jsonl->write(j.dump());
     if (s.ok()) {
-      s = tb->add_scalars(m.step, {{"loss", m.loss},
-                                   {"lr", m.lr},
-                                   {"grad_norm", m.grad_norm},
-                                   {"tps", tps},
-                                   {"mfu", flops_per_token * tps / host.peak_fp32_flops()},
-                                   {"memory_gib", mem / static_cast<double>(kGiB)}});
+      s = logs->tb->add_scalars(m.step, {{"loss", m.loss},
+                                         {"lr", m.lr},
+                                         {"grad_norm", m.grad_norm},
+                                         {"tps", tps},
+                                         {"mfu", flops_per_token * tps / peak_flops},
+                                         {"memory_gib", mem / static_cast<double>(kGiB)}});
     }
-    if (!s.ok() && log_error.ok()) log_error = s;
+    if (!s.ok() && logs->error.ok()) logs->error = s;
   };
-  cb.on_eval = [&](const EvalMetrics& e) {
+  cb.on_eval = [logs](const EvalMetrics& e) {
     fmt::print(stderr, "eval: step {}  val_loss {:.4f}  val_ppl {:.3f}\n", e.step, e.loss,
                e.perplexity);
-    Status s = jsonl->write(
+    Status s = logs->jsonl->write(
         nlohmann::json{{"step", e.step}, {"val_loss", e.loss}, {"val_perplexity", e.perplexity}}
             .dump());
-    if (s.ok()) s = tb->add_scalar("val_loss", e.step, e.loss);
-    if (!s.ok() && log_error.ok()) log_error = s;
+    if (s.ok()) s = logs->tb->add_scalar("val_loss", e.step, e.loss);
+    if (!s.ok() && logs->error.ok()) logs->error = s;
   };
+  return cb;
+}
 
+void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  auto r = run_training(model, initial.empty() ? nullptr : &initial, train_data,
-                        val_data ? &*val_data : nullptr, t, dev, &g_stop, cb);
-  if (jsonl) LJ_RETURN_IF_ERROR(jsonl->flush());
-  if (tb) LJ_RETURN_IF_ERROR(tb->flush());
-  if (!r.ok()) return cleanup_new_dir(r.status());
-  LJ_RETURN_IF_ERROR(log_error);
-  if (r->stopped_by_signal) {
+}
+
+void print_done(const TrainArgs& a, const TrainSummary& r) {
+  if (r.stopped_by_signal) {
     fmt::print(stderr,
                "stopped by signal at step {}; checkpoint saved, rerun the same command to resume\n",
-               r->final_step);
+               r.final_step);
   } else {
-    fmt::print("done: step {} ({} steps in this run{}), checkpoint {}\n", r->final_step,
-               r->steps_run,
-               r->resumed ? ", resumed from step " + std::to_string(r->resumed_from) : "",
+    fmt::print("done: step {} ({} steps in this run{}), checkpoint {}\n", r.final_step, r.steps_run,
+               r.resumed ? ", resumed from step " + std::to_string(r.resumed_from) : "",
                latest_checkpoint_dir(a.out));
   }
+}
+
+// The training data (and validation data when given), opened before the output folder is
+// touched: a bad input leaves nothing behind.
+struct TrainData {
+  TokenFile train;
+  std::optional<TokenFile> val;
+};
+
+StatusOr<TrainData> open_data(const TrainArgs& a, TokenFormat format) {
+  LJ_ASSIGN_OR_RETURN(TokenFile train, TokenFile::open(a.data, format));
+  TrainData d{std::move(train), std::nullopt};
+  if (!a.val_data.empty()) {
+    LJ_ASSIGN_OR_RETURN(TokenFile v, TokenFile::open(a.val_data, format));
+    d.val.emplace(std::move(v));
+  }
+  return d;
+}
+
+Status run_train(TrainArgs& a) {
+  namespace fs = std::filesystem;
+  LJ_ASSIGN_OR_RETURN(ResolvedTrain r, resolve(a));
+  const LlamaConfig& model = r.model.config;
+  LJ_ASSIGN_OR_RETURN(TrainData data, open_data(a, r.format));
+  std::error_code ec;
+  const bool existed = fs::exists(a.out);
+  fs::create_directories(a.out, ec);
+  if (ec || !fs::is_directory(a.out)) {
+    return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""),
+                    "check --out and permissions");
+  }
+  // A run that fails before it starts writing leaves no trace: a folder it created is removed,
+  // an existing one is untouched. Once logs are open they are kept (they say what happened).
+  RunLogs logs;
+  auto cleanup_new_dir = [&](Status s) {
+    if (!existed && !logs.started) fs::remove_all(a.out, ec);
+    return s;
+  };
+
+  Device dev(a.threads);
+  const HostInfo host = host_info();
+  TrainerConfig& t = a.t;
+  configure_trainer(a, r, &t);
+  if (Status s = choose_recompute(a, model, &t); !s.ok()) return cleanup_new_dir(s);
+  std::vector<Tensor> initial;
+  if (!r.model.weights_dir.empty()) {
+    auto hf = load_hf_model(r.model.weights_dir, dev);
+    if (!hf.ok()) return cleanup_new_dir(hf.status());
+    initial = std::move(hf->params);
+  }
+  fmt::print(
+      "ljperf train: model {} ({:.2f}M params), data {} ({} tokens), batch {} x {} x accum {}, {} "
+      "steps, out {}\n",
+      model.name, static_cast<double>(model.num_params()) / 1e6, a.data, data.train.size(),
+      t.batch_size, t.seq_len, t.grad_accum, t.steps, a.out);
+  fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
+  const TrainerCallbacks cb = make_callbacks(a, t, model, host, &logs);
+  install_stop_handlers();
+  auto result = run_training(model, initial.empty() ? nullptr : &initial, data.train,
+                             data.val ? &*data.val : nullptr, t, dev, &g_stop, cb);
+  if (logs.jsonl) LJ_RETURN_IF_ERROR(logs.jsonl->flush());
+  if (logs.tb) LJ_RETURN_IF_ERROR(logs.tb->flush());
+  if (!result.ok()) return cleanup_new_dir(result.status());
+  LJ_RETURN_IF_ERROR(logs.error);
+  print_done(a, *result);
   return ok_status();
 }
 

@@ -78,6 +78,12 @@ void PassManager::add(std::unique_ptr<Pass> pass) {
   passes_.push_back(std::move(pass));
 }
 
+std::vector<std::string> PassManager::names() const {
+  std::vector<std::string> names;
+  for (const auto& p : passes_) names.emplace_back(p->name());
+  return names;
+}
+
 StatusOr<PassReport> PassManager::run(Graph& g) {
   PassReport report;
   const bool verify_each = verify_enabled();

@@ -46,6 +46,8 @@ struct PassReport {
 class PassManager {
  public:
   void add(std::unique_ptr<Pass> pass);
+  // The passes' names, in the order they will run.
+  std::vector<std::string> names() const;
   // Runs every pass once, in order. Errors name the pass (a pass's own error, a graph that no
   // longer verifies, a dump that could not be written).
   StatusOr<PassReport> run(Graph& g);

@@ -33,12 +33,18 @@ bool packs_gemm(const Graph& g, const Node& n, const SymEnv& env) {
 }  // namespace
 
 StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, int64_t seq_len,
-                                     const GraphOptions& options, bool with_adam_states,
-                                     const DeviceProfile& device, const Efficiency& eff) {
+                                     const GraphOptions& options, const DryRunOptions& dry) {
   Graph g;
   LJ_RETURN_IF_ERROR(build_train_graph(model, options, &g).status());
+  return graph_figures(g, model, batch, seq_len, options, dry);
+}
+
+StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, int64_t batch,
+                                     int64_t seq_len, const GraphOptions& options,
+                                     const DryRunOptions& dry) {
   Device dev(1, /*is_virtual=*/true);
   const auto specs = llama_param_specs(model);
+  // Persistent state first, in the order the trainer allocates it: weights, then AdamW's m, v.
   std::vector<Tensor> inputs;
   inputs.push_back(Tensor::empty(dev, DType::i32, {batch, seq_len}, MemCategory::temporaries));
   inputs.push_back(Tensor::empty(dev, DType::i32, {batch, seq_len}, MemCategory::temporaries));
@@ -49,7 +55,7 @@ StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, in
   for (const ParamSpec& s : specs)
     inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
   std::vector<Tensor> moments;
-  if (with_adam_states) {
+  if (dry.with_adam_states) {
     for (int k = 0; k < 2; ++k) {
       for (const ParamSpec& s : specs)
         moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));
@@ -61,9 +67,12 @@ StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, in
     Executor ex(g, dev, ExecutorOptions{.planned = options.compile});
     LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));
     f.stats = dev.memory();
-    f.compute_seconds = graph_seconds(g, ex.env(), device, eff);
+    if (dry.device) f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);
     for (const Node& n : g.nodes()) f.gemm_packing = f.gemm_packing || packs_gemm(g, n, ex.env());
+    if (const PlannedMemory* pm = ex.planned_memory()) f.plan = pm->plan();
   }
+  f.bytes_peak = f.stats.bytes_total_peak;
+  f.bytes_reserved = f.stats.bytes_reserved_peak;
   f.nodes = static_cast<int64_t>(g.nodes().size());
   return f;
 }

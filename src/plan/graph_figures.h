@@ -1,20 +1,33 @@
-// What the planner needs from one joint graph: the dry run's memory (the caching allocator's
-// exact replay on a virtual device) and the predicted compute time of every node.
+// The one dry run of a training step (DESIGN.md, "Memory and recompute"): the joint graph is
+// replayed on a virtual device (runtime Executor::dry_run), so the memory figure is the caching
+// allocator's exact peak for that schedule, plus the parameters and, when asked, AdamW's states.
+// With GraphOptions::compile the executor runs planned: the figure is the static memory plan's
+// arena (held for the whole step, by category as at the plan's peak) plus everything outside it.
+// Kernel scratch and the process itself (binary, libraries, thread stacks) are not included;
+// memory_model.h adds those. Also the predicted compute time of every node (time_model.h), for
+// the planner.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "graph/ir.h"
 #include "models/config.h"
+#include "passes/memory_plan/memory_plan.h"
+#include "passes/pipeline/train_graph.h"
 #include "plan/device_catalog.h"
+#include "plan/plan_model.h"
 #include "runtime/memory.h"
-#include "train/train_step.h"
 
 namespace lj {
 
 struct GraphFigures {
-  MemoryStats stats;           // dry run: per category, peaks, reserved
-  int64_t nodes = 0;           // nodes of the joint graph
-  double compute_seconds = 0;  // time model over every node (time_model.h)
+  MemoryStats stats;               // dry run: per category, peaks, reserved
+  int64_t bytes_peak = 0;          // stats.bytes_total_peak: total at peak
+  int64_t bytes_reserved = 0;      // stats.bytes_reserved_peak: held by the allocator at peak
+  std::optional<MemoryPlan> plan;  // compile only: the static plan (arena, naive, peak live)
+  int64_t nodes = 0;               // nodes of the joint graph
+  double compute_seconds = 0;      // time model over every node (time_model.h)
   // A forward GEMM that oneDNN's sgemm packs into its own per-thread buffers (outside the
   // allocator): more than kGemmPackRows output rows and a B operand (N·K) of at least
   // kGemmPackElements. Thresholds measured on this host (libdnnl 2.6, 2 threads): the LM head of
@@ -28,13 +41,25 @@ struct GraphFigures {
 inline constexpr int64_t kGemmPackRows = 384;
 inline constexpr int64_t kGemmPackElements = int64_t{1} << 21;
 
+// What the dry run allocates beside the graph, and how its nodes are timed.
+struct DryRunOptions {
+  // AdamW's m and v in f32 (the CPU's single-process case); GPU plans partition them instead.
+  bool with_adam_states = true;
+  // With `eff`: GraphFigures::compute_seconds by the time model; null leaves it 0.
+  const DeviceProfile* device = nullptr;
+  Efficiency eff;
+};
+
 // Builds the joint graph for `options` and dry-runs it with micro-batch `batch` and sequence
 // `seq_len`. Inputs are allocated as the trainer does: tokens, targets, rope tables, the
-// parameters in options.dtype, and, when `with_adam_states`, AdamW's m and v in f32 (the CPU's
-// single-process case; estimate_train_memory gives the same figures). With options.compile the
-// executor runs planned (the static memory plan's arena), as the compiled TrainStep does.
+// parameters in options.dtype, then AdamW's m and v (DryRunOptions::with_adam_states).
 StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, int64_t seq_len,
-                                     const GraphOptions& options, bool with_adam_states,
-                                     const DeviceProfile& device, const Efficiency& eff);
+                                     const GraphOptions& options = {},
+                                     const DryRunOptions& dry = {});
+// The same for a joint graph already built with build_train_graph(model, options): a caller that
+// also runs or prices the graph builds it once.
+StatusOr<GraphFigures> graph_figures(const Graph& joint, const LlamaConfig& model, int64_t batch,
+                                     int64_t seq_len, const GraphOptions& options,
+                                     const DryRunOptions& dry = {});
 
 }  // namespace lj

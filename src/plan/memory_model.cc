@@ -44,9 +44,7 @@ std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, dou
 MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& model,
                                     const PlanModel& coeffs) {
   const MemoryStats& s = f.stats;
-  const auto at = [&](MemCategory c) {
-    return static_cast<double>(s.bytes_at_peak[static_cast<size_t>(c)]);
-  };
+  const auto at = [&](MemCategory c) { return static_cast<double>(s.at_peak(c)); };
   const auto reserved = static_cast<double>(s.bytes_reserved_peak);
   const std::vector<double> x =
       cpu_memory_features(reserved, static_cast<double>(f.nodes),
@@ -73,9 +71,7 @@ MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& mo
 MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& model,
                                     const ZeroSetup& zero, const PlanModel& coeffs) {
   const MemoryStats& s = f.stats;
-  const auto at = [&](MemCategory c) {
-    return static_cast<double>(s.bytes_at_peak[static_cast<size_t>(c)]);
-  };
+  const auto at = [&](MemCategory c) { return static_cast<double>(s.at_peak(c)); };
   const int64_t psi = model.num_params();
   const ModelStates st = zero_model_states(psi, zero.stage, zero.world);
   const GpuMemoryCoefficients& c = coeffs.gpu_memory;

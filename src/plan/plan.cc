@@ -15,8 +15,10 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
   o.recompute = rc;
   o.dtype = gpu ? DType::bf16 : DType::f32;
   const Efficiency& eff = gpu ? req.coeffs.gpu_eff : req.coeffs.cpu_eff;
-  LJ_ASSIGN_OR_RETURN(GraphFigures f, graph_figures(req.model, micro_batch, req.seq_len, o,
-                                                    /*with_adam_states=*/!gpu, req.device, eff));
+  LJ_ASSIGN_OR_RETURN(
+      GraphFigures f,
+      graph_figures(req.model, micro_batch, req.seq_len, o,
+                    DryRunOptions{.with_adam_states = !gpu, .device = &req.device, .eff = eff}));
   Pricing p;
   const int64_t psi = req.model.num_params();
   if (!gpu) {
@@ -58,7 +60,8 @@ StatusOr<PlanResult> make_plan(PlanRequest req) {
   }
   req.zero.world = req.gpus;
   PlanResult r;
-  r.budget_bytes = req.budget_bytes > 0 ? req.budget_bytes : 0.9 * req.device.memory_bytes;
+  r.budget_bytes =
+      budget_or_default(req.budget_bytes, req.device.memory_bytes, "the device's memory").bytes;
   SearchSpace space;
   space.num_layers = req.model.num_hidden_layers;
   space.seq_len = req.seq_len;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/config.h"
+#include "plan/budget.h"
 #include "plan/device_catalog.h"
 #include "plan/memory_model.h"
 #include "plan/plan_model.h"
@@ -28,7 +29,7 @@ struct PlanRequest {
   std::optional<RecomputePolicy> policy;  // restrict the search to one policy
   int64_t recompute_layers = -1;          // >= 1: pin the number of recomputed layers
   bool tune_batch = false;                // also try micro-batches 1, 2, 4, ... up to micro_batch
-  double budget_bytes = 0;                // 0: 90% of the device's memory
+  double budget_bytes = 0;                // 0: default_budget of the device's memory (budget.h)
   bool exhaustive = false;                // price every layer count with a dry run
 };
 

@@ -41,7 +41,7 @@ StatusOr<std::vector<Candidate>> search_recompute(const SearchSpace& space, cons
     cand.step_seconds = c.step_seconds;
     cand.tokens_per_s =
         c.step_seconds > 0 ? static_cast<double>(b * space.seq_len) / c.step_seconds : 0;
-    cand.fits = c.memory.total <= space.budget_bytes * (1.0 - space.safety_margin);
+    cand.fits = fits(c.memory.total, space.budget_bytes, space.safety_margin);
     cand.exact = exact;
     out.push_back(std::move(cand));
   };

@@ -18,6 +18,7 @@
 
 #include "core/status.h"
 #include "passes/remat/remat.h"
+#include "plan/budget.h"
 #include "plan/memory_model.h"
 
 namespace lj {
@@ -49,11 +50,8 @@ struct SearchSpace {
                                         RecomputePolicy::full};
   int64_t pinned_layers = -1;  // >= 1: only this many recomputed layers
   double budget_bytes = 0;
-  // A candidate fits when its predicted peak is at most budget × (1 − safety_margin). 1%: the
-  // predictor's held-out error reaches 0.65% and one configuration's measured peak RSS varies by
-  // up to 10 MiB at 1 GiB (oneDNN's packing buffers; bench/plan/SWEEP.md), where a choice
-  // predicted 2 MiB under its budget measured 2 MiB over it once in 4 runs.
-  double safety_margin = 0.01;
+  // A candidate fits when fits(peak, budget_bytes, safety_margin) (plan/budget.h: the one rule).
+  double safety_margin = kBudgetSafetyMargin;
   bool exhaustive = false;  // price every k exactly
 };
 

@@ -32,6 +32,7 @@ struct MemoryStats {
 
   int64_t current(MemCategory c) const { return bytes_current[static_cast<size_t>(c)]; }
   int64_t peak(MemCategory c) const { return bytes_peak[static_cast<size_t>(c)]; }
+  int64_t at_peak(MemCategory c) const { return bytes_at_peak[static_cast<size_t>(c)]; }
   // A table: category, current, peak, at total peak.
   std::string to_string() const;
 };

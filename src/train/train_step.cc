@@ -4,14 +4,7 @@
 
 #include "core/check.h"
 #include "core/random.h"
-#include "graph/autodiff/autodiff.h"
-#include "passes/cse/cse.h"
-#include "passes/dce/dce.h"
-#include "passes/pattern_fusion/pattern_fusion.h"
-#include "passes/pattern_fusion/pattern_fusion_ce.h"
-#include "passes/pointwise_fusion/pointwise_fusion.h"
 #include "passes/regions/regions.h"
-#include "passes/schedule/schedule.h"
 
 namespace lj {
 
@@ -34,54 +27,29 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
   return params;
 }
 
-StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOptions& options,
-                                       Graph* g, PassReport* report) {
-  LJ_RETURN_IF_ERROR(options.recompute.validate(model.num_hidden_layers));
-  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, options.dtype, options.output_logits,
-                                                  options.layer_callback));
-  // Before autodiff (compile only): pattern fusion.
-  PassReport pre;
-  if (options.compile) {
-    PassManager pm;
-    // Norms, SwiGLU, RoPE first: a residual add feeding a norm joins it (add_rms_norm); the
-    // adds left over become GEMM epilogues (matmul_add).
-    add_pattern_fusion_passes(pm, options.recompute.policy != RecomputePolicy::none);
-    pm.add(make_linear_cross_entropy_fusion());
-    pm.add(make_matmul_add_fusion());
-    LJ_ASSIGN_OR_RETURN(pre, pm.run(*g));
-  }
-  LJ_ASSIGN_OR_RETURN(auto grads, append_gradients(g, ids.loss, ids.params));
-  const auto specs = llama_param_specs(model);
-  for (size_t i = 0; i < grads.size(); ++i) g->add_output("grad:" + specs[i].name, grads[i]);
-  LJ_RETURN_IF_ERROR(verify(*g));
-  // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
-  PassManager pm;
-  // CSE runs before remat, which would otherwise see its deliberate copies merged back
-  // (passes/cse/cse.h).
-  if (options.compile) pm.add(std::make_unique<CsePass>());
-  if (options.recompute.policy != RecomputePolicy::none) {
-    pm.add(std::make_unique<RematPass>(options.recompute, model.num_hidden_layers));
-  }
-  if (options.compile) {
-    pm.add(std::make_unique<DcePass>());
-    pm.add(std::make_unique<PointwiseFusionPass>());
-    pm.add(std::make_unique<DcePass>());       // constants and expands the groups inlined
-    pm.add(std::make_unique<SchedulePass>());  // last: kernels are bound to node positions
-  }
-  LJ_ASSIGN_OR_RETURN(PassReport post, pm.run(*g));
-  if (report) {
-    report->runs = pre.runs;
-    report->runs.insert(report->runs.end(), post.runs.begin(), post.runs.end());
-  }
-  return ids;
+StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
+                                                       TrainStepConfig config, Device& dev) {
+  TrainGraph built;
+  built.options = config.graph;
+  LJ_ASSIGN_OR_RETURN(built.ids,
+                      build_train_graph(model, config.graph, &built.graph, &built.passes));
+  return create(model, std::move(config), dev, std::move(built));
 }
 
 StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
-                                                       TrainStepConfig config, Device& dev) {
+                                                       TrainStepConfig config, Device& dev,
+                                                       TrainGraph built) {
+  LJ_CHECK(built.options.compile == config.graph.compile &&
+           built.options.output_logits == config.graph.output_logits &&
+           built.options.recompute == config.graph.recompute &&
+           built.options.dtype == config.graph.dtype)
+      << "TrainStep::create: the joint graph was built with other GraphOptions than the step's";
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
-  LJ_ASSIGN_OR_RETURN(s->ids_, build_train_graph(model, config.graph, &s->graph_, &s->passes_));
+  s->graph_ = std::move(built.graph);
+  s->ids_ = std::move(built.ids);
+  s->passes_ = std::move(built.passes);
   s->specs_ = llama_param_specs(model);
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->executor_ = std::make_unique<Executor>(

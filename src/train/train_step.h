@@ -8,25 +8,12 @@
 #include "graph/ir.h"
 #include "models/llama.h"
 #include "passes/pass.h"
-#include "passes/remat/remat.h"
+#include "passes/pipeline/train_graph.h"
 #include "runtime/executor.h"
 #include "runtime/fused_kernels.h"
 #include "train/adamw.h"
 
 namespace lj {
-
-// How the joint graph is built: which compile passes run and what is recomputed.
-struct GraphOptions {
-  bool output_logits = false;
-  // --compile / LJ_COMPILE=1: pattern fusion before autodiff, pointwise fusion + codegen after,
-  // and the static memory plan. Off: the eager path (primitive ops, caching allocator).
-  bool compile = false;
-  RecomputeConfig recompute;     // passes/remat
-  LayerCallback layer_callback;  // a host callback inside the model (a graph break)
-  // Compute dtype of the graph (parameters, activations). The CPU trains in f32; plan/ builds
-  // bf16 graphs for GPU predictions (dry runs only).
-  DType dtype = DType::f32;
-};
 
 struct TrainStepConfig {
   AdamWConfig adamw;
@@ -59,6 +46,11 @@ class TrainStep {
  public:
   static StatusOr<std::unique_ptr<TrainStep>> create(const LlamaConfig& model,
                                                      TrainStepConfig config, Device& dev);
+  // The same with the joint graph already built (plan/ dry-ran it first): `built.options` must
+  // be config.graph's, and the graph is not built again.
+  static StatusOr<std::unique_ptr<TrainStep>> create(const LlamaConfig& model,
+                                                     TrainStepConfig config, Device& dev,
+                                                     TrainGraph built);
 
   // tokens, targets: (B, T) i32. Runs forward+backward, clips, updates with learning rate lr.
   StatusOr<StepResult> step(const Tensor& tokens, const Tensor& targets, double lr);
@@ -102,13 +94,6 @@ class TrainStep {
   std::shared_ptr<codegen::KernelCache> kernel_cache_;
   FusedKernelReport kernel_report_;
 };
-
-// The joint graph of one training step: the forward graph (build_llama) and the gradient of
-// the loss for every parameter. Outputs: "loss", ["logits"], then "grad:<name>" in
-// llama_param_specs order.
-// The passes that ran (in order, with timings) go to `report` when given.
-StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOptions& options,
-                                       Graph* g, PassReport* report = nullptr);
 
 // The rope.cos / rope.sin inputs (T, D) for a sequence length; an error past the model's
 // max_position_embeddings.

@@ -146,4 +146,25 @@ fi
   { cat e.err >&2; fail "the hint's model '$fits' does not run"; }
 pass "the hint's '--model $fits' runs"
 
+# --- (f) short runs: the default warmup (2) is lowered to leave one measured step ---------------
+echo "check: --steps 2 and --steps 1 run without --warmup-steps (the default warmup is lowered)"
+"$LJ" benchmark --model tiny --steps 2 --seq-len 64 --threads 2 >f2.out 2>f2.err ||
+  { cat f2.err >&2; fail "benchmark --steps 2 (default warmup) failed"; }
+grep -Fq 'warmup: 1 step (lowered from 2 for --steps 2)' f2.out ||
+  { cat f2.out >&2; fail "--steps 2 does not say the warmup was lowered"; }
+grep -Eq '^summary: 1 measured steps' f2.out || { cat f2.out >&2; fail "--steps 2 did not measure 1 step"; }
+pass "--steps 2: $(grep -F 'warmup:' f2.out)"
+"$LJ" benchmark --model tiny --steps 1 --seq-len 64 --threads 2 >f1.out 2>f1.err ||
+  { cat f1.err >&2; fail "benchmark --steps 1 (default warmup) failed"; }
+grep -Fq 'warmup: 0 steps (lowered from 2 for --steps 1)' f1.out ||
+  { cat f1.out >&2; fail "--steps 1 does not say the warmup was lowered to 0"; }
+grep -Eq '^summary: 1 measured steps' f1.out || { cat f1.out >&2; fail "--steps 1 did not measure 1 step"; }
+pass "--steps 1: $(grep -F 'warmup:' f1.out)"
+# An explicit --warmup-steps that leaves nothing to measure is still an error.
+rc=0
+"$LJ" benchmark --model tiny --steps 2 --warmup-steps 2 --seq-len 64 --threads 2 >f3.out 2>f3.err || rc=$?
+[ "$rc" -ne 0 ] || fail "--steps 2 --warmup-steps 2 was accepted"
+grep -Fq -- '--warmup-steps must be in [0, --steps)' f3.err || { cat f3.err >&2; fail "no --warmup-steps error"; }
+pass "--steps 2 --warmup-steps 2: refused (exit $rc)"
+
 e2e_finish

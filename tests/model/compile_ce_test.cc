@@ -8,8 +8,8 @@
 #include <cstdio>
 
 #include "model/model_test_util.h"
+#include "plan/graph_figures.h"
 #include "runtime/executor.h"
-#include "train/memory_estimate.h"
 #include "train/train_step.h"
 
 namespace lj {
@@ -81,8 +81,8 @@ TEST(CompileCe, SmallCompiledPeakIsBelowEagerByTheLogits) {
   auto model = llama_preset("small");
   ASSERT_TRUE(model.ok());
   const int64_t B = 4, T = 256;
-  auto eager = estimate_train_memory(*model, B, T, GraphOptions{});
-  auto compiled = estimate_train_memory(*model, B, T, options(true));
+  auto eager = graph_figures(*model, B, T, GraphOptions{});
+  auto compiled = graph_figures(*model, B, T, options(true));
   ASSERT_TRUE(eager.ok()) << eager.status().to_string();
   ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
   std::printf("small B=4 T=256 peak bytes by category (eager -> compiled):\n");

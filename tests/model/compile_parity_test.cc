@@ -9,8 +9,8 @@
 #include <cstdio>
 
 #include "model/model_test_util.h"
+#include "plan/graph_figures.h"
 #include "runtime/executor.h"
-#include "train/memory_estimate.h"
 #include "train/train_step.h"
 
 namespace lj {
@@ -112,9 +112,9 @@ TEST(CompileParity, ActivationPeakBelowEager) {
        {RecomputePolicy::none, RecomputePolicy::selective, RecomputePolicy::full}) {
     GraphOptions o;
     o.recompute.policy = p;
-    auto eager = estimate_train_memory(*model, 4, 256, o);
+    auto eager = graph_figures(*model, 4, 256, o);
     o.compile = true;
-    auto compiled = estimate_train_memory(*model, 4, 256, o);
+    auto compiled = graph_figures(*model, 4, 256, o);
     ASSERT_TRUE(eager.ok() && compiled.ok());
     const int64_t a = eager->stats.peak(MemCategory::activations);
     const int64_t b = compiled->stats.peak(MemCategory::activations);

@@ -9,7 +9,7 @@
 
 #include "core/units.h"
 #include "model/model_test_util.h"
-#include "train/memory_estimate.h"
+#include "plan/graph_figures.h"
 #include "train/train_step.h"
 
 namespace lj {
@@ -123,7 +123,7 @@ TEST(PlannedExecutor, DryRunMatchesARealPlannedStepByCategory) {
   auto model = llama_preset("tiny");
   ASSERT_TRUE(model.ok());
   const int64_t B = 2, T = 48;
-  auto est = estimate_train_memory(*model, B, T, compiled(true));
+  auto est = graph_figures(*model, B, T, compiled(true));
   ASSERT_TRUE(est.ok()) << est.status().to_string();
   Device dev(2);
   TrainStepConfig cfg;
@@ -147,8 +147,8 @@ TEST(PlannedExecutor, ArenaNoLargerThanEagerPeakAndCachedPerShape) {
   auto model = llama_preset("small");
   ASSERT_TRUE(model.ok());
   const int64_t B = 4, T = 256;
-  auto eager = estimate_train_memory(*model, B, T, compiled(false));
-  auto planned = estimate_train_memory(*model, B, T, compiled(true));
+  auto eager = graph_figures(*model, B, T, compiled(false));
+  auto planned = graph_figures(*model, B, T, compiled(true));
   ASSERT_TRUE(eager.ok() && planned.ok());
   ASSERT_TRUE(planned->plan.has_value());
   EXPECT_FALSE(eager->plan.has_value());

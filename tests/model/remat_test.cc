@@ -10,7 +10,7 @@
 
 #include "model/model_test_util.h"
 #include "passes/remat/remat.h"
-#include "train/memory_estimate.h"
+#include "plan/graph_figures.h"
 #include "train/train_step.h"
 
 namespace lj {
@@ -220,14 +220,14 @@ TEST(Remat, LayerOfScope) {
   EXPECT_EQ(layer_of_scope(""), -1);
 }
 
-int64_t activations_peak(const TrainMemoryEstimate& e) {
+int64_t activations_peak(const GraphFigures& e) {
   return e.stats.peak(MemCategory::activations);
 }
 
-StatusOr<TrainMemoryEstimate> estimate(const LlamaConfig& model, const RecomputeConfig& c) {
+StatusOr<GraphFigures> estimate(const LlamaConfig& model, const RecomputeConfig& c) {
   GraphOptions o;
   o.recompute = c;
-  return estimate_train_memory(model, 4, 256, o);
+  return graph_figures(model, 4, 256, o);
 }
 
 TEST(Remat, MemoryFallsFromNoneToSelectiveToFull) {

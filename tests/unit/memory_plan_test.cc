@@ -8,8 +8,8 @@
 
 #include "graph/builder.h"
 #include "passes/memory_plan/memory_plan.h"
+#include "passes/pipeline/train_graph.h"
 #include "passes/schedule/schedule.h"
-#include "train/train_step.h"
 
 namespace lj {
 namespace {

@@ -11,7 +11,7 @@
 #include "graph/autodiff/autodiff.h"
 #include "graph/builder.h"
 #include "passes/pattern_fusion/pattern_fusion.h"
-#include "train/train_step.h"
+#include "passes/pipeline/train_graph.h"
 
 namespace lj {
 namespace {

@@ -10,7 +10,6 @@
 #include "plan/calibrate.h"
 #include "plan/plan.h"
 #include "plan/time_model.h"
-#include "train/memory_estimate.h"
 
 namespace lj {
 namespace {
@@ -254,7 +253,8 @@ TEST(PlanTest, GemmPackingFeature) {
   auto at = [&](const LlamaConfig& c, int64_t b, int64_t t, bool compile) {
     GraphOptions o;
     o.compile = compile;
-    auto f = graph_figures(c, b, t, o, true, *dev, m.cpu_eff);
+    auto f = graph_figures(
+        c, b, t, o, DryRunOptions{.with_adam_states = true, .device = &*dev, .eff = m.cpu_eff});
     EXPECT_TRUE(f.ok()) << f.status().message();
     return f.ok() && f->gemm_packing;
   };
@@ -343,16 +343,21 @@ TEST(PlanModelTest, RoundTripAndErrors) {
   EXPECT_FALSE(load_plan_model("/nonexistent/plan_model.json").ok());
 }
 
-// The CPU figures are estimate_train_memory's: same graph, same inputs, same allocator replay.
-TEST(PlanTest, HostFiguresMatchEstimateTrainMemory) {
+// The figures of a graph built once and handed in are those of graph_figures building it: same
+// graph, same inputs, same allocator replay (the one dry run; train/'s estimator is gone).
+TEST(PlanTest, HostFiguresOfAPrebuiltGraphAreTheSame) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
   const PlanModel m = default_plan_model();
   auto dev = find_device("host", m);
   ASSERT_TRUE(dev.ok());
-  auto f = graph_figures(*c, 3, 64, GraphOptions{}, true, *dev, m.cpu_eff);
+  auto f =
+      graph_figures(*c, 3, 64, GraphOptions{},
+                    DryRunOptions{.with_adam_states = true, .device = &*dev, .eff = m.cpu_eff});
   ASSERT_TRUE(f.ok()) << f.status().message();
-  auto e = estimate_train_memory(*c, 3, 64);
+  Graph g;
+  ASSERT_TRUE(build_train_graph(*c, GraphOptions{}, &g).ok());
+  auto e = graph_figures(g, *c, 3, 64, GraphOptions{});
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(f->stats.bytes_total_peak, e->bytes_peak);
   EXPECT_EQ(f->stats.bytes_reserved_peak, e->bytes_reserved);
@@ -364,7 +369,7 @@ TEST(PlanTest, HostFiguresMatchEstimateTrainMemory) {
 }
 
 // Compiled: the figures are the static memory plan's (the planned executor's arena), as the
-// compiled TrainStep runs and estimate_train_memory reports, not the caching allocator's replay.
+// compiled TrainStep runs, not the caching allocator's replay.
 TEST(PlanTest, CompiledHostFiguresAreThePlannedArena) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
@@ -373,9 +378,12 @@ TEST(PlanTest, CompiledHostFiguresAreThePlannedArena) {
   ASSERT_TRUE(dev.ok());
   GraphOptions o;
   o.compile = true;
-  auto f = graph_figures(*c, 4, 128, o, true, *dev, m.cpu_eff);
+  auto f = graph_figures(
+      *c, 4, 128, o, DryRunOptions{.with_adam_states = true, .device = &*dev, .eff = m.cpu_eff});
   ASSERT_TRUE(f.ok()) << f.status().message();
-  auto e = estimate_train_memory(*c, 4, 128, o);
+  Graph g;
+  ASSERT_TRUE(build_train_graph(*c, o, &g).ok());
+  auto e = graph_figures(g, *c, 4, 128, o);
   ASSERT_TRUE(e.ok());
   ASSERT_TRUE(e->plan.has_value());
   EXPECT_EQ(f->stats.bytes_total_peak, e->bytes_peak);
@@ -392,9 +400,12 @@ TEST(PlanTest, Bf16DryRunAndGpuPrediction) {
   ASSERT_TRUE(h100.ok());
   GraphOptions o;
   o.dtype = DType::bf16;
-  auto f16 = graph_figures(*c, 2, 128, o, false, *h100, m.gpu_eff);
+  auto f16 = graph_figures(
+      *c, 2, 128, o, DryRunOptions{.with_adam_states = false, .device = &*h100, .eff = m.gpu_eff});
   ASSERT_TRUE(f16.ok()) << f16.status().message();
-  auto f32 = graph_figures(*c, 2, 128, GraphOptions{}, false, *h100, m.gpu_eff);
+  auto f32 =
+      graph_figures(*c, 2, 128, GraphOptions{},
+                    DryRunOptions{.with_adam_states = false, .device = &*h100, .eff = m.gpu_eff});
   ASSERT_TRUE(f32.ok());
   const double ratio = static_cast<double>(f16->stats.peak(MemCategory::activations)) /
                        static_cast<double>(f32->stats.peak(MemCategory::activations));

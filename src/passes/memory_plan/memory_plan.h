@@ -70,6 +70,7 @@ struct MemoryPlan {
   int peak_node = -1;           // node index where bytes_peak_live is reached
   // The arena's contents at peak_node by category (sums to bytes_peak_live).
   std::array<int64_t, kNumMemCategories> bytes_at_peak{};
+  int64_t at_peak(MemCategory c) const { return bytes_at_peak[static_cast<size_t>(c)]; }
   int64_t bytes_outputs = 0;   // graph outputs (their regions, included in the arena)
   int num_inplace = 0;         // values that took an input's buffer
   int num_alias = 0;           // reshape outputs sharing a buffer

@@ -1,0 +1,75 @@
+// The compiler driver: which passes turn a forward graph (a model with a scalar loss) into the
+// joint training graph, and in which order (DESIGN.md, "The pipeline"):
+//
+//   [pattern fusion]  ->  autodiff  ->  [cse] -> remat -> [dce -> pointwise fusion -> dce
+//    compile only         + "grad:"      compile only      -> schedule]  compile only
+//                         outputs
+//
+// The order is not only written here: every pass list the driver assembles is checked against
+// kPassOrderRules (check_pass_order) before anything runs, and a list that breaks a rule is a
+// broken invariant (LJ_CHECK). Knows no model: the Llama joint graph is build_train_graph
+// (train_graph.h), which calls this driver.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/ir.h"
+#include "passes/pass.h"
+#include "passes/remat/remat.h"
+
+namespace lj {
+
+struct PipelineOptions {
+  // Pattern fusion before autodiff, cse, pointwise fusion and the schedule after it.
+  bool compile = false;
+  RecomputeConfig recompute;  // passes/remat; policy none: no remat pass
+  int64_t num_layers = 0;     // the model's layers (what remat's regions index)
+};
+
+// In a pass sequence, where autodiff (append_gradients) runs: not a Pass, but passes are ordered
+// against it.
+inline constexpr std::string_view kAutodiffStep = "autodiff";
+
+// One ordering rule: when both are scheduled, `before` runs before `after`. "*" as `after` means
+// `before` runs after everything else (it is last).
+struct PassOrderRule {
+  std::string_view before;
+  std::string_view after;
+  std::string_view why;
+};
+inline constexpr PassOrderRule kPassOrderRules[] = {
+    {"rms_norm_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
+    {"swiglu_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
+    {"rope_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
+    {"linear_cross_entropy_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
+    {"matmul_add_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
+    {kAutodiffStep, "remat", "remat rewires the backward's readers"},
+    {kAutodiffStep, "pointwise_fusion", "fused_pointwise is not differentiable"},
+    {"cse", "remat", "cse would merge remat's deliberate copies back (passes/cse/cse.h)"},
+    {"cse", "pointwise_fusion", "shared subexpressions are shared before fusion copies them"},
+    {"remat", "pointwise_fusion", "fusion groups the recomputed copies too"},
+    {"schedule", "*", "kernels are bound to node positions; the memory plan follows the schedule"},
+};
+
+// Checks a sequence of pass names (with kAutodiffStep where autodiff runs) against `rules`: an
+// invalid_argument naming the broken rule and why, else ok.
+Status check_pass_order(std::span<const std::string> names,
+                        std::span<const PassOrderRule> rules = kPassOrderRules);
+
+// The passes the driver runs for `options`, in order, with kAutodiffStep between the two stages.
+std::vector<std::string> pipeline_pass_names(const PipelineOptions& options);
+
+// Runs the pipeline on the forward graph `g`: the passes before autodiff, the gradients of `loss`
+// for `params` appended as graph outputs "grad:<param_names[i]>" (in order), verify, the passes
+// after autodiff. `loss` and `params` must survive the passes before autodiff (pattern fusion
+// keeps them). The passes that ran (in order, with timings) go to `report` when given.
+Status run_train_pipeline(Graph* g, ValueId loss, const std::vector<ValueId>& params,
+                          const std::vector<std::string>& param_names,
+                          const PipelineOptions& options, PassReport* report = nullptr);
+
+}  // namespace lj

@@ -1,0 +1,32 @@
+#include "passes/pipeline/train_graph.h"
+
+#include <atomic>
+
+#include "passes/pipeline/pipeline.h"
+
+namespace lj {
+namespace {
+std::atomic<int64_t> g_train_graphs_built{0};
+}  // namespace
+
+int64_t train_graphs_built() {
+  return g_train_graphs_built.load();
+}
+
+StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOptions& options,
+                                       Graph* g, PassReport* report) {
+  LJ_RETURN_IF_ERROR(options.recompute.validate(model.num_hidden_layers));
+  ++g_train_graphs_built;
+  LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, options.dtype, options.output_logits,
+                                                  options.layer_callback));
+  std::vector<std::string> names;
+  for (const ParamSpec& s : llama_param_specs(model)) names.push_back(s.name);
+  PipelineOptions p;
+  p.compile = options.compile;
+  p.recompute = options.recompute;
+  p.num_layers = model.num_hidden_layers;
+  LJ_RETURN_IF_ERROR(run_train_pipeline(g, ids.loss, ids.params, names, p, report));
+  return ids;
+}
+
+}  // namespace lj

@@ -1,0 +1,31 @@
+#include "plan/budget.h"
+
+#include <cstdio>
+
+namespace lj {
+
+std::string default_budget_percent() {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g%%", 100.0 * kDefaultBudgetFraction);
+  return text;
+}
+
+MemoryBudget default_budget(double available_bytes, const std::string& of) {
+  return MemoryBudget{kDefaultBudgetFraction * available_bytes,
+                      default_budget_percent() + " of " + of};
+}
+
+MemoryBudget budget_or_default(double limit_bytes, double available_bytes, const std::string& of) {
+  if (limit_bytes > 0) return MemoryBudget{limit_bytes, "--memory-limit"};
+  return default_budget(available_bytes, of);
+}
+
+double usable_bytes(double budget_bytes, double safety_margin) {
+  return budget_bytes * (1.0 - safety_margin);
+}
+
+bool fits(double predicted_bytes, double budget_bytes, double safety_margin) {
+  return predicted_bytes <= usable_bytes(budget_bytes, safety_margin);
+}
+
+}  // namespace lj

@@ -1,0 +1,74 @@
+#include "plan/host_plan.h"
+
+#include <chrono>
+
+#include "core/units.h"
+#include "runtime/host.h"
+
+namespace lj {
+
+StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_batch,
+                                        int64_t seq_len, bool compile) {
+  PlanRequest req;
+  req.model = model;
+  LJ_ASSIGN_OR_RETURN(req.coeffs, load_plan_model());
+  LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
+  req.zero = ZeroSetup::for_model(model, 0, 1);
+  req.micro_batch = micro_batch;
+  req.seq_len = seq_len;
+  req.compile = compile;
+  return req;
+}
+
+StatusOr<MemoryBudget> host_budget(const std::string& memory_limit) {
+  double limit = 0;
+  if (!memory_limit.empty()) {
+    LJ_ASSIGN_OR_RETURN(limit, parse_bytes(memory_limit));
+  }
+  return budget_or_default(limit, static_cast<double>(host_info().mem_available_bytes),
+                           "available memory");
+}
+
+StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
+                                             int64_t seq_len, bool compile,
+                                             const MemoryBudget& budget) {
+  LJ_ASSIGN_OR_RETURN(PlanRequest req, host_plan_request(model, micro_batch, seq_len, compile));
+  req.budget_bytes = budget.bytes;
+  CkptChoice c;
+  c.budget = budget;
+  LJ_ASSIGN_OR_RETURN(c.plan, make_plan(req));
+  const Candidate* best = c.plan.best();
+  if (best == nullptr) {
+    return resource_exhausted("checkpoint optimization: no recompute choice fits " +
+                                  format_bytes(c.plan.budget_bytes) +
+                                  " (full recompute of every layer needs " +
+                                  format_bytes(c.plan.ranked.front().memory.total) + ")",
+                              "a smaller --batch-size or --seq-len, or a larger --memory-limit");
+  }
+  c.recompute = best->recompute;
+  c.predicted_peak_bytes = best->memory.total;
+  return c;
+}
+
+StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_batch,
+                                       int64_t seq_len, const GraphOptions& graph) {
+  LJ_ASSIGN_OR_RETURN(PlanRequest req,
+                      host_plan_request(model, micro_batch, seq_len, graph.compile));
+  PreparedRun r;
+  r.graph.options = graph;
+  r.graph.options.dtype = DType::f32;  // the CPU trains in f32
+  const auto t0 = std::chrono::steady_clock::now();
+  LJ_ASSIGN_OR_RETURN(r.graph.ids,
+                      build_train_graph(model, r.graph.options, &r.graph.graph, &r.graph.passes));
+  r.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  LJ_ASSIGN_OR_RETURN(r.figures,
+                      graph_figures(r.graph.graph, model, micro_batch, seq_len, r.graph.options,
+                                    DryRunOptions{.with_adam_states = true,
+                                                  .device = &req.device,
+                                                  .eff = req.coeffs.cpu_eff}));
+  r.predicted.memory = predict_cpu_memory(r.figures, model, req.coeffs);
+  r.predicted.step_seconds = r.figures.compute_seconds;
+  return r;
+}
+
+}  // namespace lj

@@ -1,0 +1,50 @@
+// The planner on this host, for a run that is about to train (benchmark, train): checkpoint
+// optimization (CHECKPOINT_OPTIMIZATION=true / --ckpt-opt picks the recompute choice), and the
+// prediction of the chosen run's peak RSS from its one joint graph. cli/ prints what these return.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "graph/ir.h"
+#include "models/config.h"
+#include "passes/pipeline/train_graph.h"
+#include "plan/budget.h"
+#include "plan/graph_figures.h"
+#include "plan/plan.h"
+
+namespace lj {
+
+// A PlanRequest for this host: the plan model's coefficients (load_plan_model), device "host",
+// one process, ZeRO 0.
+StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_batch,
+                                        int64_t seq_len, bool compile);
+
+// The budget of a run on this host: --memory-limit when given (parse_bytes), else the default
+// share of the host's available memory (budget.h).
+StatusOr<MemoryBudget> host_budget(const std::string& memory_limit);
+
+// What checkpoint optimization chose: the fastest recompute choice that fits `budget`.
+struct CkptChoice {
+  RecomputeConfig recompute;
+  double predicted_peak_bytes = 0;
+  MemoryBudget budget;
+  PlanResult plan;  // every priced choice, ranked (plan.best() is the chosen one)
+};
+// Runs the search on this host; resource_exhausted when no choice fits the budget.
+StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
+                                             int64_t seq_len, bool compile,
+                                             const MemoryBudget& budget);
+
+// One run's configuration, prepared once: its joint graph (built once, then handed to
+// TrainStep::create), the graph's dry run and the planner's host prediction of its peak RSS.
+struct PreparedRun {
+  TrainGraph graph;
+  double build_seconds = 0;  // building the joint graph (the compile passes included)
+  GraphFigures figures;      // the dry run (f32, AdamW states), timed on the host profile
+  Pricing predicted;         // predict_cpu_memory and the compute time of `figures`
+};
+StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_batch,
+                                       int64_t seq_len, const GraphOptions& graph);
+
+}  // namespace lj
