@@ -86,13 +86,13 @@ done <<< "$list"
 
 echo
 echo "== fit on $(wc -l < "$fit") runs (every other one) =="
-"$ljperf" calibrate --results "$fit" --out "$out/plan_model.json"
+"$ljperf" calibrate --results "$fit" --out "$out/predictor_coefficients.json"
 echo
 echo "== held-out check on $(wc -l < "$check") runs =="
-"$ljperf" calibrate --model-file "$out/plan_model.json" --check "$check"
+"$ljperf" calibrate --coefficients "$out/predictor_coefficients.json" --check "$check"
 echo
 echo "== all $i runs, fitted coefficients =="
-"$ljperf" calibrate --model-file "$out/plan_model.json" --check "$all"
+"$ljperf" calibrate --coefficients "$out/predictor_coefficients.json" --check "$all"
 echo
 python3 "$(dirname "$0")/accuracy_report.py" "$out" > "$out/table.md"
 tail -8 "$out/table.md"

@@ -2,7 +2,7 @@
 """Markdown table for bench/plan/accuracy.sh: accuracy_report.py OUT_DIR > table.md.
 
 Reads OUT_DIR/run<i>.jsonl (one benchmark record each; even i: fit set, odd i: held out) and
-OUT_DIR/plan_model.json (the coefficients calibrate --results fitted on the fit set), and prints
+OUT_DIR/predictor_coefficients.json (the coefficients calibrate --results fitted on the fit set), and prints
 predicted against measured peak RSS per run with the summary by set and by compile on/off."""
 import glob
 import json
@@ -13,7 +13,7 @@ import sys
 
 out = sys.argv[1]
 MiB = 1048576.0
-m = json.load(open(os.path.join(out, "plan_model.json")))
+m = json.load(open(os.path.join(out, "predictor_coefficients.json")))
 c = m["cpu_memory"]
 coef = [c["reserved_factor"], m["host"]["baseline_rss_bytes"], c["per_node_bytes"],
         c["per_param_bytes"], c.get("gemm_pack_bytes", 0.0)]

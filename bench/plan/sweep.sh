@@ -42,7 +42,7 @@ done
 [[ -x "$ljperf" ]] || { echo "error: $ljperf is not an executable" >&2; echo "hint: --ljperf build/ljperf" >&2; exit 2; }
 mkdir -p "$out"
 export OMP_WAIT_POLICY=passive
-# The coefficients built into this ljperf (data/plan_model.json), not a user's calibration.
+# The coefficients built into this ljperf (data/predictor_coefficients.json), not a user's calibration.
 export XDG_CONFIG_HOME="$out/xdg"
 here=$(cd "$(dirname "$0")" && pwd)
 common=(--model "$model" --batch-size "$batch" --seq-len "$seq" --steps "$steps"

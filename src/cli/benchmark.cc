@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
-#include "cli/plan_print.h"
+#include "cli/plan_report.h"
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
@@ -331,7 +331,7 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
              format_bytes(predicted.memory.total),
              100.0 * (predicted.memory.total - m.rss) / m.rss);
   fmt::print("  memory (ljperf accounting)\n{}", dev.memory().to_string());
-  if (const PlannedMemory* pm = trainer.executor().planned_memory()) {
+  if (const ArenaMemory* pm = trainer.executor().arena_memory()) {
     fmt::print("{}", memory_plan_summary(pm->plan()));
   }
   if (a.profile) {

@@ -1,6 +1,6 @@
 // `ljperf calibrate`: --device measures this host (GEMM and memory bandwidth micro-runs, the
 // process's baseline RSS); --results refits the CPU memory coefficients by least squares from
-// benchmark result records (benchmark --output). Either writes the plan model file that
+// benchmark result records (benchmark --output). Either writes the coefficients file that
 // `ljperf plan`, benchmark and train read.
 #include <fmt/format.h>
 
@@ -72,8 +72,8 @@ Status run_calibrate(const CalibrateArgs& a) {
     return invalid_argument("calibrate needs --device, --results or --check",
                             "ljperf calibrate --device, or ljperf calibrate --results runs.jsonl");
   }
-  const std::string out = a.out.empty() ? default_plan_model_path() : a.out;
-  LJ_ASSIGN_OR_RETURN(PlanModel m, load_plan_model(a.model_file));
+  const std::string out = a.out.empty() ? default_coefficients_path() : a.out;
+  LJ_ASSIGN_OR_RETURN(PredictorCoefficients m, load_coefficients(a.model_file));
   if (a.device) {
     // Before any tensor: the binary, its libraries and (after the first run) OpenMP's threads.
     LJ_ASSIGN_OR_RETURN(HostMeasurement h, measure_host(a.threads));
@@ -121,7 +121,7 @@ Status run_calibrate(const CalibrateArgs& a) {
     if (!a.device && a.results.empty()) return ok_status();  // --check alone writes nothing
   }
   m.source = out;
-  LJ_RETURN_IF_ERROR(save_plan_model(m, out));
+  LJ_RETURN_IF_ERROR(save_coefficients(m, out));
   fmt::print("wrote {}\n", out);
   return ok_status();
 }
@@ -131,10 +131,11 @@ Status run_calibrate(const CalibrateArgs& a) {
 Command add_calibrate_command(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
   CLI::App* sub = app.add_subcommand(
-      "calibrate", "Measure this host, or refit the plan model from benchmark results");
+      "calibrate", "Measure this host, or refit the predictor coefficients from benchmark results");
   sub->footer(
       "Examples:\n  ljperf calibrate --device\n  ljperf calibrate --results runs.jsonl "
-      "--out plan_model.json\nThe file starts from --model-file (else the file plan reads) "
+      "--out predictor_coefficients.json\nThe file starts from --coefficients (else the file plan "
+      "reads) "
       "and only the measured or fitted values change.");
   sub->add_flag("--device", a->device,
                 "Measure GEMM FLOP/s and memory bandwidth of this host (about a second)");
@@ -145,8 +146,9 @@ Command add_calibrate_command(CLI::App& app) {
                   "benchmark --output .jsonl files: print predicted against measured peak RSS with "
                   "the (refitted) model; alone, writes nothing");
   sub->add_option("--out", a->out,
-                  "Model file to write (default: " + default_plan_model_path() + ")");
-  sub->add_option("--model-file", a->model_file, "Model file to start from");
+                  "Model file to write (default: " + default_coefficients_path() + ")");
+  sub->add_option("--coefficients,--model-file", a->model_file,
+                  "Predictor coefficients file to start from");
   sub->add_flag("--per-node-term", a->per_node_term,
                 "With --results: also fit bytes per graph node (off: that coefficient is 0)");
   sub->add_option("--threads", a->threads, "Threads for --device (0: all)")->capture_default_str();

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
-#include "cli/plan_print.h"
+#include "cli/plan_report.h"
 #include "cli/run_config.h"
 #include "core/units.h"
 #include "io/deepspeed_config.h"
@@ -37,7 +37,7 @@ struct PlanArgs {
 
 Status run_plan(const PlanArgs& a) {
   LJ_ASSIGN_OR_RETURN(ModelRef model, resolve_model(a.model));
-  LJ_ASSIGN_OR_RETURN(PlanModel coeffs, load_plan_model(a.model_file));
+  LJ_ASSIGN_OR_RETURN(PredictorCoefficients coeffs, load_coefficients(a.model_file));
   PlanRequest req;
   req.model = model.config;
   req.coeffs = coeffs;
@@ -111,8 +111,8 @@ Command add_plan_command(CLI::App& app) {
       "Example: ljperf plan --model llama3-8b --device h100 --gpus 8 --zero 3 --batch-size 2 "
       "--seq-len 8192 --recompute selective\n"
       "The prediction needs no device: the joint graph is dry-run on a virtual one. Coefficients "
-      "come from --model-file, else " +
-      default_plan_model_path() +
+      "come from --coefficients, else " +
+      default_coefficients_path() +
       " when present (ljperf calibrate writes it), else the built-in "
       "defaults.");
   sub->add_option("--model", a->model,
@@ -134,7 +134,8 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option(
       "--deepspeed", a->deepspeed,
       "DeepSpeed JSON: ZeRO stage and bucket sizes, micro-batch, activation_checkpointing");
-  sub->add_option("--model-file", a->model_file, "Plan model file (coefficients) to read");
+  sub->add_option("--coefficients,--model-file", a->model_file,
+                  "Predictor coefficients file to read");
   sub->add_flag("--tune-batch", a->tune_batch,
                 "Also search micro-batch sizes 1, 2, 4, ... up to --batch-size");
   sub->add_flag("--compile", a->compile, "Plan the compiled graph (--compile)");

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "cli/cli.h"
-#include "cli/plan_print.h"
+#include "cli/plan_report.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
 #include "core/units.h"

@@ -110,22 +110,22 @@ StatusOr<std::vector<double>> least_squares(const std::vector<std::vector<double
   return x;
 }
 
-double predict_cpu_rss(const std::vector<double>& f, const PlanModel& m) {
+double predict_cpu_rss(const std::vector<double>& f, const PredictorCoefficients& m) {
   return m.cpu_memory.reserved_factor * f[0] + m.host.baseline_rss_bytes * f[1] +
          m.cpu_memory.per_node_bytes * f[2] + m.cpu_memory.per_param_bytes * f[3] +
          (f.size() > 4 ? m.cpu_memory.gemm_pack_bytes * f[4] : 0.0);
 }
 
 std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records,
-                                      const PlanModel& m) {
+                                      const PredictorCoefficients& m) {
   std::vector<double> e;
   for (const auto& r : records)
     e.push_back(std::fabs(predict_cpu_rss(r.features, m) - r.measured_bytes) / r.measured_bytes);
   return e;
 }
 
-StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records, const PlanModel& base,
-                                   bool per_node_term) {
+StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
+                                   const PredictorCoefficients& base, bool per_node_term) {
   std::vector<std::vector<double>> a;
   std::vector<double> y;
   for (const auto& r : records) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "plan/plan_model.h"
+#include "plan/coefficients.h"
 
 namespace lj {
 
@@ -32,7 +32,7 @@ struct MemoryRecord {
   double measured_bytes = 0;
 };
 struct MemoryFit {
-  PlanModel model;  // `base` with the CPU memory coefficients replaced
+  PredictorCoefficients model;  // `base` with the CPU memory coefficients replaced
   double median_rel_error = 0, max_rel_error = 0;  // over the records fitted
 };
 // Fits rss = reserved_factor·reserved + baseline + per_node·nodes + per_param·params
@@ -42,11 +42,12 @@ struct MemoryFit {
 // small, ~1000 nodes, and compiled, ~650, at 384 tokens: 17.3 and 17.2 MiB; tiny eager and
 // compiled: 14.1-14.6 MiB), and fitting it traded tiny's eager runs against its compiled ones
 // (held-out max 4.27% with it, 2.32% without, bench/plan/RESULTS.md).
-StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records, const PlanModel& base,
-                                   bool per_node_term = false);
+StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
+                                   const PredictorCoefficients& base, bool per_node_term = false);
 // The model's peak RSS for one record's features.
-double predict_cpu_rss(const std::vector<double>& features, const PlanModel& m);
+double predict_cpu_rss(const std::vector<double>& features, const PredictorCoefficients& m);
 // Relative errors |predicted - measured| / measured of `m` on the records.
-std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records, const PlanModel& m);
+std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records,
+                                      const PredictorCoefficients& m);
 
 }  // namespace lj

@@ -42,7 +42,7 @@ std::string device_ids() {
   return s;
 }
 
-StatusOr<DeviceProfile> find_device(const std::string& id, const PlanModel& model) {
+StatusOr<DeviceProfile> find_device(const std::string& id, const PredictorCoefficients& model) {
   if (id == "host" || id == "cpu") {
     const HostInfo h = host_info();
     DeviceProfile d;

@@ -1,12 +1,12 @@
 // The devices the planner knows: this CPU host (profile measured by `ljperf calibrate --device`,
-// read from the plan model file) and NVIDIA data-centre GPUs (published datasheet figures).
+// read from the coefficients file) and NVIDIA data-centre GPUs (published datasheet figures).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/status.h"
-#include "plan/plan_model.h"
+#include "plan/coefficients.h"
 
 namespace lj {
 
@@ -26,8 +26,8 @@ struct DeviceProfile {
 
 // The GPUs of the catalog, in the order --help lists them.
 const std::vector<DeviceProfile>& gpu_catalog();
-// "host" (from the model file's host profile and /proc/meminfo) or a catalog id.
-StatusOr<DeviceProfile> find_device(const std::string& id, const PlanModel& model);
+// "host" (from the coefficients file's host profile and /proc/meminfo) or a catalog id.
+StatusOr<DeviceProfile> find_device(const std::string& id, const PredictorCoefficients& model);
 // "host, h100, h200, a100, b200".
 std::string device_ids();
 

@@ -69,7 +69,7 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
     f.stats = dev.memory();
     if (dry.device) f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);
     for (const Node& n : g.nodes()) f.gemm_packing = f.gemm_packing || packs_gemm(g, n, ex.env());
-    if (const PlannedMemory* pm = ex.planned_memory()) f.plan = pm->plan();
+    if (const ArenaMemory* pm = ex.arena_memory()) f.plan = pm->plan();
   }
   f.bytes_peak = f.stats.bytes_total_peak;
   f.bytes_reserved = f.stats.bytes_reserved_peak;

@@ -15,8 +15,8 @@
 #include "models/config.h"
 #include "passes/memory_plan/memory_plan.h"
 #include "passes/pipeline/train_graph.h"
+#include "plan/coefficients.h"
 #include "plan/device_catalog.h"
-#include "plan/plan_model.h"
 #include "runtime/memory.h"
 
 namespace lj {

@@ -11,7 +11,7 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
                                         int64_t seq_len, bool compile) {
   PlanRequest req;
   req.model = model;
-  LJ_ASSIGN_OR_RETURN(req.coeffs, load_plan_model());
+  LJ_ASSIGN_OR_RETURN(req.coeffs, load_coefficients());
   LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
   req.zero = ZeroSetup::for_model(model, 0, 1);
   req.micro_batch = micro_batch;

@@ -15,7 +15,7 @@
 
 namespace lj {
 
-// A PlanRequest for this host: the plan model's coefficients (load_plan_model), device "host",
+// A PlanRequest for this host: the predictor coefficients (load_coefficients), device "host",
 // one process, ZeRO 0.
 StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_batch,
                                         int64_t seq_len, bool compile);

@@ -42,7 +42,7 @@ std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, dou
 }
 
 MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& model,
-                                    const PlanModel& coeffs) {
+                                    const PredictorCoefficients& coeffs) {
   const MemoryStats& s = f.stats;
   const auto at = [&](MemCategory c) { return static_cast<double>(s.at_peak(c)); };
   const auto reserved = static_cast<double>(s.bytes_reserved_peak);
@@ -69,7 +69,7 @@ MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& mo
 }
 
 MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& model,
-                                    const ZeroSetup& zero, const PlanModel& coeffs) {
+                                    const ZeroSetup& zero, const PredictorCoefficients& coeffs) {
   const MemoryStats& s = f.stats;
   const auto at = [&](MemCategory c) { return static_cast<double>(s.at_peak(c)); };
   const int64_t psi = model.num_params();

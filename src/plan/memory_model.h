@@ -1,7 +1,7 @@
 // Peak memory per rank, by category, before anything is allocated:
 //   the dry run of the joint graph (graph_figures.h: the caching allocator's exact replay)
 // + model states by ZeRO stage and world size (DeepSpeed's bf16 mixed precision)
-// + runtime overheads with coefficients from the plan model file (calibrate fits them):
+// + runtime overheads with coefficients from the coefficients file (calibrate fits them):
 //   CPU host: the process itself (binary, libraries, OpenMP thread stacks), allocator slack;
 //   GPU: CUDA context, allocator fragmentation, library workspaces, ZeRO buffers.
 #pragma once
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "models/config.h"
+#include "plan/coefficients.h"
 #include "plan/graph_figures.h"
-#include "plan/plan_model.h"
 
 namespace lj {
 
@@ -53,7 +53,7 @@ struct MemoryPrediction {
 // around it: rss = reserved_factor · reserved + baseline + per_node · nodes + per_param · Ψ
 //                 + gemm_pack · [a GEMM oneDNN packs].
 MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& model,
-                                    const PlanModel& coeffs);
+                                    const PredictorCoefficients& coeffs);
 // The features of that linear model, in coefficient order (reserved bytes, 1, nodes, params,
 // GEMM packing 0/1): what calibrate --results regresses the measured peak RSS on.
 std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, double params,
@@ -63,6 +63,6 @@ std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, dou
 // states. Stage 0/1 keep every gradient until the step (the dry run's peak has them); stage 2/3
 // stream them out through the reduce bucket (the dry run's transient peak).
 MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& model,
-                                    const ZeroSetup& zero, const PlanModel& coeffs);
+                                    const ZeroSetup& zero, const PredictorCoefficients& coeffs);
 
 }  // namespace lj

@@ -10,9 +10,9 @@
 
 #include "models/config.h"
 #include "plan/budget.h"
+#include "plan/coefficients.h"
 #include "plan/device_catalog.h"
 #include "plan/memory_model.h"
-#include "plan/plan_model.h"
 #include "plan/search.h"
 
 namespace lj {
@@ -20,7 +20,7 @@ namespace lj {
 struct PlanRequest {
   LlamaConfig model;
   DeviceProfile device;
-  PlanModel coeffs;
+  PredictorCoefficients coeffs;
   int64_t gpus = 1;  // data-parallel ranks
   ZeroSetup zero;    // stage and bucket sizes (world = gpus)
   int64_t micro_batch = 1;

@@ -54,7 +54,7 @@ class ArenaWorkspace final : public Workspace {
 
 Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options)
     : g_(g), dev_(dev), options_(options) {
-  if (options_.planned) planned_ = std::make_unique<PlannedMemory>(g, dev);
+  if (options_.planned) planned_ = std::make_unique<ArenaMemory>(g, dev);
   const size_t nv = g.values().size();
   last_use_.assign(nv, -1);
   is_output_.assign(nv, false);

@@ -6,7 +6,7 @@
 //   backward/optimizer values that are graph outputs -> grads / optimizer
 //   everything else              -> temporaries;  kernel scratch -> workspace (one reused buffer)
 // Planned mode (ExecutorOptions::planned, compiled runs): values live at the static memory
-// plan's offsets in one arena per shape instead (runtime/planned_memory.h), counted the same way.
+// plan's offsets in one arena per shape instead (runtime/arena_memory.h), counted the same way.
 #pragma once
 
 #include <functional>
@@ -17,7 +17,7 @@
 
 #include "backends/kernel.h"
 #include "graph/ir.h"
-#include "runtime/planned_memory.h"
+#include "runtime/arena_memory.h"
 #include "runtime/tensor.h"
 
 namespace lj {
@@ -33,7 +33,7 @@ struct OpProfile {
 struct ExecutorOptions {
   bool profile = false;  // time every kernel (adds a clock read per node)
   // Static memory plan (compiled mode): every value gets its planned place in one arena per
-  // shape (runtime/planned_memory.h) instead of a caching-allocator block.
+  // shape (runtime/arena_memory.h) instead of a caching-allocator block.
   bool planned = false;
 };
 
@@ -61,7 +61,7 @@ class Executor {
   const std::vector<OpProfile>& profile() const { return profile_; }
   void reset_profile() { profile_.clear(); }
   // Planned mode: the plan of the last run's shape and the plan cache; nullptr in eager mode.
-  const PlannedMemory* planned_memory() const { return planned_.get(); }
+  const ArenaMemory* arena_memory() const { return planned_.get(); }
 
   // A kernel for one node (by index in g.nodes()) that replaces the backend table's, e.g. a
   // compiled fused kernel (runtime/fused_kernels.h). Set before run(); an empty one clears it.
@@ -84,7 +84,7 @@ class Executor {
   SymEnv env_;
   int64_t kernels_launched_ = 0;
   std::vector<OpProfile> profile_;
-  std::unique_ptr<PlannedMemory> planned_;  // options_.planned only
+  std::unique_ptr<ArenaMemory> planned_;  // options_.planned only
   Status supported_;           // why the CPU kernels cannot run this graph, if they cannot
   void* workspace_ = nullptr;  // kernel scratch, see ArenaWorkspace in executor.cc
   size_t workspace_bytes_ = 0;

@@ -60,7 +60,7 @@ bad "calibrate without a mode" calibrate
 bad "calibrate missing results" calibrate --results nope.jsonl
 pass "bad inputs: one error line and a hint"
 
-# calibrate: --check on a real benchmark record, then --device writes a readable model file.
+# calibrate: --check on a real benchmark record, then --device writes a readable coefficients file.
 "$LJ" benchmark --model tiny --batch-size 2 --seq-len 32 --steps 2 --warmup-steps 1 --threads 2 \
   --output runs.jsonl >bench.txt 2>&1 || fail "benchmark: $(tail -3 bench.txt)"
 grep -q "predicted peak RSS" bench.txt || fail "benchmark does not print the predicted peak RSS"
@@ -70,8 +70,8 @@ grep -q '"features"' runs.jsonl || fail "record without plan features"
 grep -q "check over 1 records" check.txt || fail "calibrate --check output: $(cat check.txt)"
 "$LJ" calibrate --device --threads 2 --out "$TMP/model.json" >cal.txt || fail "calibrate --device"
 grep -q "GEMM (matmul kernel)" cal.txt || fail "calibrate --device output: $(cat cal.txt)"
-"$LJ" plan --model tiny --device host --seq-len 64 --model-file "$TMP/model.json" >p.txt || fail "plan reads the calibrated file"
+"$LJ" plan --model tiny --device host --seq-len 64 --coefficients "$TMP/model.json" >p.txt || fail "plan reads the calibrated file"
 grep -qF "coefficients: $TMP/model.json" p.txt || fail "plan did not say it read $TMP/model.json"
-pass "benchmark record -> calibrate --check; calibrate --device -> plan --model-file"
+pass "benchmark record -> calibrate --check; calibrate --device -> plan --coefficients"
 
 e2e_finish

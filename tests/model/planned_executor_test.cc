@@ -35,8 +35,8 @@ void expect_bitwise_equal(const char* preset, int64_t B, int64_t T) {
   auto eager = TrainStep::create(*model, eager_cfg, dev);
   auto planned = TrainStep::create(*model, planned_cfg, dev);
   ASSERT_TRUE(eager.ok() && planned.ok());
-  ASSERT_NE((*planned)->executor().planned_memory(), nullptr);
-  ASSERT_EQ((*eager)->executor().planned_memory(), nullptr);
+  ASSERT_NE((*planned)->executor().arena_memory(), nullptr);
+  ASSERT_EQ((*eager)->executor().arena_memory(), nullptr);
   const Tensor tokens = tokens_of(dev, B, T, 0, model->vocab_size);
   const Tensor targets = tokens_of(dev, B, T, 1, model->vocab_size);
   // Two steps: the second runs on the reused arena (and after an AdamW update).
@@ -63,7 +63,7 @@ void expect_bitwise_equal(const char* preset, int64_t B, int64_t T) {
           << " changed by the next run";
     }
   }
-  const PlannedMemory* pm = (*planned)->executor().planned_memory();
+  const ArenaMemory* pm = (*planned)->executor().arena_memory();
   EXPECT_EQ(pm->plans_made(), 1);
   EXPECT_EQ(pm->cache_hits(), 3);
   // Each step() ran while the caller held the previous outputs: a fresh arena each time but the
@@ -114,7 +114,7 @@ TEST(PlannedExecutor, GradientAccumulationBitwiseEqualOneArena) {
     const Tensor& y = (*planned)->params()[i];
     EXPECT_EQ(std::memcmp(x.raw(), y.raw(), x.bytes()), 0) << (*eager)->param_specs()[i].name;
   }
-  EXPECT_EQ((*planned)->executor().planned_memory()->arenas_allocated(), 1);
+  EXPECT_EQ((*planned)->executor().arena_memory()->arenas_allocated(), 1);
 }
 
 // The compiled dry run predicts a real compiled step's memory by category (kernel workspace
@@ -140,7 +140,7 @@ TEST(PlannedExecutor, DryRunMatchesARealPlannedStepByCategory) {
   }
   EXPECT_LE(est->bytes_peak, real.bytes_total_peak);
   EXPECT_GE(est->bytes_peak + real.peak(MemCategory::workspace), real.bytes_total_peak);
-  EXPECT_EQ((*trainer)->executor().planned_memory()->arenas_allocated(), 1);
+  EXPECT_EQ((*trainer)->executor().arena_memory()->arenas_allocated(), 1);
 }
 
 TEST(PlannedExecutor, ArenaNoLargerThanEagerPeakAndCachedPerShape) {
@@ -196,20 +196,20 @@ TEST(PlannedExecutor, ArenaNoLargerThanEagerPeakAndCachedPerShape) {
   const auto in256 = inputs_for(256);
   const auto in128 = inputs_for(128);
   ASSERT_TRUE(ex.dry_run(in256).ok());
-  EXPECT_EQ(ex.planned_memory()->plans_made(), 1);
-  EXPECT_EQ(ex.planned_memory()->cache_hits(), 0);
+  EXPECT_EQ(ex.arena_memory()->plans_made(), 1);
+  EXPECT_EQ(ex.arena_memory()->cache_hits(), 0);
   ASSERT_TRUE(ex.dry_run(in256).ok());
-  EXPECT_EQ(ex.planned_memory()->plans_made(), 1);
-  EXPECT_EQ(ex.planned_memory()->cache_hits(), 1);
-  const int64_t arena256 = ex.planned_memory()->plan().bytes_arena;
+  EXPECT_EQ(ex.arena_memory()->plans_made(), 1);
+  EXPECT_EQ(ex.arena_memory()->cache_hits(), 1);
+  const int64_t arena256 = ex.arena_memory()->plan().bytes_arena;
   EXPECT_EQ(arena256, plan.bytes_arena);
   ASSERT_TRUE(ex.dry_run(in128).ok());
-  EXPECT_EQ(ex.planned_memory()->plans_made(), 2);
-  EXPECT_LT(ex.planned_memory()->plan().bytes_arena, arena256);
-  EXPECT_EQ(ex.planned_memory()->plan().env, (SymEnv{{'B', B}, {'T', 128}}));
+  EXPECT_EQ(ex.arena_memory()->plans_made(), 2);
+  EXPECT_LT(ex.arena_memory()->plan().bytes_arena, arena256);
+  EXPECT_EQ(ex.arena_memory()->plan().env, (SymEnv{{'B', B}, {'T', 128}}));
   ASSERT_TRUE(ex.dry_run(in256).ok());
-  EXPECT_EQ(ex.planned_memory()->plans_made(), 2);
-  EXPECT_EQ(ex.planned_memory()->cache_hits(), 2);
+  EXPECT_EQ(ex.arena_memory()->plans_made(), 2);
+  EXPECT_EQ(ex.arena_memory()->cache_hits(), 2);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // plan/: device catalog, ZeRO arithmetic, the recompute search (with injected cost functions),
-// least squares, the model file, and the dry-run figures the predictor is built on.
+// least squares, the coefficients file, and the dry-run figures the predictor is built on.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +15,7 @@ namespace lj {
 namespace {
 
 TEST(DeviceCatalogTest, PublishedFigures) {
-  const PlanModel m = default_plan_model();
+  const PredictorCoefficients m = default_coefficients();
   auto h100 = find_device("h100", m);
   ASSERT_TRUE(h100.ok());
   EXPECT_EQ(h100->peak_bf16_flops, 989.4e12);
@@ -196,7 +196,7 @@ TEST(LeastSquaresTest, RecoversKnownCoefficients) {
     recs.push_back({cpu_memory_features(reserved, nodes, params),
                     1.02 * reserved + 14e6 + 300 * nodes + 0.5 * params});
   }
-  auto fit = fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true);
+  auto fit = fit_cpu_memory(recs, default_coefficients(), /*per_node_term=*/true);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   // Observed: agreement to ~1e-12 relative (double rounding in the normal equations).
   EXPECT_NEAR(fit->model.cpu_memory.reserved_factor, 1.02, 1e-9);
@@ -207,10 +207,10 @@ TEST(LeastSquaresTest, RecoversKnownCoefficients) {
   EXPECT_LT(fit->max_rel_error, 1e-12);
   // One record cannot even give a slope and a constant.
   recs.resize(1);
-  EXPECT_FALSE(fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true).ok());
+  EXPECT_FALSE(fit_cpu_memory(recs, default_coefficients(), /*per_node_term=*/true).ok());
   // Collinear records (all the same) determine nothing.
   std::vector<MemoryRecord> same(6, recs[0]);
-  EXPECT_FALSE(fit_cpu_memory(same, default_plan_model(), true).ok());
+  EXPECT_FALSE(fit_cpu_memory(same, default_coefficients(), true).ok());
 }
 
 // The GEMM packing term: recovered when some records pack, 0 when none does (the column is
@@ -225,7 +225,7 @@ TEST(LeastSquaresTest, RecoversGemmPackingTerm) {
     recs.push_back({cpu_memory_features(reserved, nodes, params, packs),
                     1.02 * reserved + 14e6 + 300 * nodes + 0.5 * params + (packs ? 21e6 : 0.0)});
   }
-  auto fit = fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true);
+  auto fit = fit_cpu_memory(recs, default_coefficients(), /*per_node_term=*/true);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   // Observed: ~1e-9 relative.
   EXPECT_NEAR(fit->model.cpu_memory.gemm_pack_bytes, 21e6, 1.0);
@@ -235,7 +235,7 @@ TEST(LeastSquaresTest, RecoversGemmPackingTerm) {
     r.measured_bytes -= r.features[4] * 21e6;
     r.features.resize(4);  // an old record
   }
-  auto old = fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true);
+  auto old = fit_cpu_memory(recs, default_coefficients(), /*per_node_term=*/true);
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_EQ(old->model.cpu_memory.gemm_pack_bytes, 0.0);
   EXPECT_NEAR(old->model.cpu_memory.per_node_bytes, 300, 1e-6);
@@ -244,7 +244,7 @@ TEST(LeastSquaresTest, RecoversGemmPackingTerm) {
 // oneDNN packs small's LM head GEMM (N 32000, K 288) above 384 rows (B·T tokens); tiny's
 // (N 256) never.
 TEST(PlanTest, GemmPackingFeature) {
-  const PlanModel m = default_plan_model();
+  const PredictorCoefficients m = default_coefficients();
   auto dev = find_device("host", m);
   ASSERT_TRUE(dev.ok());
   auto small = llama_preset("small");
@@ -276,7 +276,7 @@ TEST(LeastSquaresTest, PerNodeTermOnlyOnRequest) {
     recs.push_back({cpu_memory_features(reserved, nodes, params, packs),
                     1.01 * reserved + 15e6 + 0.25 * params + (packs ? 9e6 : 0.0)});
   }
-  auto fit = fit_cpu_memory(recs, default_plan_model());
+  auto fit = fit_cpu_memory(recs, default_coefficients());
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   EXPECT_EQ(fit->model.cpu_memory.per_node_bytes, 0.0);
   // Observed: ~1e-10 relative.
@@ -298,7 +298,7 @@ TEST(LeastSquaresTest, DropsUndeterminedTermsOfTwoPresets) {
     recs.push_back(
         {cpu_memory_features(reserved, nodes, params), 1.019 * reserved + 13e6 + 1400 * nodes});
   }
-  auto fit = fit_cpu_memory(recs, default_plan_model(), /*per_node_term=*/true);
+  auto fit = fit_cpu_memory(recs, default_coefficients(), /*per_node_term=*/true);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   EXPECT_EQ(fit->model.cpu_memory.per_param_bytes, 0.0);
   // Observed: ~1e-10 relative.
@@ -307,8 +307,8 @@ TEST(LeastSquaresTest, DropsUndeterminedTermsOfTwoPresets) {
   EXPECT_NEAR(fit->model.host.baseline_rss_bytes, 13e6, 1.0);
 }
 
-TEST(PlanModelTest, RoundTripAndErrors) {
-  PlanModel m = default_plan_model();
+TEST(CoefficientsTest, RoundTripAndErrors) {
+  PredictorCoefficients m = default_coefficients();
   m.host.gemm_flops = 1.25e11;
   m.host.baseline_rss_bytes = 12345678;
   m.cpu_memory.reserved_factor = 1.0123;
@@ -317,9 +317,10 @@ TEST(PlanModelTest, RoundTripAndErrors) {
   m.gpu_eff.compute[static_cast<size_t>(OpCategory::contraction)] = 0.55;
   m.comm_overlap = false;
   m.fitted_records = 9;
-  const std::string path = ::testing::TempDir() + "/lj_plan_model_test/plan_model.json";
-  ASSERT_TRUE(save_plan_model(m, path).ok());
-  auto back = load_plan_model(path);
+  const std::string path =
+      ::testing::TempDir() + "/lj_coefficients_test/predictor_coefficients.json";
+  ASSERT_TRUE(save_coefficients(m, path).ok());
+  auto back = load_coefficients(path);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->host.gemm_flops, 1.25e11);
   EXPECT_EQ(back->host.baseline_rss_bytes, 12345678);
@@ -330,17 +331,17 @@ TEST(PlanModelTest, RoundTripAndErrors) {
   EXPECT_FALSE(back->comm_overlap);
   EXPECT_EQ(back->fitted_records, 9);
   EXPECT_EQ(back->to_json(), [&] {
-    PlanModel c = m;
+    PredictorCoefficients c = m;
     c.source = back->source;
     return c.to_json();
   }());
-  std::filesystem::remove_all(::testing::TempDir() + "/lj_plan_model_test");
-  EXPECT_FALSE(parse_plan_model("{", "x").ok());
-  EXPECT_FALSE(parse_plan_model(R"({"format": "other"})", "x").ok());
-  std::string bad = default_plan_model_text();
+  std::filesystem::remove_all(::testing::TempDir() + "/lj_coefficients_test");
+  EXPECT_FALSE(parse_coefficients("{", "x").ok());
+  EXPECT_FALSE(parse_coefficients(R"({"format": "other"})", "x").ok());
+  std::string bad = default_coefficients_text();
   bad.replace(bad.find("\"overlap\": true"), 15, "\"overlap\": 3");
-  EXPECT_FALSE(parse_plan_model(bad, "x").ok());
-  EXPECT_FALSE(load_plan_model("/nonexistent/plan_model.json").ok());
+  EXPECT_FALSE(parse_coefficients(bad, "x").ok());
+  EXPECT_FALSE(load_coefficients("/nonexistent/predictor_coefficients.json").ok());
 }
 
 // The figures of a graph built once and handed in are those of graph_figures building it: same
@@ -348,7 +349,7 @@ TEST(PlanModelTest, RoundTripAndErrors) {
 TEST(PlanTest, HostFiguresOfAPrebuiltGraphAreTheSame) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
-  const PlanModel m = default_plan_model();
+  const PredictorCoefficients m = default_coefficients();
   auto dev = find_device("host", m);
   ASSERT_TRUE(dev.ok());
   auto f =
@@ -373,7 +374,7 @@ TEST(PlanTest, HostFiguresOfAPrebuiltGraphAreTheSame) {
 TEST(PlanTest, CompiledHostFiguresAreThePlannedArena) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
-  const PlanModel m = default_plan_model();
+  const PredictorCoefficients m = default_coefficients();
   auto dev = find_device("host", m);
   ASSERT_TRUE(dev.ok());
   GraphOptions o;
@@ -395,7 +396,7 @@ TEST(PlanTest, CompiledHostFiguresAreThePlannedArena) {
 TEST(PlanTest, Bf16DryRunAndGpuPrediction) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
-  const PlanModel m = default_plan_model();
+  const PredictorCoefficients m = default_coefficients();
   auto h100 = find_device("h100", m);
   ASSERT_TRUE(h100.ok());
   GraphOptions o;
@@ -433,7 +434,7 @@ TEST(PlanTest, InterpolationAgreesWithExactDryRuns) {
   c->num_hidden_layers = 12;  // above kExactLayers, so the search interpolates
   PlanRequest req;
   req.model = *c;
-  req.coeffs = default_plan_model();
+  req.coeffs = default_coefficients();
   req.device = *find_device("host", req.coeffs);
   req.micro_batch = 2;
   req.seq_len = 64;
@@ -466,7 +467,7 @@ TEST(PlanTest, BadRequests) {
   ASSERT_TRUE(c.ok());
   PlanRequest req;
   req.model = *c;
-  req.coeffs = default_plan_model();
+  req.coeffs = default_coefficients();
   req.device = *find_device("host", req.coeffs);
   req.micro_batch = 1;
   req.seq_len = 64;

@@ -12,7 +12,7 @@
 // place in the arena like any buffer (in the backward, usually in gaps the activations left),
 // but it is never freed or reused during the run, so after the run the arena's output regions
 // hold them. The executor hands them out as views that keep the arena alive, and starts the next
-// run on a fresh arena when the caller still holds them (runtime/planned_memory.h).
+// run on a fresh arena when the caller still holds them (runtime/arena_memory.h).
 //
 // Liveness: a buffer is live from the node that produces it to the last node reading any value
 // stored in it, both inclusive (a node's inputs and outputs are live together). Offsets, best fit

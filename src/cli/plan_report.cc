@@ -1,4 +1,4 @@
-#include "cli/plan_print.h"
+#include "cli/plan_report.h"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
-// The coefficients of the planner's memory and time models (the "model file"): written by
+// The coefficients of the planner's memory and time models (the "coefficients file"): written by
 // `ljperf calibrate`, read by `ljperf plan`. Defaults ship in the repository
-// (data/plan_model.json) and are embedded in the binary (CMake generates the source holding
-// that file's text), so the planner works from any directory.
+// (data/predictor_coefficients.json) and are embedded in the binary (CMake generates the source
+// holding that file's text), so the planner works from any directory.
 #pragma once
 
 #include <array>
@@ -52,7 +52,7 @@ struct Efficiency {
   double bandwidth = 1.0;
 };
 
-struct PlanModel {
+struct PredictorCoefficients {
   std::string source = "embedded defaults";  // where it was read from
   HostProfile host;
   CpuMemoryCoefficients cpu_memory;
@@ -66,16 +66,19 @@ struct PlanModel {
   std::string to_json() const;
 };
 
-StatusOr<PlanModel> parse_plan_model(const std::string& json_text, const std::string& source);
-// The defaults compiled into the binary (same text as data/plan_model.json).
-const std::string& default_plan_model_text();
-PlanModel default_plan_model();
+StatusOr<PredictorCoefficients> parse_coefficients(const std::string& json_text,
+                                                   const std::string& source);
+// The defaults compiled into the binary (same text as data/predictor_coefficients.json).
+const std::string& default_coefficients_text();
+PredictorCoefficients default_coefficients();
 
-// $XDG_CONFIG_HOME/ljperf/plan_model.json, else $HOME/.config/ljperf/plan_model.json.
-std::string default_plan_model_path();
+// $XDG_CONFIG_HOME/ljperf/predictor_coefficients.json, else
+// $HOME/.config/ljperf/predictor_coefficients.json. load_coefficients also reads the name
+// earlier versions wrote there, plan_model.json.
+std::string default_coefficients_path();
 // The file at `path` when given; else the default path when that file exists; else the
 // embedded defaults. An unreadable or invalid file is an error.
-StatusOr<PlanModel> load_plan_model(const std::string& path = "");
-Status save_plan_model(const PlanModel& m, const std::string& path);
+StatusOr<PredictorCoefficients> load_coefficients(const std::string& path = "");
+Status save_coefficients(const PredictorCoefficients& m, const std::string& path);
 
 }  // namespace lj

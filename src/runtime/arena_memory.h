@@ -24,11 +24,11 @@
 
 namespace lj {
 
-class PlannedMemory {
+class ArenaMemory {
  public:
-  PlannedMemory(const Graph& g, Device& dev) : g_(g), dev_(dev) {}
-  PlannedMemory(const PlannedMemory&) = delete;
-  PlannedMemory& operator=(const PlannedMemory&) = delete;
+  ArenaMemory(const Graph& g, Device& dev) : g_(g), dev_(dev) {}
+  ArenaMemory(const ArenaMemory&) = delete;
+  ArenaMemory& operator=(const ArenaMemory&) = delete;
 
   // Makes (or finds) the plan for env and readies an arena for it.
   Status prepare(const SymEnv& env);

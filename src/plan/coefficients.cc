@@ -1,4 +1,4 @@
-#include "plan/plan_model.h"
+#include "plan/coefficients.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -10,7 +10,8 @@
 
 namespace lj {
 
-extern const char* const kDefaultPlanModelJson;  // generated from data/plan_model.json
+extern const char* const
+    kDefaultCoefficientsJson;  // generated from data/predictor_coefficients.json
 
 namespace {
 
@@ -40,7 +41,7 @@ Status eff_from_json(const json& j, const std::string& where, Efficiency* e) {
 
 }  // namespace
 
-std::string PlanModel::to_json() const {
+std::string PredictorCoefficients::to_json() const {
   json j;
   j["format"] = "ljperf plan model 1";
   j["host"] = {{"cpu", host.cpu},
@@ -62,15 +63,16 @@ std::string PlanModel::to_json() const {
   return j.dump(2) + "\n";
 }
 
-StatusOr<PlanModel> parse_plan_model(const std::string& text, const std::string& source) {
+StatusOr<PredictorCoefficients> parse_coefficients(const std::string& text,
+                                                   const std::string& source) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   const std::string hint = "rewrite it with ljperf calibrate --device, or delete it";
   if (j.is_discarded() || !j.is_object())
-    return invalid_argument("plan model " + source + " is not a JSON object", hint);
+    return invalid_argument("coefficients file " + source + " is not a JSON object", hint);
   if (j.value("format", "") != "ljperf plan model 1")
-    return invalid_argument("plan model " + source + " has no \"format\": \"ljperf plan model 1\"",
-                            hint);
-  PlanModel m;
+    return invalid_argument(
+        "coefficients file " + source + " has no \"format\": \"ljperf plan model 1\"", hint);
+  PredictorCoefficients m;
   m.source = source;
   try {
     const json& h = j.at("host");
@@ -96,11 +98,11 @@ StatusOr<PlanModel> parse_plan_model(const std::string& text, const std::string&
     m.comm_efficiency = j.at("comm").at("efficiency").get<double>();
     m.comm_overlap = j.at("comm").at("overlap").get<bool>();
   } catch (const json::exception& e) {
-    return invalid_argument("plan model " + source + ": " + e.what(), hint);
+    return invalid_argument("coefficients file " + source + ": " + e.what(), hint);
   }
   if (m.host.gemm_flops <= 0 || m.host.mem_bandwidth <= 0 || m.comm_efficiency <= 0 ||
       m.comm_efficiency > 1 || m.gpu_memory.fragmentation < 1) {
-    return invalid_argument("plan model " + source +
+    return invalid_argument("coefficients file " + source +
                                 ": gemm_flops and mem_bandwidth must be positive, comm.efficiency "
                                 "in (0, 1], gpu_memory.fragmentation >= 1",
                             hint);
@@ -108,36 +110,42 @@ StatusOr<PlanModel> parse_plan_model(const std::string& text, const std::string&
   return m;
 }
 
-const std::string& default_plan_model_text() {
-  static const std::string text(kDefaultPlanModelJson);
+const std::string& default_coefficients_text() {
+  static const std::string text(kDefaultCoefficientsJson);
   return text;
 }
 
-PlanModel default_plan_model() {
-  auto m = parse_plan_model(default_plan_model_text(), "embedded defaults");
-  LJ_CHECK(m.ok()) << "embedded plan model: " << m.status().message();
+PredictorCoefficients default_coefficients() {
+  auto m = parse_coefficients(default_coefficients_text(), "embedded defaults");
+  LJ_CHECK(m.ok()) << "embedded coefficients: " << m.status().message();
   return *m;
 }
 
-std::string default_plan_model_path() {
+std::string default_coefficients_path() {
   const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/ljperf/plan_model.json";
+  if (xdg != nullptr && *xdg != '\0')
+    return std::string(xdg) + "/ljperf/predictor_coefficients.json";
   const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : ".") + "/.config/ljperf/plan_model.json";
+  return std::string(home != nullptr ? home : ".") + "/.config/ljperf/predictor_coefficients.json";
 }
 
-StatusOr<PlanModel> load_plan_model(const std::string& path) {
+StatusOr<PredictorCoefficients> load_coefficients(const std::string& path) {
   std::string p = path;
   if (p.empty()) {
-    p = default_plan_model_path();
+    p = default_coefficients_path();
     std::error_code ec;
-    if (!std::filesystem::exists(p, ec)) return default_plan_model();
+    if (!std::filesystem::exists(p, ec)) {
+      // Calibrations written before the file was renamed (ljperf 0.1: plan_model.json).
+      const std::string old = std::filesystem::path(p).replace_filename("plan_model.json");
+      if (!std::filesystem::exists(old, ec)) return default_coefficients();
+      p = old;
+    }
   }
   LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(p, "write one with ljperf calibrate"));
-  return parse_plan_model(text, p);
+  return parse_coefficients(text, p);
 }
 
-Status save_plan_model(const PlanModel& m, const std::string& path) {
+Status save_coefficients(const PredictorCoefficients& m, const std::string& path) {
   std::error_code ec;
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);

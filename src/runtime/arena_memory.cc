@@ -1,10 +1,10 @@
-#include "runtime/planned_memory.h"
+#include "runtime/arena_memory.h"
 
 #include "core/check.h"
 
 namespace lj {
 
-struct PlannedMemory::Arena {
+struct ArenaMemory::Arena {
   Device* dev = nullptr;
   const MemoryPlan* plan = nullptr;  // the plan it is laid out for
   void* data = nullptr;
@@ -12,7 +12,7 @@ struct PlannedMemory::Arena {
   ~Arena() { dev->allocator().deallocate_uncached_split(data, split); }
 };
 
-Status PlannedMemory::prepare(const SymEnv& env) {
+Status ArenaMemory::prepare(const SymEnv& env) {
   current_ = nullptr;
   for (const auto& p : cache_) {
     if (p->env == env) current_ = p.get();
@@ -47,7 +47,7 @@ Status PlannedMemory::prepare(const SymEnv& env) {
   return ok_status();
 }
 
-Tensor PlannedMemory::output(ValueId v, DType dtype, std::vector<int64_t> dims) {
+Tensor ArenaMemory::output(ValueId v, DType dtype, std::vector<int64_t> dims) {
   const int64_t off = current_->offset(v);
   LJ_CHECK(off >= 0) << "value %" << v << " has no planned storage";
   void* p = static_cast<char*>(arena_->data) + off;
