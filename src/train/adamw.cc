@@ -16,54 +16,71 @@ AdamW::AdamW(Device& dev, const std::vector<Tensor>& params, AdamWConfig config)
   }
 }
 
-void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr) {
-  LJ_CHECK_EQ(params.size(), grads.size());
-  ++step_;
-  const double b1 = config_.beta1, b2 = config_.beta2;
-  // torch: step_size = lr / (1 - b1^t); denom = sqrt(v) / sqrt(1 - b2^t) + eps.
-  const float bc1 = static_cast<float>(1.0 - std::pow(b1, static_cast<double>(step_)));
-  const float bc2_sqrt =
-      static_cast<float>(std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_))));
-  const float step_size = static_cast<float>(lr) / bc1;
-  const float decay = static_cast<float>(1.0 - lr * config_.weight_decay);
-  const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2),
-              eps = static_cast<float>(config_.eps);
-  for (size_t i = 0; i < params.size(); ++i) {
-    float* p = params[i].data<float>();
-    const float* g = grads[i].data<float>();
-    float* m = m_[i].data<float>();
-    float* v = v_[i].data<float>();
-    const int64_t n = params[i].numel();
-#pragma omp parallel for schedule(static) num_threads(threads_) if (n > 65536)
-    for (int64_t k = 0; k < n; ++k) {
-      p[k] *= decay;
-      m[k] = fb1 * m[k] + (1.0f - fb1) * g[k];
-      v[k] = fb2 * v[k] + (1.0f - fb2) * g[k] * g[k];
-      p[k] -= step_size * m[k] / (std::sqrt(v[k]) / bc2_sqrt + eps);
-    }
+AdamW::AdamW(Device& dev, const std::vector<int64_t>& state_numels, AdamWConfig config)
+    : config_(config), threads_(dev.threads()) {
+  for (int64_t n : state_numels) {
+    m_.push_back(Tensor::zeros(dev, DType::f32, {n}, MemCategory::optimizer));
+    v_.push_back(Tensor::zeros(dev, DType::f32, {n}, MemCategory::optimizer));
   }
 }
 
-double global_grad_norm(const std::vector<Tensor>& grads, int threads) {
+AdamWStepConstants AdamW::begin_step(double lr) {
+  ++step_;
+  const double b1 = config_.beta1, b2 = config_.beta2;
+  // torch: step_size = lr / (1 - b1^t); denom = sqrt(v) / sqrt(1 - b2^t) + eps.
+  AdamWStepConstants c;
+  const float bc1 = static_cast<float>(1.0 - std::pow(b1, static_cast<double>(step_)));
+  c.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_))));
+  c.step_size = static_cast<float>(lr) / bc1;
+  c.decay = static_cast<float>(1.0 - lr * config_.weight_decay);
+  c.beta1 = static_cast<float>(b1);
+  c.beta2 = static_cast<float>(b2);
+  c.eps = static_cast<float>(config_.eps);
+  return c;
+}
+
+void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* m, float* v,
+                  int64_t n, int threads) {
+  const float fb1 = c.beta1, fb2 = c.beta2, eps = c.eps, decay = c.decay;
+  const float step_size = c.step_size, bc2_sqrt = c.bc2_sqrt;
+#pragma omp parallel for schedule(static) num_threads(threads) if (n > 65536)
+  for (int64_t k = 0; k < n; ++k) {
+    p[k] *= decay;
+    m[k] = fb1 * m[k] + (1.0f - fb1) * g[k];
+    v[k] = fb2 * v[k] + (1.0f - fb2) * g[k] * g[k];
+    p[k] -= step_size * m[k] / (std::sqrt(v[k]) / bc2_sqrt + eps);
+  }
+}
+
+void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr) {
+  LJ_CHECK_EQ(params.size(), grads.size());
+  LJ_CHECK_EQ(params.size(), m_.size());
+  const AdamWStepConstants c = begin_step(lr);
+  for (size_t i = 0; i < params.size(); ++i) {
+    adamw_update(c, params[i].data<float>(), grads[i].data<float>(), m_[i].data<float>(),
+                 v_[i].data<float>(), params[i].numel(), threads_);
+  }
+}
+
+void accumulate_squares(const float* g, int64_t n, int threads, double* sum) {
   // Fixed chunks summed in order: the result does not depend on thread scheduling (an OpenMP
   // reduction clause combines partial sums in an unspecified order).
   constexpr int64_t kChunk = 16384;
-  double total = 0;
-  std::vector<double> partial;
-  for (const Tensor& t : grads) {
-    const float* g = t.data<float>();
-    const int64_t n = t.numel();
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    partial.assign(static_cast<size_t>(chunks), 0.0);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
 #pragma omp parallel for schedule(static) num_threads(threads) if (chunks > 4)
-    for (int64_t c = 0; c < chunks; ++c) {
-      double s = 0;
-      const int64_t end = std::min(n, (c + 1) * kChunk);
-      for (int64_t k = c * kChunk; k < end; ++k) s += static_cast<double>(g[k]) * g[k];
-      partial[static_cast<size_t>(c)] = s;
-    }
-    for (double s : partial) total += s;
+  for (int64_t c = 0; c < chunks; ++c) {
+    double s = 0;
+    const int64_t end = std::min(n, (c + 1) * kChunk);
+    for (int64_t k = c * kChunk; k < end; ++k) s += static_cast<double>(g[k]) * g[k];
+    partial[static_cast<size_t>(c)] = s;
   }
+  for (double s : partial) *sum += s;
+}
+
+double global_grad_norm(const std::vector<Tensor>& grads, int threads) {
+  double total = 0;
+  for (const Tensor& t : grads) accumulate_squares(t.data<float>(), t.numel(), threads, &total);
   return std::sqrt(total);
 }
 

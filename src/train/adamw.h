@@ -17,12 +17,32 @@ struct AdamWConfig {
   double weight_decay = 0.1;
 };
 
+// The constants of one AdamW update (torch's formulas for a step count and learning rate).
+struct AdamWStepConstants {
+  float step_size = 0;  // lr / (1 - beta1^t)
+  float decay = 1;      // 1 - lr * weight_decay
+  float beta1 = 0, beta2 = 0, eps = 0;
+  float bc2_sqrt = 1;  // sqrt(1 - beta2^t)
+};
+
+// Updates n elements in place: parameters p, states m and v, from gradient g (all f32). The one
+// copy of AdamW's arithmetic: AdamW::step and ZeRO's shard update (train/zero_optimizer.h) both
+// call it, on whole parameters or on slices of them (the update is elementwise).
+void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* m, float* v,
+                  int64_t n, int threads);
+
 class AdamW {
  public:
   // Allocates m and v (zeros, counted as optimizer memory) for each parameter.
   AdamW(Device& dev, const std::vector<Tensor>& params, AdamWConfig config);
+  // States of the given sizes instead, one flat m and v each (a ZeRO shard of the parameters:
+  // the caller maps them onto parameters and applies adamw_update itself).
+  AdamW(Device& dev, const std::vector<int64_t>& state_numels, AdamWConfig config);
   // One step at learning rate `lr` (the schedule's value); grads match params.
   void step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr);
+  // For callers that update ranges themselves: counts a step and returns its constants at `lr`.
+  AdamWStepConstants begin_step(double lr);
+  int threads() const { return threads_; }
   int64_t steps() const { return step_; }
   const AdamWConfig& config() const { return config_; }
   std::vector<Tensor>& m() { return m_; }
@@ -38,6 +58,9 @@ class AdamW {
 
 // Global L2 norm of all gradients (f32 data, summed in f64 in a fixed order).
 double global_grad_norm(const std::vector<Tensor>& grads, int threads);
+// Adds the squares of g[0, n) to *sum in f64, in fixed chunks summed in order: the result does
+// not depend on the threads. global_grad_norm is this over each gradient in turn.
+void accumulate_squares(const float* g, int64_t n, int threads, double* sum);
 // Scales every gradient by `scale` in place.
 void scale_grads(std::vector<Tensor>& grads, double scale, int threads);
 

@@ -62,7 +62,12 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
     LJ_ASSIGN_OR_RETURN(s->kernel_report_,
                         compile_kernels(s->graph_, *s->kernel_cache_, *s->executor_));
   }
-  s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
+  if (config.data_parallel.comm != nullptr) {
+    LJ_ASSIGN_OR_RETURN(s->zero_,
+                        ZeroOptimizer::create(dev, config.data_parallel, s->params_, config.adamw));
+  } else {
+    s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
+  }
   return s;
 }
 
@@ -139,6 +144,11 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
     }
   }
   if (micro_batches.size() > 1) scale_grads(grads, scale, dev_.threads());
+  if (zero_) {
+    LJ_ASSIGN_OR_RETURN(ZeroStepResult z,
+                        zero_->step(params_, std::move(grads), r.loss, lr, config_.grad_clip));
+    return StepResult{z.loss, z.grad_norm, z.updated};
+  }
   r.grad_norm = global_grad_norm(grads, dev_.threads());
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     r.updated = false;

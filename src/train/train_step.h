@@ -12,6 +12,7 @@
 #include "runtime/executor.h"
 #include "runtime/fused_kernels.h"
 #include "train/adamw.h"
+#include "train/zero_optimizer.h"
 
 namespace lj {
 
@@ -27,6 +28,11 @@ struct TrainStepConfig {
   // Compile only: where fused kernels are built and cached; null: a cache from the environment
   // (codegen/kernel_cache.h: LJ_KERNEL_CACHE, LJ_CXX).
   std::shared_ptr<codegen::KernelCache> kernel_cache;
+  // Several processes (dist/zero.h): gradients averaged across data_parallel.comm's ranks and
+  // ZeRO stage 0-2 sharding. Null comm: one process, exactly as without it. Every rank passes the
+  // same config and seed (parameters start equal everywhere) and its own micro-batches
+  // (dist/batch_shard.h); step() then returns the loss and gradient norm over all ranks.
+  DataParallel data_parallel;
 };
 
 // What one forward+backward gives.
@@ -72,7 +78,8 @@ class TrainStep {
   // What the compiler did (GraphOptions::compile): passes with timings, compiled regions and
   // graph breaks. Empty when compile is off.
   std::string compile_log() const;
-  AdamW& optimizer() { return *adamw_; }
+  // With ZeRO stage 1 or 2, its m and v are one flat tensor: this rank's shard.
+  AdamW& optimizer() { return zero_ ? zero_->adamw() : *adamw_; }
   // Compile only: what building the fused kernels did (once, in create()).
   const FusedKernelReport& kernel_report() const { return kernel_report_; }
 
@@ -89,7 +96,8 @@ class TrainStep {
   std::vector<ParamSpec> specs_;
   std::vector<Tensor> params_;
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<AdamW> adamw_;
+  std::unique_ptr<AdamW> adamw_;         // one process
+  std::unique_ptr<ZeroOptimizer> zero_;  // TrainStepConfig::data_parallel.comm set
   Tensor rope_cos_, rope_sin_;
   std::shared_ptr<codegen::KernelCache> kernel_cache_;
   FusedKernelReport kernel_report_;

@@ -1,0 +1,163 @@
+#include "dist/communicator.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "dist/build_info.h"
+#include "dist/mpi_communicator.h"
+
+namespace lj {
+
+CommHandle& CommHandle::operator=(CommHandle&& other) {
+  if (this != &other) {
+    (void)wait();
+    request_ = std::move(other.request_);
+    status_ = std::move(other.status_);
+  }
+  return *this;
+}
+
+CommHandle::~CommHandle() {
+  (void)wait();
+}
+
+Status CommHandle::wait() {
+  if (request_) {
+    status_ = request_->wait();
+    request_.reset();
+  }
+  return status_;
+}
+
+bool CommHandle::test() {
+  if (!request_) return true;
+  if (!request_->test()) return false;
+  status_ = request_->wait();  // complete: returns at once
+  request_.reset();
+  return true;
+}
+
+StatusOr<double> Communicator::all_reduce_sum(double value) {
+  double out = 0;
+  LJ_RETURN_IF_ERROR(
+      all_reduce_sum(std::span<const double>(&value, 1), std::span<double>(&out, 1)));
+  return out;
+}
+
+namespace {
+
+template <class T>
+CommHandle copy_into(std::span<const T> send, std::span<T> recv, const char* what) {
+  if (send.size() != recv.size()) {
+    return CommHandle(invalid_argument(std::string(what) + ": send has " +
+                                       std::to_string(send.size()) + " elements, recv " +
+                                       std::to_string(recv.size())));
+  }
+  if (send.data() != recv.data() && !send.empty()) {
+    std::memmove(recv.data(), send.data(), send.size_bytes());
+  }
+  return CommHandle();
+}
+
+}  // namespace
+
+CommHandle SelfCommunicator::iall_reduce_sum(std::span<const float> send, std::span<float> recv) {
+  return copy_into(send, recv, "all_reduce");
+}
+CommHandle SelfCommunicator::iall_reduce_sum(std::span<const double> send, std::span<double> recv) {
+  return copy_into(send, recv, "all_reduce");
+}
+CommHandle SelfCommunicator::ireduce_scatter_sum(std::span<const float> send,
+                                                 std::span<float> recv) {
+  return copy_into(send, recv, "reduce_scatter");
+}
+CommHandle SelfCommunicator::iall_gather(std::span<const float> send, std::span<float> recv) {
+  return copy_into(send, recv, "all_gather");
+}
+CommHandle SelfCommunicator::ibroadcast(std::span<std::byte> data, int root) {
+  if (root != 0) {
+    return CommHandle(
+        invalid_argument("broadcast from rank " + std::to_string(root) + " in a world of 1"));
+  }
+  return CommHandle();
+}
+void SelfCommunicator::abort(int exit_code) {
+  std::_Exit(exit_code);
+}
+
+bool launched_by_mpi(const CommEnvLookup& env) {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (env(var) != nullptr) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// The value of `var`, or -1 when unset; invalid_argument when it is not a non-negative integer.
+StatusOr<int> int_var(const CommEnvLookup& env, const char* var) {
+  const char* text = env(var);
+  if (text == nullptr) return -1;
+  int v = -1;
+  const char* end = text + std::strlen(text);
+  const auto [ptr, ec] = std::from_chars(text, end, v);
+  if (ec != std::errc() || ptr != end || v < 0) {
+    return invalid_argument(std::string(var) + "='" + text + "' is not a non-negative integer",
+                            std::string("unset ") + var + " or fix it");
+  }
+  return v;
+}
+
+}  // namespace
+
+Status check_torchrun_vars(const CommEnvLookup& env, int rank, int world_size, int local_rank) {
+  const std::pair<const char*, int> checks[] = {
+      {"RANK", rank}, {"WORLD_SIZE", world_size}, {"LOCAL_RANK", local_rank}};
+  for (const auto& [var, expected] : checks) {
+    LJ_ASSIGN_OR_RETURN(int v, int_var(env, var));
+    if (v >= 0 && v != expected) {
+      return invalid_argument(
+          std::string(var) + "=" + std::to_string(v) + " but MPI says " + std::to_string(expected) +
+              " (rank " + std::to_string(rank) + " of " + std::to_string(world_size) + ")",
+          std::string("unset ") + var +
+              " (often a stale export from torchrun) or launch with the matching process count");
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommEnvLookup& env) {
+  if (launched_by_mpi(env) && built_with_mpi()) return make_mpi_communicator(env);
+  // One process as far as we can talk: refuse when the launcher started several, since each
+  // would train alone on the same data.
+  int world = 1;
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}) {
+    LJ_ASSIGN_OR_RETURN(int v, int_var(env, var));
+    if (v > 1) {
+      world = v;
+      break;
+    }
+  }
+  if (world > 1) {
+    if (!built_with_mpi()) {
+      return unimplemented(
+          "this ljperf was built without MPI; it was launched as " + std::to_string(world) +
+              " processes, and each would train alone",
+          "install libopenmpi-dev (and openmpi-bin) and rebuild (-DLJ_MPI=ON is the default when "
+          "MPI is found), or run one process");
+    }
+    return invalid_argument(
+        "WORLD_SIZE=" + std::to_string(world) + " but no MPI launcher started this process",
+        "launch with mpirun -np " + std::to_string(world) +
+            " (or srun --mpi=pmix); torchrun is not supported on the CPU");
+  }
+  return std::unique_ptr<Communicator>(std::make_unique<SelfCommunicator>());
+}
+
+StatusOr<std::unique_ptr<Communicator>> make_communicator() {
+  return make_communicator([](const char* var) { return std::getenv(var); });
+}
+
+}  // namespace lj

@@ -1,0 +1,132 @@
+// Collective communication between the processes of a data-parallel run (DESIGN.md
+// "Distributed"). One Communicator per process; every rank must call the same collectives in the
+// same order with the same counts (MPI's rule). Collectives are nonblocking: each returns a
+// CommHandle that completes it; the buffers must stay alive and untouched until then. The
+// blocking forms (no `i` prefix) start the collective and wait.
+//
+// Implementations: SelfCommunicator (one process, no MPI; collectives are copies) and the MPI one
+// (dist/mpi_communicator.h). Errors are Status values, never aborts: a dead peer or a bad count
+// reaches the caller, and the CLI prints it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "core/status.h"
+
+namespace lj {
+
+// The implementation side of a CommHandle: one in-flight collective.
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  // Blocks until the collective completes; its result.
+  virtual Status wait() = 0;
+  // Whether it has completed, without blocking (a failed collective has completed).
+  virtual bool test() = 0;
+};
+
+// Completion of a nonblocking collective. Move-only; a default-constructed handle is complete and
+// ok. Dropping an unfinished handle waits for it (the buffers may not be reused before).
+class CommHandle {
+ public:
+  CommHandle() = default;
+  explicit CommHandle(Status done) : status_(std::move(done)) {}
+  explicit CommHandle(std::unique_ptr<CommRequest> request) : request_(std::move(request)) {}
+  CommHandle(CommHandle&&) = default;
+  CommHandle& operator=(CommHandle&& other);
+  ~CommHandle();
+
+  // Blocks until complete; the collective's status. Calling it again returns the same status.
+  Status wait();
+  // true when complete (wait() then returns at once).
+  bool test();
+
+ private:
+  std::unique_ptr<CommRequest> request_;
+  Status status_;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual int local_rank() const = 0;            // rank among the processes of this host
+  virtual const char* backend_name() const = 0;  // "self", "mpi"
+
+  // ---- Nonblocking. `send` and `recv` may be the same buffer (in place). ----
+  // recv[i] = sum over ranks of send[i]; sizes equal.
+  virtual CommHandle iall_reduce_sum(std::span<const float> send, std::span<float> recv) = 0;
+  virtual CommHandle iall_reduce_sum(std::span<const double> send, std::span<double> recv) = 0;
+  // send: world_size blocks of recv.size() elements; recv = sum over ranks of their block rank().
+  // In place is not allowed here (the sizes differ).
+  virtual CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<float> recv) = 0;
+  // recv: world_size blocks of send.size() elements, block r = rank r's send. Not in place.
+  virtual CommHandle iall_gather(std::span<const float> send, std::span<float> recv) = 0;
+  // `data` on every rank becomes root's.
+  virtual CommHandle ibroadcast(std::span<std::byte> data, int root) = 0;
+  virtual CommHandle ibarrier() = 0;
+
+  // ---- Blocking conveniences: start, then wait. ----
+  Status all_reduce_sum(std::span<const float> send, std::span<float> recv) {
+    return iall_reduce_sum(send, recv).wait();
+  }
+  Status all_reduce_sum(std::span<const double> send, std::span<double> recv) {
+    return iall_reduce_sum(send, recv).wait();
+  }
+  Status reduce_scatter_sum(std::span<const float> send, std::span<float> recv) {
+    return ireduce_scatter_sum(send, recv).wait();
+  }
+  Status all_gather(std::span<const float> send, std::span<float> recv) {
+    return iall_gather(send, recv).wait();
+  }
+  Status broadcast(std::span<std::byte> data, int root) { return ibroadcast(data, root).wait(); }
+  Status barrier() { return ibarrier().wait(); }
+  // The sum of one value over ranks (losses, sums of squares).
+  StatusOr<double> all_reduce_sum(double value);
+
+  // Ends every rank of the run now with `exit_code` (MPI_Abort): for a rank that cannot go on
+  // while the others wait in a collective. Does not return.
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+// One process: rank 0 of 1, collectives are copies that complete at once.
+class SelfCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  const char* backend_name() const override { return "self"; }
+  CommHandle iall_reduce_sum(std::span<const float> send, std::span<float> recv) override;
+  CommHandle iall_reduce_sum(std::span<const double> send, std::span<double> recv) override;
+  CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<float> recv) override;
+  CommHandle iall_gather(std::span<const float> send, std::span<float> recv) override;
+  CommHandle ibroadcast(std::span<std::byte> data, int root) override;
+  CommHandle ibarrier() override { return CommHandle(); }
+  [[noreturn]] void abort(int exit_code) override;
+};
+
+// Looks up an environment variable; nullptr when unset (std::getenv in production).
+using CommEnvLookup = std::function<const char*(const char*)>;
+
+// Whether an MPI launcher started this process: OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK set.
+bool launched_by_mpi(const CommEnvLookup& env);
+
+// The torchrun-style variables RANK, WORLD_SIZE and LOCAL_RANK, when set, must agree with what
+// the communicator says: a stale export from another launcher would otherwise make a rank read
+// the wrong data. invalid_argument naming the variable on a mismatch or a non-number.
+Status check_torchrun_vars(const CommEnvLookup& env, int rank, int world_size, int local_rank);
+
+// The communicator for this process: MPI when ljperf was built with MPI and an MPI launcher
+// started it, else SelfCommunicator. Errors: launched as several processes (by an MPI launcher
+// or WORLD_SIZE > 1) with a build that cannot talk between them; MPI failing to start; the
+// torchrun variables disagreeing with MPI.
+StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommEnvLookup& env);
+StatusOr<std::unique_ptr<Communicator>> make_communicator();  // the real environment
+
+}  // namespace lj

@@ -1,0 +1,220 @@
+#include "dist/mpi_communicator.h"
+
+#ifdef LJ_MPI
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+namespace lj {
+namespace {
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+Status mpi_status(int code, const char* what) {
+  if (code == MPI_SUCCESS) return ok_status();
+  return internal_error(std::string(what) + " failed: " + mpi_error_text(code),
+                        "a peer process may have died; see its output");
+}
+
+void finalize_mpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+Status ensure_mpi_initialized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return internal_error("MPI was already finalised in this process");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return ok_status();
+  int provided = 0;
+  LJ_RETURN_IF_ERROR(
+      mpi_status(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init"));
+  if (provided < MPI_THREAD_FUNNELED) {
+    return internal_error("this MPI provides no MPI_THREAD_FUNNELED support (level " +
+                          std::to_string(provided) + ")");
+  }
+  std::atexit(finalize_mpi);
+  return ok_status();
+}
+
+class MpiRequest final : public CommRequest {
+ public:
+  MpiRequest(MPI_Request request, const char* what) : request_(request), what_(what) {}
+  ~MpiRequest() override { (void)wait(); }
+  Status wait() override {
+    if (request_ != MPI_REQUEST_NULL) {
+      result_ = mpi_status(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
+      request_ = MPI_REQUEST_NULL;
+    }
+    return result_;
+  }
+  bool test() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    const int rc = MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      result_ = mpi_status(rc, what_);
+      request_ = MPI_REQUEST_NULL;
+      return true;
+    }
+    return done != 0;
+  }
+
+ private:
+  MPI_Request request_;
+  const char* what_;
+  Status result_;
+};
+
+// Starts an MPI nonblocking call `start(&request)` and wraps its request.
+template <class Start>
+CommHandle started(const char* what, Start start) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = start(&request);
+  if (rc != MPI_SUCCESS) return CommHandle(mpi_status(rc, what));
+  return CommHandle(std::make_unique<MpiRequest>(request, what));
+}
+
+// MPI counts are int: one collective moves at most INT_MAX elements (buckets keep below that).
+StatusOr<int> mpi_count(size_t n, const char* what) {
+  if (n > static_cast<size_t>(INT_MAX)) {
+    return invalid_argument(std::string(what) + " of " + std::to_string(n) +
+                                " elements is above MPI's limit of 2^31 - 1",
+                            "use smaller reduce_bucket_size / allgather_bucket_size");
+  }
+  return static_cast<int>(n);
+}
+
+#define LJ_COMM_COUNT(var, n, what)                         \
+  StatusOr<int> var##_or = mpi_count((n), (what));          \
+  if (!var##_or.ok()) return CommHandle(var##_or.status()); \
+  const int var = *var##_or
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm, int rank, int world, int local)
+      : comm_(comm), rank_(rank), world_(world), local_(local) {}
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  int local_rank() const override { return local_; }
+  const char* backend_name() const override { return "mpi"; }
+
+  CommHandle iall_reduce_sum(std::span<const float> send, std::span<float> recv) override {
+    return all_reduce(send.data(), recv.data(), send.size(), recv.size(), MPI_FLOAT);
+  }
+  CommHandle iall_reduce_sum(std::span<const double> send, std::span<double> recv) override {
+    return all_reduce(send.data(), recv.data(), send.size(), recv.size(), MPI_DOUBLE);
+  }
+  CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<float> recv) override {
+    if (send.size() != recv.size() * static_cast<size_t>(world_)) {
+      return CommHandle(invalid_argument("reduce_scatter: send has " + std::to_string(send.size()) +
+                                         " elements, not world_size x recv (" +
+                                         std::to_string(recv.size()) + ")"));
+    }
+    LJ_COMM_COUNT(n, recv.size(), "reduce_scatter");
+    return started("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+      return MPI_Ireduce_scatter_block(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, comm_, r);
+    });
+  }
+  CommHandle iall_gather(std::span<const float> send, std::span<float> recv) override {
+    if (recv.size() != send.size() * static_cast<size_t>(world_)) {
+      return CommHandle(invalid_argument("all_gather: recv has " + std::to_string(recv.size()) +
+                                         " elements, not world_size x send (" +
+                                         std::to_string(send.size()) + ")"));
+    }
+    LJ_COMM_COUNT(n, send.size(), "all_gather");
+    return started("MPI_Iallgather", [&](MPI_Request* r) {
+      return MPI_Iallgather(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, comm_, r);
+    });
+  }
+  CommHandle ibroadcast(std::span<std::byte> data, int root) override {
+    if (root < 0 || root >= world_) {
+      return CommHandle(invalid_argument("broadcast from rank " + std::to_string(root) +
+                                         " in a world of " + std::to_string(world_)));
+    }
+    LJ_COMM_COUNT(n, data.size(), "broadcast");
+    return started("MPI_Ibcast", [&](MPI_Request* r) {
+      return MPI_Ibcast(data.data(), n, MPI_BYTE, root, comm_, r);
+    });
+  }
+  CommHandle ibarrier() override {
+    return started("MPI_Ibarrier", [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+  }
+  void abort(int exit_code) override {
+    MPI_Abort(comm_, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
+  }
+
+ private:
+  CommHandle all_reduce(const void* send, void* recv, size_t send_n, size_t recv_n,
+                        MPI_Datatype type) {
+    if (send_n != recv_n) {
+      return CommHandle(invalid_argument("all_reduce: send has " + std::to_string(send_n) +
+                                         " elements, recv " + std::to_string(recv_n)));
+    }
+    LJ_COMM_COUNT(n, recv_n, "all_reduce");
+    const void* in = send == recv ? MPI_IN_PLACE : send;
+    return started("MPI_Iallreduce", [&](MPI_Request* r) {
+      return MPI_Iallreduce(in, recv, n, type, MPI_SUM, comm_, r);
+    });
+  }
+
+  MPI_Comm comm_;
+  int rank_, world_, local_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLookup& env) {
+  LJ_RETURN_IF_ERROR(ensure_mpi_initialized());
+  MPI_Comm comm = MPI_COMM_NULL;
+  LJ_RETURN_IF_ERROR(mpi_status(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup"));
+  // From here on a failure is a return code, not an abort.
+  LJ_RETURN_IF_ERROR(
+      mpi_status(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler"));
+  int rank = 0, world = 1, local = 0;
+  LJ_RETURN_IF_ERROR(mpi_status(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
+  LJ_RETURN_IF_ERROR(mpi_status(MPI_Comm_size(comm, &world), "MPI_Comm_size"));
+  MPI_Comm node = MPI_COMM_NULL;
+  LJ_RETURN_IF_ERROR(
+      mpi_status(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+                 "MPI_Comm_split_type"));
+  const int rc = MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  LJ_RETURN_IF_ERROR(mpi_status(rc, "MPI_Comm_rank"));
+  auto c = std::make_unique<MpiCommunicator>(comm, rank, world, local);
+  LJ_RETURN_IF_ERROR(check_torchrun_vars(env, rank, world, local));
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+}  // namespace lj
+
+#else  // !LJ_MPI
+
+namespace lj {
+
+StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLookup&) {
+  return unimplemented("this ljperf was built without MPI",
+                       "install libopenmpi-dev and rebuild (-DLJ_MPI=ON)");
+}
+
+}  // namespace lj
+
+#endif  // LJ_MPI

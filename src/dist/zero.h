@@ -1,0 +1,114 @@
+// ZeRO stages 0-2 as DeepSpeed means them, over a Communicator: the data layout and the
+// collectives. The optimizer arithmetic stays in train/ (train/zero_optimizer.h applies AdamW to
+// the shard these functions describe), because dist/ sits below train/ (DESIGN.md).
+//
+// The flat vector: every parameter, in parameter order, laid end to end (numel elements), then
+// padded with zeros to a multiple of the world size as DeepSpeed pads (numel_padded). Rank r owns
+// the contiguous shard [r * S, (r + 1) * S), S = numel_padded / world_size; only the last ranks'
+// shards can reach into the padding. A shard cuts parameters wherever it falls: AdamW is
+// elementwise, so a slice of a parameter is updated like the whole.
+//
+//   stage 0: gradients all-reduced (averaged); every rank keeps full optimizer states.
+//   stage 1: gradients all-reduced; AdamW m and v only for the rank's shard; the rank updates
+//            its shard of the parameters, then the parameters are all-gathered.
+//   stage 2: as 1, but gradients are reduce-scattered: after reduction a rank holds only its
+//            shard's gradient. (The full gradient from backward still exists until then.)
+//   stage 3 (parameters sharded too) is not implemented yet.
+//
+// Buckets: a collective moves at most reduce_bucket_size (gradients) or allgather_bucket_size
+// (parameters) elements in total, counted over all ranks as DeepSpeed counts them; the
+// collectives are split into buckets of that size, each packed into one contiguous buffer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "runtime/tensor.h"
+
+namespace lj {
+
+struct ZeroConfig {
+  int stage = 0;                                // 0, 1 or 2
+  int64_t reduce_bucket_size = 500'000'000;     // elements per gradient collective
+  int64_t allgather_bucket_size = 500'000'000;  // elements per parameter all-gather
+  // invalid_argument for a stage outside 0-3 or a bucket size below 1; unimplemented for 3.
+  Status validate() const;
+};
+
+// Data parallelism for a training step: none when comm is null (one process, as before).
+struct DataParallel {
+  Communicator* comm = nullptr;  // not owned; must outlive the TrainStep
+  ZeroConfig zero;
+};
+
+// [begin, end) in the flat vector.
+struct FlatRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const FlatRange&) const = default;
+};
+
+// Where part of a flat range lies in one parameter: elements [param_offset, param_offset +
+// count) of parameter `param` are flat elements [flat_offset, flat_offset + count).
+struct FlatPiece {
+  size_t param = 0;
+  int64_t param_offset = 0;
+  int64_t flat_offset = 0;
+  int64_t count = 0;
+  bool operator==(const FlatPiece&) const = default;
+};
+
+class FlatLayout {
+ public:
+  // numels: each parameter's element count, in parameter order.
+  FlatLayout(std::vector<int64_t> numels, int world_size);
+  static FlatLayout of(const std::vector<Tensor>& params, int world_size);
+
+  int world_size() const { return world_size_; }
+  int64_t numel() const { return numel_; }
+  int64_t numel_padded() const { return numel_padded_; }
+  int64_t shard_numel() const { return numel_padded_ / world_size_; }
+  FlatRange shard(int rank) const;
+  int64_t param_begin(size_t i) const { return begin_[i]; }
+  size_t num_params() const { return numels_.size(); }
+  // The pieces of parameters that cover `r`, in order; the padding has none.
+  std::vector<FlatPiece> pieces(FlatRange r) const;
+
+ private:
+  std::vector<int64_t> numels_;
+  std::vector<int64_t> begin_;  // flat offset of each parameter
+  int world_size_;
+  int64_t numel_ = 0, numel_padded_ = 0;
+};
+
+// `r` cut into consecutive ranges of at most bucket_numel elements (bucket_numel >= 1).
+std::vector<FlatRange> split_buckets(FlatRange r, int64_t bucket_numel);
+
+// Elements per rank in one reduce-scatter or all-gather of a `bucket_numel` bucket over
+// `world_size` ranks: bucket_numel / world_size, at least 1.
+int64_t per_rank_bucket(int64_t bucket_numel, int world_size);
+
+// Copies flat range `r` of `tensors` (f32, laid out by `layout`) into out[0, r.size()); the
+// padding reads as zeros.
+void pack_flat(const FlatLayout& layout, const std::vector<Tensor>& tensors, FlatRange r,
+               float* out);
+// Writes in[0, r.size()) * scale into flat range `r` of `tensors`; the padding is dropped.
+void unpack_flat(const FlatLayout& layout, const float* in, float scale, FlatRange r,
+                 std::vector<Tensor>& tensors);
+
+// Stages 0 and 1: grads (f32, one per parameter) become the sum over ranks times `scale` (1 /
+// world_size averages), in buckets of reduce_bucket_size elements.
+Status all_reduce_grads(Communicator& comm, Device& dev, const FlatLayout& layout,
+                        std::vector<Tensor>& grads, int64_t reduce_bucket_size, float scale);
+// Stage 2: shard_out[0, S) = (sum over ranks of the rank's shard of grads) * scale, in
+// reduce-scatter buckets of reduce_bucket_size elements in total. grads are not changed.
+Status reduce_scatter_grads(Communicator& comm, Device& dev, const FlatLayout& layout,
+                            const std::vector<Tensor>& grads, int64_t reduce_bucket_size,
+                            float scale, float* shard_out);
+// Stages 1 and 2: every rank's shard of params goes to every rank, in all-gather buckets of
+// allgather_bucket_size elements in total.
+Status all_gather_params(Communicator& comm, Device& dev, const FlatLayout& layout,
+                         std::vector<Tensor>& params, int64_t allgather_bucket_size);
+
+}  // namespace lj

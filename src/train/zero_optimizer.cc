@@ -1,0 +1,101 @@
+#include "train/zero_optimizer.h"
+
+#include <cmath>
+
+#include "core/check.h"
+
+namespace lj {
+
+StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create(Device& dev, const DataParallel& dp,
+                                                               const std::vector<Tensor>& params,
+                                                               AdamWConfig adamw) {
+  LJ_CHECK(dp.comm != nullptr);
+  LJ_RETURN_IF_ERROR(dp.zero.validate());
+  for (const Tensor& p : params) LJ_CHECK(p.dtype() == DType::f32) << "ZeRO shards f32 parameters";
+  std::unique_ptr<ZeroOptimizer> z(
+      new ZeroOptimizer(dev, *dp.comm, dp.zero, FlatLayout::of(params, dp.comm->world_size())));
+  if (dp.zero.stage == 0) {
+    z->adamw_ = std::make_unique<AdamW>(dev, params, adamw);
+  } else {
+    const int64_t shard = z->layout_.shard_numel();
+    z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{shard}, adamw);
+    if (dp.zero.stage == 2) {
+      z->grad_shard_ = Tensor::zeros(dev, DType::f32, {shard}, MemCategory::grads);
+    }
+  }
+  return z;
+}
+
+StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::vector<Tensor> grads,
+                                             double local_loss, double lr, double grad_clip) {
+  LJ_CHECK_EQ(grads.size(), layout_.num_params());
+  const int threads = dev_.threads();
+  const int world = comm_.world_size();
+  const float mean = 1.0f / static_cast<float>(world);
+  ZeroStepResult r;
+  LJ_ASSIGN_OR_RETURN(const double loss_sum, comm_.all_reduce_sum(local_loss));
+  r.loss = loss_sum / world;
+
+  // Average the gradients: every rank gets all of them (0, 1) or its shard (2).
+  const FlatRange mine = layout_.shard(comm_.rank());
+  const std::vector<FlatPiece> pieces = layout_.pieces(mine);
+  float* shard_grad = nullptr;  // stage 2: flat over `mine`
+  if (zero_.stage == 2) {
+    shard_grad = grad_shard_.data<float>();
+    LJ_RETURN_IF_ERROR(reduce_scatter_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size,
+                                            mean, shard_grad));
+    grads.clear();  // only the shard is needed from here on
+  } else {
+    LJ_RETURN_IF_ERROR(
+        all_reduce_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size, mean));
+  }
+  // The gradient elements of a piece of this rank's shard.
+  auto grad_of = [&](const FlatPiece& p) -> float* {
+    return shard_grad != nullptr ? shard_grad + (p.flat_offset - mine.begin)
+                                 : grads[p.param].data<float>() + p.param_offset;
+  };
+
+  // Global norm: stage 0 holds every gradient; 1 and 2 sum squares over the shard, then ranks.
+  if (zero_.stage == 0) {
+    r.grad_norm = global_grad_norm(grads, threads);
+  } else {
+    double sum = 0;
+    for (const FlatPiece& p : pieces) accumulate_squares(grad_of(p), p.count, threads, &sum);
+    LJ_ASSIGN_OR_RETURN(const double total, comm_.all_reduce_sum(sum));
+    r.grad_norm = std::sqrt(total);
+  }
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    r.updated = false;
+    return r;
+  }
+  if (grad_clip > 0 && r.grad_norm > grad_clip) {
+    // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
+    const double scale = grad_clip / (r.grad_norm + 1e-6);
+    if (zero_.stage == 0) {
+      scale_grads(grads, scale, threads);
+    } else {
+      const auto f = static_cast<float>(scale);
+      for (const FlatPiece& p : pieces) {
+        float* g = grad_of(p);
+        for (int64_t k = 0; k < p.count; ++k) g[k] *= f;
+      }
+    }
+  }
+
+  if (zero_.stage == 0) {
+    adamw_->step(params, grads, lr);
+    return r;
+  }
+  const AdamWStepConstants c = adamw_->begin_step(lr);
+  float* m = adamw_->m()[0].data<float>();
+  float* v = adamw_->v()[0].data<float>();
+  for (const FlatPiece& p : pieces) {
+    const int64_t s = p.flat_offset - mine.begin;
+    adamw_update(c, params[p.param].data<float>() + p.param_offset, grad_of(p), m + s, v + s,
+                 p.count, threads);
+  }
+  LJ_RETURN_IF_ERROR(all_gather_params(comm_, dev_, layout_, params, zero_.allgather_bucket_size));
+  return r;
+}
+
+}  // namespace lj
