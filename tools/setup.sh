@@ -2,7 +2,9 @@
 # One entry point for a fresh Debian 12 machine:
 #   tools/setup.sh run    install what is missing, build Release, run `ljperf benchmark`
 #   tools/setup.sh test   install what is missing, build, run every test with ctest
-#   tools/setup.sh test-asan  the same tests (without e2e) under AddressSanitizer + UBSan
+#   tools/setup.sh test-asan  the same tests under AddressSanitizer + UBSan, without the e2e ones
+#                             and the multi-process ones (Open MPI's own allocations would drown
+#                             LeakSanitizer's report)
 #   tools/setup.sh deps   only install what is missing
 # Environment: BUILD_DIR (default build; build-asan for test-asan), CI=true turns compiler
 # warnings into errors.
