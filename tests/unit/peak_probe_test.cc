@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+
+#include "plan/host_peak.h"
 #include "runtime/host.h"
 
 namespace lj {
@@ -35,6 +39,42 @@ TEST(PeakProbe, UnsupportedDtypeIsAStatusNotACrash) {
     EXPECT_EQ(b->isa, "avx512_bf16 dot");
     EXPECT_GT(b->flops, 0.5e9);
   }
+}
+
+// The first call measures and writes the cache; the second reads the same figure back; a
+// remeasure replaces it; a corrupt cache is measured over, never an error.
+TEST(HostPeak, MeasuredOnceThenCachedPerHost) {
+  const std::string dir = ::testing::TempDir() + "/lj_host_peak_test";
+  std::filesystem::remove_all(dir);
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  auto first = host_peak(DType::f32, 1);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_FALSE(first->cached);
+  EXPECT_TRUE(std::filesystem::exists(host_peak_cache_path()));
+  auto second = host_peak(DType::f32, 1);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->cached);
+  EXPECT_EQ(second->flops, first->flops);
+  EXPECT_NE(second->describe().find("fp32, measured"), std::string::npos);
+  auto again = host_peak(DType::f32, 1, /*remeasure=*/true);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->cached);
+  {
+    FILE* f = std::fopen(host_peak_cache_path().c_str(), "w");
+    std::fputs("{not json", f);
+    std::fclose(f);
+  }
+  auto fresh = host_peak(DType::f32, 1);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(fresh->cached);
+  if (old) {
+    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  } else {
+    unsetenv("XDG_CACHE_HOME");
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
