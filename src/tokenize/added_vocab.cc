@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenize/component.h"
+#include "tokenize/regex.h"
 #include "tokenize/utf8.h"
 
 namespace lj::tok {
@@ -15,22 +16,26 @@ constexpr size_t kMaxAddedTokenBytes = 4096;
 // The trie's nodes (256 links each): bounds its memory to 256 MiB for a hostile file.
 constexpr size_t kMaxTrieNodes = 1 << 18;
 
-// The last / first character of `s` is alphanumeric (Rust's char::is_alphanumeric, approximated
-// by ASCII letters and digits plus every non-ASCII non-space character; only single_word
-// tokens ask, and Llama/Mistral files have none).
-bool is_word_char(uint32_t cp) {
-  if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
-  return !is_unicode_whitespace(cp);
+// Rust's char::is_alphanumeric (Alphabetic or Numeric) for the first character of `s`; only
+// single_word tokens ask.
+bool is_word_char(std::string_view ch) {
+  static const auto regex = Regex::compile(R"(^[\p{Alphabetic}\p{N}])");
+  LJ_CHECK(regex.ok()) << regex.status().to_string();
+  RegexScratch scratch;
+  std::vector<std::pair<uint32_t, uint32_t>> m;
+  return (*regex)->find_all(ch, scratch, &m).ok() && !m.empty();
 }
 bool ends_with_word(std::string_view s) {
   if (s.empty()) return false;
   size_t start = s.size() - 1;
   while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
-  return is_word_char(next_code_point(s, &start));
+  return is_word_char(s.substr(start));
 }
 bool starts_with_word(std::string_view s) {
   size_t i = 0;
-  return !s.empty() && is_word_char(next_code_point(s, &i));
+  if (s.empty()) return false;
+  next_code_point(s, &i);
+  return is_word_char(s.substr(0, i));
 }
 
 }  // namespace

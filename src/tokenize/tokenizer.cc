@@ -170,6 +170,9 @@ StatusOr<std::shared_ptr<const Tokenizer>> Tokenizer::from_json(std::string_view
   t->raw_matcher_ = AddedTokenMatcher(std::move(raw));
   t->normalized_matcher_ = AddedTokenMatcher(std::move(normalized));
   t->vocab_size_ = t->model_->vocab_end();
+  // Decoding a normalized added token gives its normalized content (HF stores it so: Llama 2's
+  // "<sep>" decodes through "▁<sep>").
+  for (const AddedToken& a : t->added_normalized_) t->added_by_id_.try_emplace(a.id, &a);
   for (const AddedToken& a : t->added_) {
     t->added_by_id_.try_emplace(a.id, &a);
     t->vocab_size_ = std::max(t->vocab_size_, a.id + 1);

@@ -43,8 +43,10 @@ cmp -s l3.bin again.bin && cmp -s l3_val.bin again_val.bin || fail "outputs diff
 pass "same bytes on 1 and 2 threads"
 
 # ljperf train reads it: a tiny model with the tokenizer's vocabulary.
-make_llama_config cfg3000.json 3000 64 2 4 4 128 128
-"$LJ" train --model cfg3000.json --data l3.bin --val-data l3_val.bin --out "$TMP/run" --steps 2 \
+vocab=$(perl -ne 'print $1 if /vocab (\d+)/' tok.out)
+[ -n "$vocab" ] || fail "no vocab size in the summary: $(cat tok.out)"
+make_llama_config cfg3.json "$vocab" 64 2 4 4 128 128
+"$LJ" train --model cfg3.json --data l3.bin --val-data l3_val.bin --out "$TMP/run" --steps 2 \
   --batch-size 2 --seq-len 32 --threads 2 >train.out 2>train.err || { cat train.err >&2; fail "train on llmc output"; }
 pass "ljperf train ran 2 steps on the llm.c output"
 
@@ -56,8 +58,9 @@ pass "ljperf train ran 2 steps on the llm.c output"
 docs=$(perl -e 'read STDIN, $b, 34; my ($v, $c, $s, $d) = unpack("Q< C Q< Q<", substr($b, 9)); print "$s $d"' <meg.idx)
 n_txt=$(gzip -dc docs.txt.gz | grep -c '.')
 [ "$docs" = "$n_txt $((n_txt + 1))" ] || fail "meg.idx counts '$docs', want '$n_txt $((n_txt + 1))'"
-make_llama_config cfg1756.json 1756 64 2 4 4 128 128
-"$LJ" train --model cfg1756.json --data meg.bin --out "$TMP/run2" --steps 2 \
+vocab=$(perl -ne 'print $1 if /vocab (\d+)/' meg.out)
+make_llama_config cfg2.json "$vocab" 64 2 4 4 128 128
+"$LJ" train --model cfg2.json --data meg.bin --out "$TMP/run2" --steps 2 \
   --batch-size 2 --seq-len 32 --threads 2 >train2.out 2>train2.err || { cat train2.err >&2; fail "train on megatron output"; }
 pass "Megatron .bin/.idx ($docs sequences/documents) read by ljperf train"
 

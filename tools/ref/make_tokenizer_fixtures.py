@@ -9,10 +9,12 @@ Into the output folder (tests/fixtures/tokenize/):
                             llama3      byte-level BPE, Llama 3's split regex, ByteLevel,
                                         ignore_merges, TemplateProcessing <|begin_of_text|> $A
                             gpt2        byte-level BPE with ByteLevel(use_regex) (GPT-2 style),
-                                        no post-processor
+                                        no post-processor; added tokens with single_word,
+                                        rstrip and lstrip
                             llama2      SentencePiece-style BPE: Prepend + Replace normalizer,
                                         byte_fallback, <s> $A, Replace/ByteFallback/Fuse/Strip
-                                        decoder (Llama 2's tokenizer.json)
+                                        decoder (Llama 2's tokenizer.json); one normalized
+                                        added token (<sep>)
                             mistral     the same model with a Metaspace pre-tokenizer
                                         (prepend_scheme "first", split false), no normalizer
   <name>.ids.txt          per corpus line (the first 500 for gpt2 and mistral), the ids of tokenizer.encode(text) (post-processor on),
@@ -31,7 +33,7 @@ import random
 import sys
 
 import tokenizers
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 assert tokenizers.__version__ == "0.23.3", tokenizers.__version__
 
@@ -60,7 +62,8 @@ SYMBOLS = list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + ["...", "--", "->", "=>",
                                                          "¿¡", "€", "£", "©", "™", "§", "°", "±", "∑", "√"]
 CONTRACTIONS = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE", "'Ll", "n't"]
 SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<s>", "</s>", "<unk>",
-            "<|start_header_id|>", "<0x41>", "<|begin_of_text", "<s", "< s>"]
+            "<|start_header_id|>", "<0x41>", "<|begin_of_text", "<s", "< s>", "[INST]", " [INST] ",
+            "<sep>", "quick", "xquick", "😀quick", "quick😀", "équick", "quickⅫ", "lazy  ", "  dog"]
 
 
 def synthetic_line(rng):
@@ -167,6 +170,13 @@ def llama2_json(base):
     return j
 
 
+def with_normalized_token(j):
+    j = json.loads(json.dumps(j))
+    j["added_tokens"].append({"id": len(j["model"]["vocab"]), "content": "<sep>", "single_word": False,
+                              "lstrip": False, "rstrip": False, "normalized": True, "special": False})
+    return j
+
+
 def mistral_json(base):
     j = llama2_json(base)
     j["normalizer"] = None
@@ -218,10 +228,13 @@ def main():
                                       special_tokens=[("<|begin_of_text|>", t.token_to_id("<|begin_of_text|>"))])])
     write(out, "llama3", train_bytelevel(lines, llama3_pre, bos, 3000, True), lines)
     gpt2_pre = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    write(out, "gpt2", train_bytelevel(lines, gpt2_pre, None, 1500, False), lines[:N_LINES_SECONDARY])
+    gpt2 = train_bytelevel(lines, gpt2_pre, None, 1500, False)
+    gpt2.add_tokens([AddedToken("quick", single_word=True), AddedToken("lazy", rstrip=True),
+                     AddedToken("dog", lstrip=True, normalized=False)])
+    write(out, "gpt2", gpt2, lines[:N_LINES_SECONDARY])
 
     base = train_sentencepiece_style(lines, 1500)
-    write(out, "llama2", Tokenizer.from_str(json.dumps(llama2_json(base))), lines)
+    write(out, "llama2", Tokenizer.from_str(json.dumps(with_normalized_token(llama2_json(base)))), lines)
     write(out, "mistral", Tokenizer.from_str(json.dumps(mistral_json(base))), lines[:N_LINES_SECONDARY])
 
 
