@@ -53,7 +53,9 @@ Status run_tokenize(const TokenizeArgs& a) {
   o.stop = &g_tokenize_stop;
   Progress progress("tokenize", "MB");
   o.on_progress = [&](uint64_t done, uint64_t total) {
-    progress.update(static_cast<int64_t>(done >> 20), static_cast<int64_t>(total >> 20));
+    // Whole MiB of input on disk; inputs under 1 MiB finish before a line would say anything.
+    if (total >= (1u << 20))
+      progress.update(static_cast<int64_t>(done >> 20), static_cast<int64_t>(total >> 20));
   };
   struct sigaction sa {};
   sa.sa_handler = on_tokenize_signal;
