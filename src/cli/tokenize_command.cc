@@ -51,7 +51,7 @@ Status run_tokenize(const TokenizeArgs& a) {
   o.threads = a.threads > 0 ? a.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   o.stop = &g_tokenize_stop;
-  Progress progress("tokenize", "MB");
+  Progress progress("tokenize", "MiB");
   o.on_progress = [&](uint64_t done, uint64_t total) {
     // Whole MiB of input on disk; inputs under 1 MiB finish before a line would say anything.
     if (total >= (1u << 20))
