@@ -97,6 +97,39 @@ TEST_P(Parity, IdsAndDecodeMatchHfTokenizers) {
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Parity,
                          ::testing::Values("llama3", "gpt2", "llama2", "mistral"));
 
+// The gpt2 tokenizer with other normalizers and pre-tokenizers (every Split behavior, invert,
+// String patterns, ByteLevel's prefix space, Strip, Replace by regex, Metaspace): HF's ids.
+TEST(Tokenizer, ComponentVariantsMatchHfTokenizers) {
+  const auto lines = corpus();
+  std::ifstream base_file(kDir + "/gpt2.tokenizer.json");
+  const auto base = nlohmann::json::parse(base_file);
+  std::ifstream f(kDir + "/variants.jsonl");
+  std::string line;
+  int variants = 0;
+  while (std::getline(f, line)) {
+    const auto v = nlohmann::json::parse(line);
+    auto j = base;
+    j["normalizer"] = v["normalizer"];
+    j["pre_tokenizer"] = v["pre_tokenizer"];
+    const std::string name = v["name"];
+    auto tok = Tokenizer::from_json(j.dump(), name);
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    TokenizerSession session(**tok);
+    size_t mismatched = 0;
+    for (size_t i = 0; i < v["ids"].size(); ++i) {
+      std::vector<uint32_t> ids;
+      ASSERT_TRUE(session.encode(lines[i], true, &ids).ok());
+      const auto want = v["ids"][i].get<std::vector<uint32_t>>();
+      if (ids != want && ++mismatched <= 3)
+        ADD_FAILURE() << name << " line " << i << " " << nlohmann::json(lines[i]).dump()
+                      << "\n  ljperf: " << show(ids) << "\n  hf:     " << show(want);
+    }
+    EXPECT_EQ(mismatched, 0u) << name;
+    ++variants;
+  }
+  EXPECT_GE(variants, 9);
+}
+
 // Encoding without special tokens is the same ids without the template's.
 TEST(Tokenizer, TemplateOnlyWithSpecialTokens) {
   auto tok = Tokenizer::load(kDir + "/llama3.tokenizer.json");

@@ -19,8 +19,16 @@ Into the output folder (tests/fixtures/tokenize/):
                                         (prepend_scheme "first", split false), no normalizer
   <name>.ids.txt          per corpus line (the first 500 for gpt2 and mistral), the ids of tokenizer.encode(text) (post-processor on),
                           space-separated
+  variants.jsonl          {"name", "normalizer", "pre_tokenizer", "ids"}: the gpt2 tokenizer with
+                          its normalizer and pre-tokenizer replaced (Split behaviors, invert,
+                          String patterns, ByteLevel prefix space, Strip, Replace by regex,
+                          Metaspace always/split), and the ids for the first 80 lines
   <name>.decode.jsonl     {"line": i, "text": decode(ids)} for the lines where decode(encode(x))
                           is not x itself (skip_special_tokens=True, as decode() does by default)
+
+tokenizers' BPE trainer breaks some ties through hash maps, so a rerun may train slightly
+different SentencePiece-style vocabularies; the checked-in files are one run's, consistent with
+each other.
 
 Regenerate (pinned: Python 3.11, tokenizers 0.23.3):
   pip install tokenizers==0.23.3
@@ -210,6 +218,40 @@ def write(out, name, tok, lines):
           f"{len(decode_diffs)} lines whose decode differs from the text")
 
 
+N_LINES_VARIANTS = 80
+
+
+def variants(out, gpt2, lines):
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    bl_prefix = dict(bl, add_prefix_space=True)
+    def split(pattern, behavior, invert=False):
+        return {"type": "Split", "pattern": pattern, "behavior": behavior, "invert": invert}
+    seq = lambda *p: {"type": "Sequence", "pretokenizers": list(p)}
+    ws = {"Regex": r"\s+"}
+    cases = [
+        ("removed", None, seq(split(ws, "Removed"), bl)),
+        ("merged_with_previous", None, seq(split(ws, "MergedWithPrevious"), bl)),
+        ("merged_with_next", None, seq(split(ws, "MergedWithNext"), bl)),
+        ("contiguous", None, seq(split({"Regex": r"\p{N}"}, "Contiguous"), bl)),
+        ("invert_isolated", None, seq(split({"Regex": r"\p{L}+"}, "Isolated", True), bl)),
+        ("string_pattern", None, seq(split({"String": "e"}, "MergedWithNext"), bl)),
+        ("prefix_space_gpt2_regex", None, dict(bl, add_prefix_space=True, use_regex=True)),
+        ("strip_replace_regex",
+         {"type": "Sequence", "normalizers": [{"type": "Strip", "strip_left": True, "strip_right": False},
+                                               {"type": "Replace", "pattern": {"Regex": r"\d+"}, "content": "#"}]},
+         seq(split(ws, "Isolated"), bl_prefix)),
+        ("metaspace_always_split", None,
+         seq({"type": "Metaspace", "replacement": "_", "prepend_scheme": "always", "split": True}, bl)),
+    ]
+    base = json.loads(gpt2.to_str())
+    with open(os.path.join(out, "variants.jsonl"), "w", encoding="utf-8") as f:
+        for name, norm, pre in cases:
+            j = dict(base, normalizer=norm, pre_tokenizer=pre)
+            tok = Tokenizer.from_str(json.dumps(j))
+            ids = [e.ids for e in tok.encode_batch(lines[:N_LINES_VARIANTS])]
+            f.write(json.dumps({"name": name, "normalizer": norm, "pre_tokenizer": pre, "ids": ids}) + "\n")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/tokenize"
     os.makedirs(out, exist_ok=True)
@@ -232,6 +274,7 @@ def main():
     gpt2.add_tokens([AddedToken("quick", single_word=True), AddedToken("lazy", rstrip=True),
                      AddedToken("dog", lstrip=True, normalized=False)])
     write(out, "gpt2", gpt2, lines[:N_LINES_SECONDARY])
+    variants(out, gpt2, lines)
 
     base = train_sentencepiece_style(lines, 1500)
     write(out, "llama2", Tokenizer.from_str(json.dumps(with_normalized_token(llama2_json(base)))), lines)
