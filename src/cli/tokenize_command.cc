@@ -39,8 +39,8 @@ Status run_tokenize(const TokenizeArgs& a) {
   } else {
     return invalid_argument("unknown --format '" + a.format + "'", "use llmc or megatron");
   }
-  if (a.max_doc_mb <= 0 || a.max_doc_mb > 4000)
-    return invalid_argument("--max-doc-mb must be in 1..4000");
+  if (a.max_doc_mb <= 0 || a.max_doc_mb > 1024)
+    return invalid_argument("--max-doc-mb must be in 1..1024");
   LJ_ASSIGN_OR_RETURN(auto tokenizer, tok::Tokenizer::load(a.tokenizer));
   o.inputs = a.inputs;
   o.out = a.out;

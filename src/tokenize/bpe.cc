@@ -117,7 +117,6 @@ const std::string& Bpe::id_to_token(uint32_t id) const {
 }
 
 uint32_t Bpe::char_id(std::string_view ch, bool* found) const {
-  const auto b0 = static_cast<unsigned char>(ch[0]);
   if (ch.size() <= 2) {
     size_t i = 0;
     const uint32_t cp = next_code_point(ch, &i);
@@ -127,7 +126,6 @@ uint32_t Bpe::char_id(std::string_view ch, bool* found) const {
       return static_cast<uint32_t>(id);
     }
   }
-  (void)b0;
   const auto it = vocab_.find(ch);
   *found = it != vocab_.end();
   return *found ? it->second : 0;

@@ -218,7 +218,9 @@ Status TokenizerSession::encode(std::string_view text, bool add_special,
   size_t bad = 0;
   if (!utf8_valid(text, &bad))
     return invalid_argument("invalid UTF-8 at byte " + std::to_string(bad));
-  if (text.size() > 0xFFFFFFF0u) return out_of_range("a document larger than 4 GiB");
+  if (text.size() > kMaxEncodeBytes)
+    return out_of_range("a document of " + std::to_string(text.size() >> 20) +
+                        " MiB, more than the 1 GiB one encode takes");
   const Tokenizer& t = *t_;
   if (add_special) ids->insert(ids->end(), t.prefix_.begin(), t.prefix_.end());
   raw_splits_.clear();

@@ -34,6 +34,9 @@ namespace lj::tok {
 // Hostile files: tokenizer.json larger than this is refused before parsing (the largest
 // released ones are ~35 MB).
 constexpr uint64_t kMaxTokenizerFileBytes = 512ull << 20;
+// The longest text one encode() takes: pieces are addressed with 32-bit offsets, and ByteLevel
+// can double a text's size.
+constexpr uint64_t kMaxEncodeBytes = 1ull << 30;
 
 class Tokenizer {
  public:
