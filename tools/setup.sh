@@ -14,8 +14,10 @@ cd "$(dirname "$0")/.."
 # ocl-icd-opencl-dev: oneDNN's CMake package (dnnl-config.cmake) looks for OpenCL, yet it is only a
 # Recommends of libdnnl-dev, which --no-install-recommends skips: without it configure fails on a
 # fresh machine. libopenmpi-dev, openmpi-bin: the MPI backend (multi-process runs, mpirun).
+# libpcre2-dev: tokenizer.json's pre-tokenizer regexes (PCRE2 with JIT); zlib1g-dev: .gz corpora
+# (both for ljperf tokenize).
 readonly packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config libpcre2-dev zlib1g-dev
   libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev

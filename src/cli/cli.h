@@ -22,5 +22,6 @@ Command add_train_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
 
 }  // namespace lj::cli

@@ -23,6 +23,21 @@ Status FileWriter::write(const void* data, size_t bytes) {
   return ok_status();
 }
 
+Status FileWriter::write_at(uint64_t offset, const void* data, size_t bytes) {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("writing " + path_ + ": " + std::strerror(errno), "check free disk space");
+    }
+    p += n;
+    offset += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+  return ok_status();
+}
+
 Status fsync_parent_dir(const std::string& path) {
   const auto slash = path.rfind('/');
   const std::string dir =

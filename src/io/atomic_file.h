@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -15,6 +16,8 @@ class FileWriter {
  public:
   explicit FileWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   Status write(const void* data, size_t bytes);
+  // Overwrites bytes already written (a header whose counts are known only at the end).
+  Status write_at(uint64_t offset, const void* data, size_t bytes);
 
  private:
   int fd_;

@@ -1,0 +1,153 @@
+#include "tokenize/normalizer.h"
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "tokenize/component.h"
+#include "tokenize/utf8.h"
+
+namespace lj::tok {
+namespace {
+
+class SequenceNormalizer final : public Normalizer {
+ public:
+  std::vector<std::unique_ptr<Normalizer>> parts;
+  Status normalize(std::string* s, Scratch& scratch) const override {
+    for (const auto& p : parts) LJ_RETURN_IF_ERROR(p->normalize(s, scratch));
+    return ok_status();
+  }
+};
+
+class PrependNormalizer final : public Normalizer {
+ public:
+  std::string prefix;
+  Status normalize(std::string* s, Scratch&) const override {
+    if (!s->empty()) s->insert(0, prefix);
+    return ok_status();
+  }
+};
+
+class ReplaceNormalizer final : public Normalizer {
+ public:
+  ReplacePattern pattern;
+  std::string content;
+  Status normalize(std::string* s, Scratch& scratch) const override {
+    std::string out;
+    LJ_RETURN_IF_ERROR(pattern.replace(*s, content, scratch, &out));
+    s->swap(out);
+    return ok_status();
+  }
+};
+
+// Rust's trim_start / trim_end over Unicode White_Space.
+class StripNormalizer final : public Normalizer {
+ public:
+  bool left = true, right = true;
+  Status normalize(std::string* s, Scratch&) const override {
+    size_t b = 0, e = s->size();
+    if (left) {
+      while (b < e) {
+        size_t i = b;
+        if (!is_unicode_whitespace(next_code_point(*s, &i))) break;
+        b = i;
+      }
+    }
+    if (right) {
+      while (e > b) {
+        size_t start = e - 1;
+        while (start > b && (static_cast<unsigned char>((*s)[start]) & 0xC0) == 0x80) --start;
+        size_t i = start;
+        if (!is_unicode_whitespace(next_code_point(*s, &i))) break;
+        e = start;
+      }
+    }
+    *s = s->substr(b, e - b);
+    return ok_status();
+  }
+};
+
+}  // namespace
+
+StatusOr<ReplacePattern> ReplacePattern::parse(const nlohmann::json& pattern,
+                                               const std::string& where) {
+  ReplacePattern p;
+  if (pattern.is_object() && pattern.contains("String") && pattern["String"].is_string()) {
+    p.literal_ = pattern["String"].get<std::string>();
+    if (p.literal_.empty())
+      return invalid_argument("tokenizer.json: " + where + " has an empty String pattern");
+    return p;
+  }
+  if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
+    LJ_ASSIGN_OR_RETURN(p.regex_, Regex::compile(pattern["Regex"].get<std::string>()));
+    return p;
+  }
+  return invalid_argument("tokenizer.json: " + where +
+                          " needs a pattern {\"String\": ...} or {\"Regex\": ...}");
+}
+
+Status ReplacePattern::replace(std::string_view in, const std::string& content, Scratch& scratch,
+                               std::string* out) const {
+  out->clear();
+  if (regex_ == nullptr) {
+    size_t pos = 0;
+    for (;;) {
+      const size_t hit = in.find(literal_, pos);
+      if (hit == std::string_view::npos) break;
+      out->append(in.substr(pos, hit - pos));
+      out->append(content);
+      pos = hit + literal_.size();
+    }
+    out->append(in.substr(pos));
+    return ok_status();
+  }
+  scratch.matches.clear();
+  LJ_RETURN_IF_ERROR(regex_->find_all(in, scratch.regex, &scratch.matches));
+  size_t pos = 0;
+  for (const auto& [b, e] : scratch.matches) {
+    out->append(in.substr(pos, b - pos));
+    out->append(content);
+    pos = e;
+  }
+  out->append(in.substr(pos));
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<Normalizer>> parse_normalizer(const nlohmann::json& j, int depth) {
+  if (j.is_null()) return std::unique_ptr<Normalizer>();
+  if (depth > kMaxComponentDepth)
+    return invalid_argument("tokenizer.json: normalizers nest deeper than " +
+                            std::to_string(kMaxComponentDepth));
+  LJ_ASSIGN_OR_RETURN(const std::string type, component_type(j, "normalizer"));
+  if (type == "Sequence") {
+    if (!j.contains("normalizers") || !j["normalizers"].is_array())
+      return invalid_argument("tokenizer.json: normalizer Sequence needs \"normalizers\"");
+    auto seq = std::make_unique<SequenceNormalizer>();
+    for (const auto& part : j["normalizers"]) {
+      LJ_ASSIGN_OR_RETURN(auto n, parse_normalizer(part, depth + 1));
+      if (n) seq->parts.push_back(std::move(n));
+    }
+    return std::unique_ptr<Normalizer>(std::move(seq));
+  }
+  if (type == "Prepend") {
+    auto n = std::make_unique<PrependNormalizer>();
+    LJ_ASSIGN_OR_RETURN(n->prefix, get_string(j, "prepend", "normalizer Prepend"));
+    return std::unique_ptr<Normalizer>(std::move(n));
+  }
+  if (type == "Replace") {
+    auto n = std::make_unique<ReplaceNormalizer>();
+    LJ_ASSIGN_OR_RETURN(n->content, get_string(j, "content", "normalizer Replace"));
+    if (!j.contains("pattern"))
+      return invalid_argument("tokenizer.json: normalizer Replace needs a \"pattern\"");
+    LJ_ASSIGN_OR_RETURN(n->pattern, ReplacePattern::parse(j["pattern"], "normalizer Replace"));
+    return std::unique_ptr<Normalizer>(std::move(n));
+  }
+  if (type == "Strip") {
+    auto n = std::make_unique<StripNormalizer>();
+    LJ_ASSIGN_OR_RETURN(n->left, get_bool(j, "strip_left", true, "normalizer Strip"));
+    LJ_ASSIGN_OR_RETURN(n->right, get_bool(j, "strip_right", true, "normalizer Strip"));
+    return std::unique_ptr<Normalizer>(std::move(n));
+  }
+  return unsupported_component("normalizer", type);
+}
+
+}  // namespace lj::tok
