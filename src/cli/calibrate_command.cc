@@ -14,8 +14,10 @@
 #include "cli/report.h"
 #include "core/units.h"
 #include "plan/calibrate.h"
+#include "plan/host_peak.h"
 #include "plan/memory_model.h"
 #include "runtime/host.h"
+#include "runtime/peak_probe.h"
 
 namespace lj::cli {
 namespace {
@@ -85,6 +87,16 @@ Status run_calibrate(const CalibrateArgs& a) {
         "host: {} ({} threads)\n  GEMM (matmul kernel)    {:.1f} GFLOP/s\n  memory bandwidth "
         "        {:.1f} GB/s (elementwise add)\n",
         m.host.cpu, h.threads, h.gemm_flops / 1e9, h.mem_bandwidth / 1e9);
+    // The peak MFU divides by: measured by the FMA probe, per dtype, and cached for this host.
+    for (DType t : {DType::f32, DType::bf16}) {
+      if (!peak_probe_supports(t)) continue;
+      LJ_ASSIGN_OR_RETURN(HostPeak p, host_peak(t, h.threads, /*remeasure=*/true));
+      const std::string nominal =
+          p.nominal_flops > 0 ? fmt::format("{:.1f} GFLOP/s", p.nominal_flops / 1e9) : "none";
+      fmt::print("  peak {:<18} {} ({}; nominal {})\n", dtype_name(t), p.describe(), p.isa,
+                 nominal);
+    }
+    fmt::print("  peak cache              {}\n", host_peak_cache_path());
     // The process once the micro-runs' tensors are gone: binary, libraries, OpenMP threads.
     if (m.fitted_records == 0) m.host.baseline_rss_bytes = current_rss_bytes();
     fmt::print("  baseline RSS            {} ({})\n", format_bytes(m.host.baseline_rss_bytes),
