@@ -1,9 +1,11 @@
 #include "dist/communicator.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "dist/build_info.h"
 #include "dist/mpi_communicator.h"
@@ -128,8 +130,9 @@ Status check_torchrun_vars(const CommEnvLookup& env, int rank, int world_size, i
   return ok_status();
 }
 
-StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommEnvLookup& env) {
-  if (launched_by_mpi(env) && built_with_mpi()) return make_mpi_communicator(env);
+StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommEnvLookup& env,
+                                                          const CommOptions& options) {
+  if (launched_by_mpi(env) && built_with_mpi()) return make_mpi_communicator(env, options);
   // One process as far as we can talk: refuse when the launcher started several, since each
   // would train alone on the same data.
   int world = 1;
@@ -156,8 +159,31 @@ StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommEnvLookup& e
   return std::unique_ptr<Communicator>(std::make_unique<SelfCommunicator>());
 }
 
-StatusOr<std::unique_ptr<Communicator>> make_communicator() {
-  return make_communicator([](const char* var) { return std::getenv(var); });
+StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommOptions& options) {
+  return make_communicator([](const char* var) { return std::getenv(var); }, options);
+}
+
+void abort_all_ranks(Communicator& comm, const Status& why) {
+  std::fprintf(stderr, "rank %d: %s; ending every rank\n", comm.rank(), why.to_string().c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  comm.abort(1);
+  std::_Exit(1);  // abort() does not return; this tells the compiler so
+}
+
+Status agree_on_status(Communicator& comm, const Status& mine) {
+  const int world = comm.world_size();
+  std::vector<double> failed(static_cast<size_t>(world), 0.0);
+  failed[static_cast<size_t>(comm.rank())] = mine.ok() ? 0.0 : 1.0;
+  LJ_RETURN_IF_ERROR(
+      comm.all_reduce_sum(std::span<const double>(failed), std::span<double>(failed)));
+  if (!mine.ok()) return mine;
+  for (int r = 0; r < world; ++r) {
+    if (failed[static_cast<size_t>(r)] != 0) {
+      return internal_error("rank " + std::to_string(r) + " failed", "see that rank's output");
+    }
+  }
+  return ok_status();
 }
 
 }  // namespace lj

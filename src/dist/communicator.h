@@ -6,7 +6,10 @@
 //
 // Implementations: SelfCommunicator (one process, no MPI; collectives are copies) and the MPI one
 // (dist/mpi_communicator.h). Errors are Status values, never aborts: a dead peer or a bad count
-// reaches the caller, and the CLI prints it.
+// reaches the caller, and the CLI prints it. The one exception is a collective that never
+// completes (a peer hangs, or died without MPI noticing): past CommOptions::timeout_seconds the
+// MPI communicator prints one line naming the rank, the operation and the timeout and ends every
+// rank (MPI_Abort), so a run never hangs.
 #pragma once
 
 #include <cstddef>
@@ -111,6 +114,14 @@ class SelfCommunicator final : public Communicator {
   [[noreturn]] void abort(int exit_code) override;
 };
 
+// How a communicator behaves, the same on every rank.
+struct CommOptions {
+  // A collective not complete after this many seconds ends the job (MPI_Abort, every rank exits
+  // non-zero) with one line: "rank R: all_reduce did not complete within S s ...". PyTorch's
+  // default process-group timeout is 10 minutes; <= 0 waits forever. The CLI's --comm-timeout.
+  double timeout_seconds = 600;
+};
+
 // Looks up an environment variable; nullptr when unset (std::getenv in production).
 using CommEnvLookup = std::function<const char*(const char*)>;
 
@@ -126,7 +137,19 @@ Status check_torchrun_vars(const CommEnvLookup& env, int rank, int world_size, i
 // started it, else SelfCommunicator. Errors: launched as several processes (by an MPI launcher
 // or WORLD_SIZE > 1) with a build that cannot talk between them; MPI failing to start; the
 // torchrun variables disagreeing with MPI.
-StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommEnvLookup& env);
-StatusOr<std::unique_ptr<Communicator>> make_communicator();  // the real environment
+StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommEnvLookup& env,
+                                                          const CommOptions& options = {});
+// The same in the real environment.
+StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommOptions& options = {});
+
+// The first line of a multi-rank failure: prints "rank R: <status>" (and its hint) to stderr and
+// ends every rank with exit code 1 (Communicator::abort). For a rank that fails while the others
+// may be waiting in a collective: returning the error would leave them waiting until the timeout.
+[[noreturn]] void abort_all_ranks(Communicator& comm, const Status& why);
+
+// Makes a rank-local result a shared one: every rank says whether `mine` failed (one all-reduce);
+// all get an error when any rank failed (their own, or "rank K failed: see its output"), so they
+// can all return it and none is left waiting in a later collective. ok only when every rank is.
+Status agree_on_status(Communicator& comm, const Status& mine);
 
 }  // namespace lj

@@ -4,9 +4,12 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace lj {
 namespace {
@@ -48,13 +51,50 @@ Status ensure_mpi_initialized() {
   return ok_status();
 }
 
+// Polls `request` until it completes or `timeout_seconds` pass (<= 0: no limit); past the
+// deadline prints one line and ends every rank (MPI_Abort on `comm`). The MPI return code.
+int wait_or_abort(MPI_Request* request, MPI_Comm comm, int rank, const char* op,
+                  double timeout_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  for (int64_t polls = 0;; ++polls) {
+    int done = 0;
+    const int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc;
+    if (polls < 1000) continue;  // a short collective: no added latency
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (timeout_seconds > 0 && waited > timeout_seconds) {
+      std::fprintf(stderr,
+                   "rank %d: %s did not complete within %g s (a peer died or hangs); aborting the "
+                   "job\n",
+                   rank, op, timeout_seconds);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      MPI_Abort(comm, 1);
+      std::_Exit(1);
+    }
+    if (waited < 0.01) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
+
 class MpiRequest final : public CommRequest {
  public:
-  MpiRequest(MPI_Request request, const char* what) : request_(request), what_(what) {}
+  MpiRequest(MPI_Request request, const char* what, const char* op, MPI_Comm comm, int rank,
+             double timeout_seconds)
+      : request_(request),
+        what_(what),
+        op_(op),
+        comm_(comm),
+        rank_(rank),
+        timeout_seconds_(timeout_seconds) {}
   ~MpiRequest() override { (void)wait(); }
   Status wait() override {
     if (request_ != MPI_REQUEST_NULL) {
-      result_ = mpi_status(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
+      result_ = mpi_status(wait_or_abort(&request_, comm_, rank_, op_, timeout_seconds_), what_);
       request_ = MPI_REQUEST_NULL;
     }
     return result_;
@@ -73,18 +113,13 @@ class MpiRequest final : public CommRequest {
 
  private:
   MPI_Request request_;
-  const char* what_;
+  const char* what_;  // the MPI call, for errors
+  const char* op_;    // the collective, for the timeout line
+  MPI_Comm comm_;
+  int rank_;
+  double timeout_seconds_;
   Status result_;
 };
-
-// Starts an MPI nonblocking call `start(&request)` and wraps its request.
-template <class Start>
-CommHandle started(const char* what, Start start) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  const int rc = start(&request);
-  if (rc != MPI_SUCCESS) return CommHandle(mpi_status(rc, what));
-  return CommHandle(std::make_unique<MpiRequest>(request, what));
-}
 
 // MPI counts are int: one collective moves at most INT_MAX elements (buckets keep below that).
 StatusOr<int> mpi_count(size_t n, const char* what) {
@@ -103,8 +138,8 @@ StatusOr<int> mpi_count(size_t n, const char* what) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm comm, int rank, int world, int local)
-      : comm_(comm), rank_(rank), world_(world), local_(local) {}
+  explicit MpiCommunicator(MPI_Comm comm, int rank, int world, int local, CommOptions options)
+      : comm_(comm), rank_(rank), world_(world), local_(local), options_(options) {}
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -129,7 +164,7 @@ class MpiCommunicator final : public Communicator {
                                          std::to_string(recv.size()) + ")"));
     }
     LJ_COMM_COUNT(n, recv.size(), "reduce_scatter");
-    return started("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+    return started("MPI_Ireduce_scatter_block", "reduce_scatter", [&](MPI_Request* r) {
       return MPI_Ireduce_scatter_block(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, comm_, r);
     });
   }
@@ -140,7 +175,7 @@ class MpiCommunicator final : public Communicator {
                                          std::to_string(send.size()) + ")"));
     }
     LJ_COMM_COUNT(n, send.size(), "all_gather");
-    return started("MPI_Iallgather", [&](MPI_Request* r) {
+    return started("MPI_Iallgather", "all_gather", [&](MPI_Request* r) {
       return MPI_Iallgather(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, comm_, r);
     });
   }
@@ -150,12 +185,13 @@ class MpiCommunicator final : public Communicator {
                                          " in a world of " + std::to_string(world_)));
     }
     LJ_COMM_COUNT(n, data.size(), "broadcast");
-    return started("MPI_Ibcast", [&](MPI_Request* r) {
+    return started("MPI_Ibcast", "broadcast", [&](MPI_Request* r) {
       return MPI_Ibcast(data.data(), n, MPI_BYTE, root, comm_, r);
     });
   }
   CommHandle ibarrier() override {
-    return started("MPI_Ibarrier", [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+    return started("MPI_Ibarrier", "barrier",
+                   [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
   }
   void abort(int exit_code) override {
     MPI_Abort(comm_, exit_code);
@@ -163,6 +199,16 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // Starts an MPI nonblocking call `start(&request)` and wraps its request.
+  template <class Start>
+  CommHandle started(const char* what, const char* op, Start start) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = start(&request);
+    if (rc != MPI_SUCCESS) return CommHandle(mpi_status(rc, what));
+    return CommHandle(
+        std::make_unique<MpiRequest>(request, what, op, comm_, rank_, options_.timeout_seconds));
+  }
+
   CommHandle all_reduce(const void* send, void* recv, size_t send_n, size_t recv_n,
                         MPI_Datatype type) {
     if (send_n != recv_n) {
@@ -171,18 +217,20 @@ class MpiCommunicator final : public Communicator {
     }
     LJ_COMM_COUNT(n, recv_n, "all_reduce");
     const void* in = send == recv ? MPI_IN_PLACE : send;
-    return started("MPI_Iallreduce", [&](MPI_Request* r) {
+    return started("MPI_Iallreduce", "all_reduce", [&](MPI_Request* r) {
       return MPI_Iallreduce(in, recv, n, type, MPI_SUM, comm_, r);
     });
   }
 
   MPI_Comm comm_;
   int rank_, world_, local_;
+  CommOptions options_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLookup& env) {
+StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLookup& env,
+                                                              const CommOptions& options) {
   LJ_RETURN_IF_ERROR(ensure_mpi_initialized());
   MPI_Comm comm = MPI_COMM_NULL;
   LJ_RETURN_IF_ERROR(mpi_status(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup"));
@@ -199,7 +247,7 @@ StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLooku
   const int rc = MPI_Comm_rank(node, &local);
   MPI_Comm_free(&node);
   LJ_RETURN_IF_ERROR(mpi_status(rc, "MPI_Comm_rank"));
-  auto c = std::make_unique<MpiCommunicator>(comm, rank, world, local);
+  auto c = std::make_unique<MpiCommunicator>(comm, rank, world, local, options);
   LJ_RETURN_IF_ERROR(check_torchrun_vars(env, rank, world, local));
   return std::unique_ptr<Communicator>(std::move(c));
 }
@@ -210,7 +258,8 @@ StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLooku
 
 namespace lj {
 
-StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLookup&) {
+StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLookup&,
+                                                              const CommOptions&) {
   return unimplemented("this ljperf was built without MPI",
                        "install libopenmpi-dev and rebuild (-DLJ_MPI=ON)");
 }

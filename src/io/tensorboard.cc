@@ -113,8 +113,12 @@ std::string host_name() {
 }  // namespace
 
 uint32_t crc32c(const void* data, size_t bytes) {
+  return crc32c_extend(0, data, bytes);
+}
+
+uint32_t crc32c_extend(uint32_t crc, const void* data, size_t bytes) {
   const auto* p = static_cast<const uint8_t*>(data);
-  uint32_t c = 0xFFFFFFFFu;
+  uint32_t c = crc ^ 0xFFFFFFFFu;
   while (bytes >= 8) {
     // Little-endian load of the low word, independent of host byte order.
     const uint32_t lo =

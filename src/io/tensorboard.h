@@ -22,6 +22,9 @@ namespace lj {
 
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78); crc32c("123456789") = 0xE3069283.
 uint32_t crc32c(const void* data, size_t bytes);
+// The CRC-32C of (what gave `crc`) followed by `data`: crc32c(ab) = crc32c_extend(crc32c(a), b);
+// crc32c_extend(0, ...) = crc32c(...). For data read in chunks (checkpoint files).
+uint32_t crc32c_extend(uint32_t crc, const void* data, size_t bytes);
 // The masking TFRecord applies: ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2^32).
 uint32_t mask_crc32c(uint32_t crc);
 uint32_t unmask_crc32c(uint32_t masked);

@@ -10,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
+#include "train/sharded_checkpoint.h"
 
 namespace lj {
 namespace fs = std::filesystem;
@@ -26,29 +27,6 @@ Status write_tensors(const std::string& path, const std::vector<ParamSpec>& spec
   for (size_t i = 0; i < specs.size(); ++i)
     out.push_back({prefix + specs[i].name, DType::f32, ts[i].dims(), ts[i].raw()});
   return write_safetensors(path, out);
-}
-
-StatusOr<std::vector<Tensor>> read_tensors(const std::string& path,
-                                           const std::vector<ParamSpec>& specs,
-                                           const std::string& prefix, MemCategory category,
-                                           Device& dev) {
-  LJ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
-  std::vector<Tensor> out;
-  for (const ParamSpec& s : specs) {
-    const SafetensorsEntry* e = f.find(prefix + s.name);
-    if (e == nullptr)
-      return invalid_argument(path + " has no tensor '" + prefix + s.name + "'",
-                              "the checkpoint is damaged or from another model");
-    if (e->shape != s.dims || e->dtype_name != "F32") {
-      return invalid_argument(path + ": tensor '" + prefix + s.name + "' is " + e->dtype_name +
-                              dims_to_string(e->shape) + ", expected F32" + dims_to_string(s.dims));
-    }
-    Tensor t = Tensor::empty(dev, DType::f32, s.dims, category);
-    LJ_RETURN_IF_ERROR(
-        f.read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
-    out.push_back(std::move(t));
-  }
-  return out;
 }
 
 // step-N folders that are committed (no ".tmp."), sorted by N.
@@ -68,6 +46,61 @@ std::vector<std::pair<int64_t, fs::path>> committed_steps(const std::string& dir
 }
 
 }  // namespace
+
+StatusOr<std::vector<Tensor>> read_checkpoint_tensors(const std::string& path,
+                                                      const std::vector<ParamSpec>& specs,
+                                                      const std::string& prefix,
+                                                      MemCategory category, Device& dev) {
+  LJ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+  std::vector<Tensor> out;
+  for (const ParamSpec& s : specs) {
+    const SafetensorsEntry* e = f.find(prefix + s.name);
+    if (e == nullptr)
+      return invalid_argument(path + " has no tensor '" + prefix + s.name + "'",
+                              "the checkpoint is damaged or from another model");
+    if (e->shape != s.dims || e->dtype_name != "F32") {
+      return invalid_argument(path + ": tensor '" + prefix + s.name + "' is " + e->dtype_name +
+                              dims_to_string(e->shape) + ", expected F32" + dims_to_string(s.dims));
+    }
+    Tensor t = Tensor::empty(dev, DType::f32, s.dims, category);
+    LJ_RETURN_IF_ERROR(
+        f.read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string trainer_state_json(const TrainerState& state) {
+  nlohmann::ordered_json j;
+  j["step"] = state.step;
+  j["optimizer_steps"] = state.optimizer_steps;
+  j["data_position"] = state.data_position;
+  j["skipped_steps"] = state.skipped_steps;
+  j["seed"] = state.seed;
+  j["fingerprint"] = state.fingerprint;
+  return j.dump(2);
+}
+
+StatusOr<TrainerState> parse_trainer_state(const std::string& text, const std::string& where) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument(where + " is not a valid JSON object", "the checkpoint is damaged");
+  for (const char* key : {"step", "optimizer_steps", "data_position", "skipped_steps", "seed"}) {
+    if (!j.contains(key) || !j[key].is_number_integer()) {
+      return invalid_argument(where + ": missing or non-integer '" + key + "'",
+                              "the checkpoint is damaged");
+    }
+  }
+  TrainerState state;
+  state.step = j["step"].get<int64_t>();
+  state.optimizer_steps = j["optimizer_steps"].get<int64_t>();
+  state.data_position = j["data_position"].get<int64_t>();
+  state.skipped_steps = j["skipped_steps"].get<int64_t>();
+  state.seed = j["seed"].get<uint64_t>();
+  if (j.contains("fingerprint") && j["fingerprint"].is_string())
+    state.fingerprint = j["fingerprint"].get<std::string>();
+  return state;
+}
 
 std::string latest_checkpoint_dir(const std::string& dir) {
   auto text = read_text_file(dir + "/latest");
@@ -101,16 +134,7 @@ Status save_checkpoint(const std::string& dir, const LlamaConfig& config,
     }
     s = write_safetensors(tmp + "/optimizer.safetensors", opt);
   }
-  if (s.ok()) {
-    nlohmann::ordered_json j;
-    j["step"] = c.state.step;
-    j["optimizer_steps"] = c.state.optimizer_steps;
-    j["data_position"] = c.state.data_position;
-    j["skipped_steps"] = c.state.skipped_steps;
-    j["seed"] = c.state.seed;
-    j["fingerprint"] = c.state.fingerprint;
-    s = write_text(tmp + "/trainer_state.json", j.dump(2) + "\n");
-  }
+  if (s.ok()) s = write_text(tmp + "/trainer_state.json", trainer_state_json(c.state) + "\n");
   if (s.ok()) s = write_text(tmp + "/config.json", hf_config_json(config));
   if (s.ok()) s = fsync_parent_dir(tmp + "/config.json");  // the folder's own entries
   if (!s.ok()) return fail(s);
@@ -146,31 +170,23 @@ Status prune_checkpoints(const std::string& dir, int keep_last) {
 
 StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir,
                                      const std::vector<ParamSpec>& specs, Device& dev) {
-  Checkpoint c;
-  LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(step_dir + "/trainer_state.json"));
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  const std::string state_path = step_dir + "/trainer_state.json";
-  if (j.is_discarded() || !j.is_object())
-    return invalid_argument(state_path + " is not valid JSON", "the checkpoint is damaged");
-  for (const char* key : {"step", "optimizer_steps", "data_position", "skipped_steps", "seed"}) {
-    if (!j.contains(key) || !j[key].is_number_integer()) {
-      return invalid_argument(state_path + ": missing or non-integer '" + key + "'",
-                              "the checkpoint is damaged");
-    }
+  if (is_sharded_checkpoint(step_dir)) {
+    // Written by a data-parallel run: gathered into one process's form.
+    LJ_ASSIGN_OR_RETURN(RankCheckpoint r,
+                        load_checkpoint_for_rank(step_dir, specs, /*zero_stage=*/0,
+                                                 flat_layout_of(specs, 1), /*rank=*/0, dev));
+    return Checkpoint{std::move(r.state), std::move(r.params), std::move(r.m), std::move(r.v)};
   }
-  c.state.step = j["step"].get<int64_t>();
-  c.state.optimizer_steps = j["optimizer_steps"].get<int64_t>();
-  c.state.data_position = j["data_position"].get<int64_t>();
-  c.state.skipped_steps = j["skipped_steps"].get<int64_t>();
-  c.state.seed = j["seed"].get<uint64_t>();
-  if (j.contains("fingerprint") && j["fingerprint"].is_string())
-    c.state.fingerprint = j["fingerprint"].get<std::string>();
-  LJ_ASSIGN_OR_RETURN(c.params, read_tensors(step_dir + "/model.safetensors", specs, "",
-                                             MemCategory::weights, dev));
-  LJ_ASSIGN_OR_RETURN(c.m, read_tensors(step_dir + "/optimizer.safetensors", specs, "m.",
-                                        MemCategory::optimizer, dev));
-  LJ_ASSIGN_OR_RETURN(c.v, read_tensors(step_dir + "/optimizer.safetensors", specs, "v.",
-                                        MemCategory::optimizer, dev));
+  Checkpoint c;
+  const std::string state_path = step_dir + "/trainer_state.json";
+  LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(state_path));
+  LJ_ASSIGN_OR_RETURN(c.state, parse_trainer_state(text, state_path));
+  LJ_ASSIGN_OR_RETURN(c.params, read_checkpoint_tensors(step_dir + "/model.safetensors", specs, "",
+                                                        MemCategory::weights, dev));
+  LJ_ASSIGN_OR_RETURN(c.m, read_checkpoint_tensors(step_dir + "/optimizer.safetensors", specs, "m.",
+                                                   MemCategory::optimizer, dev));
+  LJ_ASSIGN_OR_RETURN(c.v, read_checkpoint_tensors(step_dir + "/optimizer.safetensors", specs, "v.",
+                                                   MemCategory::optimizer, dev));
   return c;
 }
 

@@ -43,10 +43,21 @@ Status prune_checkpoints(const std::string& dir, int keep_last);
 // but is damaged is an error naming the file.
 StatusOr<Checkpoint> load_latest_checkpoint(const std::string& dir,
                                             const std::vector<ParamSpec>& specs, Device& dev);
-// Loads one checkpoint folder (for export).
+// Loads one checkpoint folder (for export). A sharded folder (train/sharded_checkpoint.h) written
+// at any world size is gathered into this one-process form.
 StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir,
                                      const std::vector<ParamSpec>& specs, Device& dev);
 // The folder `dir/latest` names ("" when none).
 std::string latest_checkpoint_dir(const std::string& dir);
+
+// Pieces shared with train/sharded_checkpoint.h.
+// Tensors `prefix + spec.name` for every spec from a safetensors file: f32, shapes checked.
+StatusOr<std::vector<Tensor>> read_checkpoint_tensors(const std::string& path,
+                                                      const std::vector<ParamSpec>& specs,
+                                                      const std::string& prefix,
+                                                      MemCategory category, Device& dev);
+// TrainerState as trainer_state.json holds it, and back (`where` names the file in errors).
+std::string trainer_state_json(const TrainerState& state);
+StatusOr<TrainerState> parse_trainer_state(const std::string& text, const std::string& where);
 
 }  // namespace lj

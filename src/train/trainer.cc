@@ -1,34 +1,90 @@
 #include "train/trainer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "core/units.h"
+#include "dist/batch_shard.h"
+#include "models/hf_config.h"
 #include "train/data_loader.h"
 #include "train/eval.h"
+#include "train/sharded_checkpoint.h"
 
 namespace lj {
 namespace {
 
-// What must match for a checkpoint to be resumed by this run.
+// What must match for a checkpoint to be resumed by this run. A is the accumulation over all
+// ranks (micro-batches per optimizer step), so one process with A = 6 and 2 ranks with 3 each
+// resume each other's checkpoints: they train on the same global batches.
 std::string fingerprint(const LlamaConfig& m, const TrainerConfig& c) {
+  const Communicator* comm = c.step.data_parallel.comm;
+  const int64_t world = comm != nullptr ? comm->world_size() : 1;
   return "L" + std::to_string(m.num_hidden_layers) + " C" + std::to_string(m.hidden_size) + " F" +
          std::to_string(m.intermediate_size) + " H" + std::to_string(m.num_attention_heads) + " G" +
          std::to_string(m.num_key_value_heads) + " D" + std::to_string(m.head_dim) + " V" +
          std::to_string(m.vocab_size) + " B" + std::to_string(c.batch_size) + " T" +
-         std::to_string(c.seq_len) + " A" + std::to_string(c.grad_accum);
+         std::to_string(c.seq_len) + " A" + std::to_string(c.grad_accum * world);
 }
 
 void copy_into(std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
   for (size_t i = 0; i < dst.size(); ++i) std::memcpy(dst[i].raw(), src[i].raw(), dst[i].bytes());
 }
 
+std::string exact(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.17g", x);
+  return buf;
+}
+
 }  // namespace
+
+RunFingerprint training_fingerprint(const LlamaConfig& model, const TrainerConfig& c,
+                                    const TokenFile& train_data, const TokenFile* val_data) {
+  const DataParallel& dp = c.step.data_parallel;
+  RunFingerprint fp;
+  fp.add("model config", hf_config_json(model));
+  fp.add("batch size", c.batch_size).add("sequence length", c.seq_len);
+  fp.add("gradient accumulation", c.grad_accum);
+  fp.add("world size", dp.comm != nullptr ? dp.comm->world_size() : 1);
+  fp.add("ZeRO stage", dp.zero.stage);
+  fp.add("ZeRO buckets", std::to_string(dp.zero.reduce_bucket_size) + "/" +
+                             std::to_string(dp.zero.allgather_bucket_size));
+  fp.add("training data", train_data.path() + " (" + std::to_string(train_data.size()) +
+                              " tokens, " + std::to_string(train_data.token_bytes()) +
+                              " bytes each)");
+  fp.add("validation data",
+         val_data == nullptr
+             ? "none"
+             : val_data->path() + " (" + std::to_string(val_data->size()) + " tokens)");
+  fp.add("seed", std::to_string(c.step.seed));
+  fp.add("steps", c.steps).add("checkpoint every", c.checkpoint_every);
+  fp.add("evaluation", std::to_string(c.val_every) + " every, " + std::to_string(c.val_batches));
+  fp.add("output folder", c.out_dir);
+  std::string lr;
+  for (int64_t s : {int64_t{0}, c.steps / 2, c.steps - 1})
+    lr += exact(c.lr_fn ? c.lr_fn(s) : c.lr.at(s)) + " ";
+  fp.add("learning rate at steps 0, n/2, n-1", lr);
+  const AdamWConfig& a = c.step.adamw;
+  fp.add("AdamW", exact(a.beta1) + " " + exact(a.beta2) + " " + exact(a.eps) + " " +
+                      exact(a.weight_decay) + " clip " + exact(c.step.grad_clip));
+  fp.add("compile", c.step.graph.compile ? "on" : "off");
+  return fp;
+}
 
 StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<Tensor>* initial,
                                     const TokenFile& train_data, const TokenFile* val_data,
                                     const TrainerConfig& c, Device& dev,
                                     const std::atomic<bool>* stop, const TrainerCallbacks& cb) {
+  Communicator* comm = c.step.data_parallel.comm;
+  // Several ranks: the same run everywhere, checked before anything can fail on one rank alone.
+  if (comm != nullptr) {
+    LJ_RETURN_IF_ERROR(
+        check_same_on_all_ranks(*comm, training_fingerprint(model, c, train_data, val_data)));
+  }
+  // A rank-local result as one every rank returns (one process: unchanged).
+  auto agreed = [&](Status s) { return comm != nullptr ? agree_on_status(*comm, s) : s; };
   if (c.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(c.steps));
   if (c.grad_accum <= 0) return invalid_argument("--grad-accum must be positive");
@@ -41,9 +97,20 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
   auto info = [&](const std::string& s) {
     if (cb.info) cb.info(s);
   };
-  LJ_ASSIGN_OR_RETURN(DataLoader loader,
-                      DataLoader::create(train_data, c.batch_size, c.seq_len, model.vocab_size));
-  LJ_ASSIGN_OR_RETURN(auto trainer, TrainStep::create(model, c.step, dev));
+  std::optional<DataLoader> loader_slot;
+  std::unique_ptr<TrainStep> trainer;
+  {
+    auto l = DataLoader::create(train_data, c.batch_size, c.seq_len, model.vocab_size);
+    Status s = l.status();
+    if (l.ok()) {
+      loader_slot.emplace(std::move(*l));
+      auto t = TrainStep::create(model, c.step, dev);
+      s = t.status();
+      if (t.ok()) trainer = std::move(*t);
+    }
+    LJ_RETURN_IF_ERROR(agreed(s));
+  }
+  DataLoader& loader = *loader_slot;
   if (c.step.graph.compile) info("compile: on\n" + trainer->compile_log());
   if (initial != nullptr) copy_into(trainer->params(), *initial);
 
@@ -51,32 +118,71 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
   state.seed = c.step.seed;
   state.fingerprint = fingerprint(model, c);
   TrainSummary summary;
-  auto resumed = load_latest_checkpoint(c.out_dir, trainer->param_specs(), dev);
-  if (resumed.ok()) {
-    if (resumed->state.fingerprint != state.fingerprint) {
-      return invalid_argument("the checkpoint in " + c.out_dir + " is from another run (" +
-                                  resumed->state.fingerprint + "; this run is " +
-                                  state.fingerprint + ")",
-                              "use a new --out folder, or the same model and batch settings");
+  if (comm == nullptr) {
+    auto resumed = load_latest_checkpoint(c.out_dir, trainer->param_specs(), dev);
+    if (resumed.ok()) {
+      if (resumed->state.fingerprint != state.fingerprint) {
+        return invalid_argument("the checkpoint in " + c.out_dir + " is from another run (" +
+                                    resumed->state.fingerprint + "; this run is " +
+                                    state.fingerprint + ")",
+                                "use a new --out folder, or the same model and batch settings");
+      }
+      state = resumed->state;
+      copy_into(trainer->params(), resumed->params);
+      copy_into(trainer->optimizer().m(), resumed->m);
+      copy_into(trainer->optimizer().v(), resumed->v);
+      trainer->optimizer().set_steps(state.optimizer_steps);
+      loader.set_position(state.data_position);
+      summary.resumed = true;
+      summary.resumed_from = state.step;
+      info("resumed from " + latest_checkpoint_dir(c.out_dir) + " (step " +
+           std::to_string(state.step) + ")");
+    } else if (resumed.status().code() != StatusCode::not_found) {
+      return resumed.status().with_context("resuming from " + c.out_dir);
     }
-    state = resumed->state;
-    copy_into(trainer->params(), resumed->params);
-    copy_into(trainer->optimizer().m(), resumed->m);
-    copy_into(trainer->optimizer().v(), resumed->v);
-    trainer->optimizer().set_steps(state.optimizer_steps);
-    loader.set_position(state.data_position);
-    summary.resumed = true;
-    summary.resumed_from = state.step;
-    info("resumed from " + latest_checkpoint_dir(c.out_dir) + " (step " +
-         std::to_string(state.step) + ")");
-  } else if (resumed.status().code() != StatusCode::not_found) {
-    return resumed.status().with_context("resuming from " + c.out_dir);
+  } else {
+    // Every rank must resume the same step folder: compare before reading it.
+    const std::string step_dir = latest_checkpoint_dir(c.out_dir);
+    LJ_RETURN_IF_ERROR(check_same_on_all_ranks(
+        *comm, RunFingerprint().add("checkpoint to resume", step_dir.empty() ? "none" : step_dir)));
+    if (!step_dir.empty()) {
+      const int stage = c.step.data_parallel.zero.stage;
+      auto resumed = load_checkpoint_for_rank(
+          step_dir, trainer->param_specs(), stage,
+          flat_layout_of(trainer->param_specs(), comm->world_size()), comm->rank(), dev);
+      LJ_RETURN_IF_ERROR(agreed(resumed.status()).with_context("resuming from " + step_dir));
+      if (resumed->state.fingerprint != state.fingerprint) {
+        return invalid_argument("the checkpoint in " + c.out_dir + " is from another run (" +
+                                    resumed->state.fingerprint + "; this run is " +
+                                    state.fingerprint + ")",
+                                "use a new --out folder, or the same model and global batch "
+                                "(micro-batch x accumulation x ranks)");
+      }
+      state = resumed->state;
+      copy_into(trainer->params(), resumed->params);
+      copy_into(trainer->optimizer().m(), resumed->m);
+      copy_into(trainer->optimizer().v(), resumed->v);
+      trainer->optimizer().set_steps(state.optimizer_steps);
+      summary.resumed = true;
+      summary.resumed_from = state.step;
+      info("resumed from " + step_dir + " (step " + std::to_string(state.step) + ", written by " +
+           std::to_string(resumed->saved_world_size) + " rank(s) at ZeRO stage " +
+           std::to_string(resumed->saved_zero_stage) + ")");
+    }
   }
 
   auto save = [&]() -> Status {
-    Checkpoint ck{state, trainer->params(), trainer->optimizer().m(), trainer->optimizer().v()};
     const double t0 = now_seconds();
-    LJ_RETURN_IF_ERROR(save_checkpoint(c.out_dir, model, trainer->param_specs(), ck, c.keep_last));
+    if (comm != nullptr) {
+      const ShardedCheckpoint ck{state, c.step.data_parallel.zero.stage, &trainer->params(),
+                                 &trainer->optimizer().m(), &trainer->optimizer().v()};
+      LJ_RETURN_IF_ERROR(save_sharded_checkpoint(*comm, c.out_dir, model, trainer->param_specs(),
+                                                 ck, c.keep_last));
+    } else {
+      Checkpoint ck{state, trainer->params(), trainer->optimizer().m(), trainer->optimizer().v()};
+      LJ_RETURN_IF_ERROR(
+          save_checkpoint(c.out_dir, model, trainer->param_specs(), ck, c.keep_last));
+    }
     info("checkpoint " + c.out_dir + "/step-" + std::to_string(state.step) + " (" +
          format_seconds(now_seconds() - t0) + ")");
     return ok_status();
@@ -88,24 +194,55 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
     o.batch_size = c.batch_size;
     o.seq_len = c.seq_len;
     o.max_batches = c.val_batches;
-    LJ_ASSIGN_OR_RETURN(EvalResult r, evaluate(view, *val_data, o, dev));
+    auto evaluated = evaluate(view, *val_data, o, dev);
+    LJ_RETURN_IF_ERROR(agreed(evaluated.status()));
+    const EvalResult& r = *evaluated;
     if (cb.on_eval) cb.on_eval(EvalMetrics{state.step, r.loss, r.perplexity});
     return ok_status();
   };
 
-  if (summary.resumed) LJ_RETURN_IF_ERROR(prune_checkpoints(c.out_dir, c.keep_last));
-  if (cb.on_start) LJ_RETURN_IF_ERROR(cb.on_start());
+  if (summary.resumed && (comm == nullptr || comm->rank() == 0)) {
+    LJ_RETURN_IF_ERROR(agreed(prune_checkpoints(c.out_dir, c.keep_last)));
+  } else if (summary.resumed) {
+    LJ_RETURN_IF_ERROR(agreed(ok_status()));
+  }
+  if (cb.on_start) {
+    LJ_RETURN_IF_ERROR(agreed(cb.on_start()));
+  } else if (comm != nullptr) {
+    LJ_RETURN_IF_ERROR(agreed(ok_status()));
+  }
+  // This rank's micro-batches of a step, as global micro-batch indices from the step's start.
+  const int world = comm != nullptr ? comm->world_size() : 1;
+  const std::vector<int64_t> my_micro_batches =
+      rank_micro_batches(0, c.grad_accum, comm != nullptr ? comm->rank() : 0, world);
   int64_t bad_in_a_row = 0;
   while (state.step < c.steps) {
-    if (stop != nullptr && stop->load()) {
+    bool stopping = stop != nullptr && stop->load();
+    if (comm != nullptr) {  // any rank asked to stop: all stop at this step
+      auto any = comm->all_reduce_sum(stopping ? 1.0 : 0.0);
+      if (!any.ok()) abort_all_ranks(*comm, any.status());
+      stopping = *any > 0;
+    }
+    if (stopping) {
       summary.stopped_by_signal = true;
       break;
     }
     const double lr = c.lr_fn ? c.lr_fn(state.step) : c.lr.at(state.step);
     const double t0 = now_seconds();
     std::vector<TrainStep::Batch> micro(static_cast<size_t>(c.grad_accum));
-    for (auto& mb : micro) loader.next(dev, &mb.tokens, &mb.targets);
-    LJ_ASSIGN_OR_RETURN(StepResult r, trainer->step(micro, lr));
+    if (comm == nullptr) {
+      for (auto& mb : micro) loader.next(dev, &mb.tokens, &mb.targets);
+    } else {
+      for (size_t j = 0; j < micro.size(); ++j) {
+        loader.set_position(state.data_position + my_micro_batches[j] * c.batch_size);
+        loader.next(dev, &micro[j].tokens, &micro[j].targets);
+      }
+    }
+    auto stepped = trainer->step(micro, lr);
+    // One rank failing inside a step leaves the others in a collective: end them all.
+    if (!stepped.ok() && comm != nullptr) abort_all_ranks(*comm, stepped.status());
+    LJ_RETURN_IF_ERROR(stepped.status());
+    const StepResult& r = *stepped;
     const double dt = now_seconds() - t0;
     if (r.updated) {
       bad_in_a_row = 0;
@@ -116,7 +253,9 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
     }
     ++state.step;
     ++summary.steps_run;
-    state.data_position = loader.position();
+    state.data_position = comm == nullptr
+                              ? loader.position()
+                              : state.data_position + world * c.grad_accum * c.batch_size;
     if (cb.on_step) {
       cb.on_step(StepMetrics{state.step, r.loss, r.grad_norm, lr, dt,
                              c.batch_size * c.seq_len * c.grad_accum, !r.updated,

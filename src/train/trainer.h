@@ -1,12 +1,28 @@
 // The training loop behind `ljperf train`: data, gradient accumulation, LR schedule, skipped
 // non-finite steps, periodic evaluation, crash-safe checkpoints and automatic resume. Output
 // (console, JSONL, TensorBoard) is the caller's: the trainer reports through callbacks.
+//
+// Data parallel (TrainerConfig::step.data_parallel.comm set; every rank calls run_training):
+//   - before anything else the ranks compare training_fingerprint() (dist/consistency.h) and
+//     all refuse to start when one differs;
+//   - global step s covers the next world x grad_accum micro-batches of the one global stream
+//     (dist/batch_shard.h); TrainerState::data_position counts global windows, so a resumed run
+//     at another world size with the same global batch reads the same data;
+//   - checkpoints are sharded (train/sharded_checkpoint.h): all ranks write, rank 0 commits after
+//     the barrier; resume reshards when the world size or ZeRO stage changed. A one-process
+//     checkpoint resumes too, and a one-process run resumes a sharded one (load_checkpoint);
+//   - a stop request (`stop`) on any rank stops all at the same step;
+//   - an error in a step on one rank ends every rank (abort_all_ranks), since the others would be
+//     waiting in a collective; errors every rank sees alike (validation, checkpoint writes, the
+//     non-finite limit) are returned on every rank.
+// The one-process path (no communicator) is unchanged: it writes one-process checkpoints.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <string>
 
+#include "dist/consistency.h"
 #include "io/tokens.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
@@ -19,7 +35,7 @@ struct TrainerConfig {
   int64_t steps = 100;  // optimizer steps in total (a resumed run continues to this count)
   int64_t batch_size = 4;
   int64_t seq_len = 256;
-  int64_t grad_accum = 1;
+  int64_t grad_accum = 1;  // micro-batches per rank per step
   LrSchedule lr;
   std::function<double(int64_t)> lr_fn;  // when set, replaces `lr` (a DeepSpeed scheduler)
   TrainStepConfig step;
@@ -36,7 +52,7 @@ struct StepMetrics {
   double grad_norm = 0;
   double lr = 0;
   double step_seconds = 0;
-  int64_t tokens = 0;  // tokens in this step (all micro-batches)
+  int64_t tokens = 0;  // tokens in this step (all micro-batches of this rank)
   bool skipped = false;
   int64_t skipped_total = 0;
 };
@@ -63,6 +79,12 @@ struct TrainSummary {
   bool resumed = false;
   int64_t resumed_from = 0;
 };
+
+// What must be equal on every rank of a data-parallel run: the resolved model config, batch,
+// sequence length, accumulation, world size, ZeRO stage and buckets, schedule (sampled), AdamW,
+// clipping, seed, steps and checkpoint cadence, output folder, and the data files (path, size).
+RunFingerprint training_fingerprint(const LlamaConfig& model, const TrainerConfig& config,
+                                    const TokenFile& train_data, const TokenFile* val_data);
 
 // `initial` (optional): starting weights (an HF model); otherwise seeded initialisation.
 // `stop`: set asynchronously (SIGTERM/SIGINT); the trainer saves a checkpoint and returns.

@@ -2,9 +2,14 @@
 // the first failed check on any rank prints itself and aborts all ranks (MPI_Abort), so a rank
 // that leaves a test early can never leave the others waiting in a collective. At the end the
 // ranks agree on the verdict, so each exits with the same code.
+//
+// --comm-timeout=S (before the gtest flags or among them): the collective timeout
+// (CommOptions::timeout_seconds); dist.collective_timeout runs a deliberate hang with 2 s.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "dist/communicator.h"
@@ -37,7 +42,14 @@ Communicator& dist_comm() {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  auto comm = lj::make_communicator();
+  lj::CommOptions options;
+  for (int i = 1; i < argc; ++i) {
+    constexpr const char* kFlag = "--comm-timeout=";
+    if (std::strncmp(argv[i], kFlag, std::strlen(kFlag)) == 0) {
+      options.timeout_seconds = std::atof(argv[i] + std::strlen(kFlag));
+    }
+  }
+  auto comm = lj::make_communicator(options);
   if (!comm.ok()) {
     std::fprintf(stderr, "dist_tests: %s\n", comm.status().to_string().c_str());
     return 1;
