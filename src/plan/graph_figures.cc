@@ -88,7 +88,16 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
       const auto workspace = [&](int64_t n) {
         return Tensor::empty(dev, DType::f32, {std::max<int64_t>(n, 1)}, MemCategory::workspace);
       };
-      if (zm.reduce_buffer_numel > 0) (void)workspace(zm.reduce_buffer_numel);
+      if (zm.reduce_buffer_numel > 0) {
+        Tensor bucket = workspace(zm.reduce_buffer_numel);
+        if (dry.mpi_temporaries) {
+          // Inside the MPI call, beside the bucket; freed by MPI, never in ljperf's cache.
+          const auto bytes = static_cast<size_t>(zm.reduce_buffer_numel) * sizeof(float);
+          CachingAllocator& a = dev.allocator();
+          a.deallocate_uncached(a.allocate_uncached(bytes, MemCategory::workspace), bytes,
+                                MemCategory::workspace);
+        }
+      }
       if (zm.frees_full_grads) outs.clear();
       if (zm.gather_send_numel > 0) {
         Tensor send = workspace(zm.gather_send_numel);
