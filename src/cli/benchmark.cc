@@ -201,7 +201,9 @@ std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base
     const auto ranks = static_cast<int64_t>(std::ceil(states / (usable - rest)));
     hint += (hint.empty() ? "" : "; ") +
             fmt::format(
-                "ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough",
+                "ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough "
+                "(not implemented yet on the CPU; under mpirun --zero 1 or 2 shards the "
+                "optimizer states)",
                 ranks, states / static_cast<double>(kGiB));
   }
   hint += (hint.empty() ? "" : "; ") +
@@ -211,11 +213,17 @@ std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base
 
 // Refuses, before anything is allocated, a run whose predicted memory (the dry run `e` of its
 // joint graph) does not fit the host's default budget (plan/budget.h), and says what would fit.
-Status check_memory_fits(const Resolved& r, const GraphFigures& e, const HostInfo& host) {
+Status check_memory_fits(const Resolved& r, const GraphFigures& e, const HostInfo& host,
+                         int ranks_on_host) {
   const double base = static_cast<double>(process_peak_rss_bytes());  // binary, libraries, graph
   const double need = static_cast<double>(e.bytes_reserved) + base;
-  const auto avail = static_cast<double>(host.mem_available_bytes);
-  const MemoryBudget budget = default_budget(avail, "available memory");
+  // Ranks on one host share its memory: each gets its share (their allocations come after
+  // every rank has passed this check, so each sees the same available memory).
+  const auto avail = static_cast<double>(host.mem_available_bytes) / ranks_on_host;
+  const MemoryBudget budget = default_budget(
+      avail, ranks_on_host > 1
+                 ? fmt::format("available memory / {} ranks on this host", ranks_on_host)
+                 : "available memory");
   LJ_LOG(debug) << "predicted peak " << format_bytes(need) << " ("
                 << format_bytes(static_cast<double>(e.bytes_peak)) << " in tensors), available "
                 << format_bytes(avail);
@@ -227,11 +235,12 @@ Status check_memory_fits(const Resolved& r, const GraphFigures& e, const HostInf
   std::string what = fmt::format(
       "{} needs {} for one training step at batch {} x seq {} (GiB: weights {}, grads {}, "
       "optimizer {}, activations "
-      "up to {}) but this host has {} available",
+      "up to {}) but this host has {} available{}",
       r.model.config.name, format_bytes(need), r.micro_batch, r.seq_len,
       gib(s.at_peak(MemCategory::weights)), gib(s.at_peak(MemCategory::grads)),
       gib(s.at_peak(MemCategory::optimizer)), gib(s.peak(MemCategory::activations)),
-      format_bytes(avail));
+      format_bytes(avail),
+      ranks_on_host > 1 ? fmt::format(" per rank ({} ranks share it)", ranks_on_host) : "");
   return resource_exhausted(what, what_would_fit(r, e, base, budget));
 }
 
@@ -535,7 +544,7 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   LJ_ASSIGN_OR_RETURN(
       g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph, r.parallel()));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
-  LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host));
+  LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
   if (r.precision != DType::f32) {
     return unimplemented(std::string(dtype_name(r.precision)) +
                              " training needs the CUDA backend; the CPU trains in f32",

@@ -4,8 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "core/log.h"
@@ -16,6 +19,14 @@ namespace {
 
 std::string rank_prefix(int rank) {
   return "rank " + std::to_string(rank) + ": ";
+}
+
+// This host's name as a number a double holds exactly (52 bits of its hash), for gather().
+double host_key() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return 0;
+  const uint64_t h = std::hash<std::string>{}(name);
+  return static_cast<double>(h & ((uint64_t{1} << 52) - 1));
 }
 
 }  // namespace
@@ -35,6 +46,12 @@ StatusOr<std::unique_ptr<DistSession>> DistSession::start() {
   LJ_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, make_communicator());
   std::unique_ptr<DistSession> d(new DistSession(std::move(comm)));
   d->install_gate();
+  if (d->distributed()) {
+    // Here, before any rank can fail on its own: every rank makes this collective.
+    LJ_ASSIGN_OR_RETURN(const std::vector<double> hosts, d->gather(host_key()));
+    d->ranks_on_host_ = static_cast<int>(
+        std::count(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(d->rank())]));
+  }
   return d;
 }
 

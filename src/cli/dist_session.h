@@ -55,6 +55,9 @@ class DistSession {
   int world_size() const { return comm_->world_size(); }
   bool is_root() const { return rank() == 0; }
   bool distributed() const { return world_size() > 1; }
+  // Ranks on this host, this one included (by host name, gathered once in start()): they share
+  // its memory, so a rank's budget is the host's available memory divided among them.
+  int ranks_on_host() const { return ranks_on_host_; }
   Communicator& comm() { return *comm_; }
   const char* backend_name() const { return comm_->backend_name(); }
 
@@ -81,6 +84,7 @@ class DistSession {
   std::unique_ptr<Communicator> comm_;
   int saved_stdout_ = -1, saved_stderr_ = -1;  // ranks other than 0: the real ones
   bool collectives_started_ = false;
+  int ranks_on_host_ = 1;
 };
 
 }  // namespace lj::cli
