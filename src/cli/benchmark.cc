@@ -2,6 +2,9 @@
 // reports throughput (tokens/s, TFLOP/s, MFU with torchtitan's FLOP convention), step-time
 // percentiles and peak memory by category; one JSON object per run with --output.
 // Before allocating anything it predicts the step's memory and refuses a run that cannot fit.
+// Under mpirun every rank trains its slice of each global batch (data parallel, ZeRO 0-2); only
+// rank 0 prints (cli/dist_session.h), and the summary adds the ranks' throughput, communication
+// time and peak memory, measured and predicted per rank.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "cli/dist_session.h"
 #include "cli/plan_report.h"
 #include "cli/progress.h"
 #include "cli/report.h"
@@ -17,6 +21,7 @@
 #include "core/log.h"
 #include "core/random.h"
 #include "core/units.h"
+#include "dist/batch_shard.h"
 #include "io/jsonl.h"
 #include "plan/budget.h"
 #include "plan/graph_figures.h"
@@ -51,6 +56,7 @@ struct BenchmarkArgs {
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
+  int zero = -1;  // --zero N; -1: not given
   RecomputeFlags recompute;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
@@ -62,6 +68,8 @@ struct Resolved : StepSettings {
   int64_t seq_len = 0, steps = 0, warmup = 0;
   std::string warmup_note;  // set when the default warmup was lowered for a short run
   std::optional<DeepSpeedConfig> ds;
+  DataParallelSettings dp;  // ranks, ZeRO stage and buckets
+  HostParallel parallel() const { return HostParallel{dp.world_size, dp.zero}; }
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -110,7 +118,7 @@ StatusOr<int64_t> resolve_warmup(const BenchmarkArgs& a, std::string* note) {
   return warmup;
 }
 
-StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
+StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   if (a.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
   Resolved r;
@@ -131,9 +139,12 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a) {
   run.lr.assign(a.lr, a.given("--lr"));
   run.total_steps = a.steps;
   run.warmup_steps = r.warmup;
+  run.world_size = dist.world_size();
+  run.zero_stage.assign(std::max(a.zero, 0), a.zero >= 0);
   LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
   LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
+  r.dp = resolve_data_parallel(run, r.ds, dist.world_size(), dist.rank(), dist.backend_name());
   r.micro_batch = a.batch_size;
   r.grad_accum = a.grad_accum;
   r.precision = precision;
@@ -190,7 +201,9 @@ std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base
     const auto ranks = static_cast<int64_t>(std::ceil(states / (usable - rest)));
     hint += (hint.empty() ? "" : "; ") +
             fmt::format(
-                "ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough",
+                "ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough "
+                "(not implemented yet on the CPU; under mpirun --zero 1 or 2 shards the "
+                "optimizer states)",
                 ranks, states / static_cast<double>(kGiB));
   }
   hint += (hint.empty() ? "" : "; ") +
@@ -200,11 +213,17 @@ std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base
 
 // Refuses, before anything is allocated, a run whose predicted memory (the dry run `e` of its
 // joint graph) does not fit the host's default budget (plan/budget.h), and says what would fit.
-Status check_memory_fits(const Resolved& r, const GraphFigures& e, const HostInfo& host) {
+Status check_memory_fits(const Resolved& r, const GraphFigures& e, const HostInfo& host,
+                         int ranks_on_host) {
   const double base = static_cast<double>(process_peak_rss_bytes());  // binary, libraries, graph
   const double need = static_cast<double>(e.bytes_reserved) + base;
-  const auto avail = static_cast<double>(host.mem_available_bytes);
-  const MemoryBudget budget = default_budget(avail, "available memory");
+  // Ranks on one host share its memory: each gets its share (their allocations come after
+  // every rank has passed this check, so each sees the same available memory).
+  const auto avail = static_cast<double>(host.mem_available_bytes) / ranks_on_host;
+  const MemoryBudget budget = default_budget(
+      avail, ranks_on_host > 1
+                 ? fmt::format("available memory / {} ranks on this host", ranks_on_host)
+                 : "available memory");
   LJ_LOG(debug) << "predicted peak " << format_bytes(need) << " ("
                 << format_bytes(static_cast<double>(e.bytes_peak)) << " in tensors), available "
                 << format_bytes(avail);
@@ -216,11 +235,12 @@ Status check_memory_fits(const Resolved& r, const GraphFigures& e, const HostInf
   std::string what = fmt::format(
       "{} needs {} for one training step at batch {} x seq {} (GiB: weights {}, grads {}, "
       "optimizer {}, activations "
-      "up to {}) but this host has {} available",
+      "up to {}) but this host has {} available{}",
       r.model.config.name, format_bytes(need), r.micro_batch, r.seq_len,
       gib(s.at_peak(MemCategory::weights)), gib(s.at_peak(MemCategory::grads)),
       gib(s.at_peak(MemCategory::optimizer)), gib(s.peak(MemCategory::activations)),
-      format_bytes(avail));
+      format_bytes(avail),
+      ranks_on_host > 1 ? fmt::format(" per rank ({} ranks share it)", ranks_on_host) : "");
   return resource_exhausted(what, what_would_fit(r, e, base, budget));
 }
 
@@ -238,6 +258,7 @@ void print_header(const Resolved& r, const HostInfo& host, const Device& dev,
   fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model,
              host.cores, host.ghz, host.peak_fp32_flops() / 1e9);
   if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
+  fmt::print("{}", r.dp.describe());
   if (r.step.graph.compile) {
     fmt::print("compile: on ({:.2f} s to build the step)\n{}", compile_s, trainer.compile_log());
   } else {
@@ -250,21 +271,25 @@ struct StepLog {
   std::vector<double> measured_seconds;  // after warmup
   std::vector<double> all_seconds;
   std::vector<double> losses;
+  std::vector<double> measured_comm_seconds;  // this rank's time in collectives, after warmup
 };
 
 StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
                             Device& dev, TrainStep& trainer) {
   const LlamaConfig& model = r.model.config;
+  // This rank's tokens per step (every rank trains as many).
   const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
   const double flops_per_token = model.flops_per_token(r.seq_len);
   Progress progress("benchmark", "steps");
   const bool tty = progress.is_tty();
   StepLog log;
   for (int64_t s = 0; s < r.steps; ++s) {
+    // This rank's slice of the global step, by global micro-batch index: N ranks x accum A
+    // train what one process with accum N x A trains (dist/batch_shard.h).
     std::vector<TrainStep::Batch> micro;
-    for (int64_t k = 0; k < r.grad_accum; ++k) {
-      micro.push_back(synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed,
-                                      s * r.grad_accum + k));
+    for (const int64_t index : rank_micro_batches(s, r.grad_accum, r.dp.rank, r.dp.world_size)) {
+      micro.push_back(
+          synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed, index));
     }
     if (s == r.warmup) trainer.executor().reset_profile();
     const double t0 = now_seconds();
@@ -274,7 +299,10 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
     const double dt = now_seconds() - t0;
     log.all_seconds.push_back(dt);
     log.losses.push_back(res.loss);
-    if (s >= r.warmup) log.measured_seconds.push_back(dt);
+    if (s >= r.warmup) {
+      log.measured_seconds.push_back(dt);
+      log.measured_comm_seconds.push_back(res.comm_seconds);
+    }
     const double tps = static_cast<double>(tokens_per_step) / dt;
     if (tty) {
       progress.update(s + 1, r.steps);
@@ -292,45 +320,94 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
 }
 
 // The run's figures, as printed and recorded.
+// The run's figures, as printed and recorded. With several ranks: throughput summed over the
+// ranks, and per-rank lists (rank order) gathered to every rank.
 struct Summary {
-  double p50 = 0, p90 = 0;  // step seconds
+  double p50 = 0, p90 = 0;  // this rank's step seconds
+  // All ranks: the sum of the ranks' tokens/s (each its tokens per step over its median step).
   double tokens_per_s = 0, tflops = 0, mfu = 0, flops_per_token = 0, peak_flops = 0;
-  double rss = 0;  // process peak RSS
+  double rss = 0;     // this process's peak RSS (VmHWM)
+  double comm_s = 0;  // this rank's median time in collectives per measured step
   int64_t kernels_per_step = 0;
+  std::vector<double> tokens_per_s_by_rank, rss_by_rank, comm_s_by_rank, optimizer_bytes_by_rank;
 };
 
-Summary summarize(const Resolved& r, const HostInfo& host, const StepLog& log, TrainStep& trainer) {
+// A collective with several ranks: every rank calls it.
+StatusOr<Summary> summarize(const Resolved& r, const HostInfo& host, const StepLog& log,
+                            const Device& dev, TrainStep& trainer, DistSession& dist) {
   Summary m;
   m.p50 = percentile(log.measured_seconds, 0.5);
   m.p90 = percentile(log.measured_seconds, 0.9);
+  m.comm_s = percentile(log.measured_comm_seconds, 0.5);
   m.flops_per_token = r.model.config.flops_per_token(r.seq_len);
   m.peak_flops = host.peak_fp32_flops();
-  m.tokens_per_s = static_cast<double>(r.micro_batch * r.seq_len * r.grad_accum) / m.p50;
-  m.tflops = m.flops_per_token * m.tokens_per_s / 1e12;
-  m.mfu = m.tflops * 1e12 / m.peak_flops;
+  const double local_tps = static_cast<double>(r.micro_batch * r.seq_len * r.grad_accum) / m.p50;
   m.rss = static_cast<double>(process_peak_rss_bytes());
+  LJ_ASSIGN_OR_RETURN(m.tokens_per_s_by_rank, dist.gather(local_tps));
+  LJ_ASSIGN_OR_RETURN(m.rss_by_rank, dist.gather(m.rss));
+  LJ_ASSIGN_OR_RETURN(m.comm_s_by_rank, dist.gather(m.comm_s));
+  LJ_ASSIGN_OR_RETURN(m.optimizer_bytes_by_rank,
+                      dist.gather(static_cast<double>(dev.memory().peak(MemCategory::optimizer))));
+  for (double t : m.tokens_per_s_by_rank) m.tokens_per_s += t;
+  m.tflops = m.flops_per_token * m.tokens_per_s / 1e12;
+  // With several ranks on one host (mpirun -np N here) they share its peak.
+  m.mfu = m.tflops * 1e12 / m.peak_flops;
   m.kernels_per_step = trainer.executor().kernels_launched() * r.grad_accum;
   return m;
+}
+
+// "a, b, c" of each value formatted by `f`.
+template <class F>
+std::string per_rank(const std::vector<double>& v, F f) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + f(v[i]);
+  return s;
+}
+
+// The lines only a multi-process run has: throughput per rank, time in collectives, and each
+// rank's peak memory against the predictor's per-rank figure.
+void print_ranks(const Resolved& r, const Summary& m, const Pricing& predicted) {
+  const auto tps = [](double v) { return fmt::format("{:.0f}", v); };
+  const auto ms = [](double v) { return format_seconds(v); };
+  fmt::print("  per rank      tokens/s {}   (rank order)\n", per_rank(m.tokens_per_s_by_rank, tps));
+  fmt::print(
+      "  comm/step     p50 {} ({:.1f}% of the step; per rank {})   overlap: none yet (all "
+      "exposed)\n",
+      format_seconds(m.comm_s), m.p50 > 0 ? 100.0 * m.comm_s / m.p50 : 0.0,
+      per_rank(m.comm_s_by_rank, ms));
+  const double pred = predicted.memory.total;
+  const auto err = [&](double v) { return fmt::format("{:+.1f}%", 100.0 * (pred - v) / v); };
+  fmt::print("  peak RSS per rank (VmHWM)   {}\n",
+             per_rank(m.rss_by_rank, [](double v) { return format_bytes(v); }));
+  fmt::print("  predicted per rank          {} (ZeRO {} over {} ranks; error {})\n",
+             format_bytes(pred), r.dp.zero.stage, r.dp.world_size, per_rank(m.rss_by_rank, err));
+  fmt::print("  optimizer states per rank   {}   (ljperf accounting; predicted {})\n",
+             per_rank(m.optimizer_bytes_by_rank, [](double v) { return format_bytes(v); }),
+             format_bytes(predicted.memory.get("optimizer")));
 }
 
 void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log, const Summary& m,
                    const Pricing& predicted, const Device& dev, TrainStep& trainer) {
   const double peak = m.peak_flops;
+  const bool ranks = r.dp.world_size > 1;
   fmt::print(
       "\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's "
       "convention)\n",
       log.measured_seconds.size(), m.flops_per_token / 1e9);
-  fmt::print("  tokens/s      {:.0f}   (median step)\n", m.tokens_per_s);
-  fmt::print("  TFLOP/s       {:.4f}\n", m.tflops);
-  fmt::print("  MFU           {:.2f}%   (of {:.1f} GFLOP/s fp32 peak)\n", 100.0 * m.mfu,
-             peak / 1e9);
+  const std::string all = ranks ? fmt::format("all {} ranks, ", r.dp.world_size) : "";
+  fmt::print("  tokens/s      {:.0f}   ({}median step)\n", m.tokens_per_s, all);
+  fmt::print("  TFLOP/s       {:.4f}{}\n", m.tflops, ranks ? "   (all ranks)" : "");
+  fmt::print("  MFU           {:.2f}%   (of {:.1f} GFLOP/s fp32 peak{})\n", 100.0 * m.mfu,
+             peak / 1e9, ranks ? ": one host's, which the ranks share" : "");
   fmt::print("  step time     p50 {}   p90 {}\n", format_seconds(m.p50), format_seconds(m.p90));
   fmt::print("  kernels/step  {}\n", m.kernels_per_step);
   fmt::print("  final loss    {:.4f}\n", log.losses.back());
-  fmt::print("  process peak RSS {}   (predicted peak RSS {}, {:+.2f}%)\n", format_bytes(m.rss),
-             format_bytes(predicted.memory.total),
-             100.0 * (predicted.memory.total - m.rss) / m.rss);
-  fmt::print("  memory (ljperf accounting)\n{}", dev.memory().to_string());
+  fmt::print("  process peak RSS {}   (predicted peak RSS {}, {:+.2f}%){}\n", format_bytes(m.rss),
+             format_bytes(predicted.memory.total), 100.0 * (predicted.memory.total - m.rss) / m.rss,
+             ranks ? "   (rank 0)" : "");
+  if (ranks) print_ranks(r, m, predicted);
+  fmt::print("  memory (ljperf accounting{})\n{}", ranks ? ", rank 0" : "",
+             dev.memory().to_string());
   if (const ArenaMemory* pm = trainer.executor().arena_memory()) {
     fmt::print("{}", memory_plan_summary(pm->plan()));
   }
@@ -364,7 +441,11 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                  {"compile", r.step.graph.compile},
                  {"lr", r.step.adamw.lr},
                  {"grad_clip", r.step.grad_clip},
-                 {"deepspeed", r.ds ? r.ds->source : ""}};
+                 {"deepspeed", r.ds ? r.ds->source : ""},
+                 {"world_size", r.dp.world_size},
+                 {"zero_stage", r.dp.zero.stage},
+                 {"reduce_bucket_size", r.dp.zero.reduce_bucket_size},
+                 {"allgather_bucket_size", r.dp.zero.allgather_bucket_size}};
   j["config"]["recompute"] = recompute;
   j["config"]["recompute_policy"] = recompute_policy_name(r.step.graph.recompute.policy);
   j["config"]["recompute_method"] = recompute_method_name(r.step.graph.recompute.method);
@@ -395,13 +476,21 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                   {"bytes_peak_by_category", by_cat},
                   {"bytes_reserved_peak", mem.bytes_reserved_peak},
                   {"process_peak_rss_bytes", m.rss},
-                  {"peak_rss_bytes", m.rss}};
+                  {"peak_rss_bytes", m.rss},
+                  // Per rank, rank order (one entry for one process); tokens_per_s is their sum.
+                  {"tokens_per_s_per_rank", m.tokens_per_s_by_rank},
+                  {"process_peak_rss_bytes_per_rank", m.rss_by_rank},
+                  {"optimizer_bytes_per_rank", m.optimizer_bytes_by_rank},
+                  {"comm_s_per_step", m.comm_s},
+                  {"comm_s_per_step_per_rank", m.comm_s_by_rank},
+                  {"comm_overlap", "none"}};
   const Pricing& predicted = prepared.predicted;
   const GraphFigures& figures = prepared.figures;
   nlohmann::ordered_json pred;
   for (const auto& i : predicted.memory.items) pred[i.name] = i.bytes;
   j["plan"] = {{"recompute", recompute},
                {"compile", r.step.graph.compile},
+               // Per rank: one rank's ZeRO shard and collective buffers (host_plan.h).
                {"predicted_peak_rss_bytes", predicted.memory.total},
                {"predicted", pred},
                {"predicted_step_seconds", predicted.step_seconds},
@@ -425,45 +514,69 @@ Status choose_recompute(const BenchmarkArgs& a, Resolved* r) {
   LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
   LJ_ASSIGN_OR_RETURN(CkptChoice c,
                       checkpoint_optimization(r->model.config, r->micro_batch, r->seq_len,
-                                              r->step.graph.compile, budget));
+                                              r->step.graph.compile, budget, r->parallel()));
   print_ckpt_choice(c, r->model.config.num_hidden_layers);
   r->step.graph.recompute = c.recompute;
   return ok_status();
 }
 
-Status run_benchmark(const BenchmarkArgs& a) {
-  LJ_ASSIGN_OR_RETURN(Resolved r, resolve(a));
-  const HostInfo host = host_info();
+// A run made ready on this rank, before any collective: resolved, predicted, checked, built.
+struct Ready {
+  Resolved r;
+  PreparedRun prepared;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<TrainStep> trainer;
+  double compile_s = 0;
+  std::string recompute;
+};
+
+StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const HostInfo& host) {
+  Ready g;
+  LJ_ASSIGN_OR_RETURN(g.r, resolve(a, dist));
+  Resolved& r = g.r;
   const LlamaConfig& model = r.model.config;
   if (r.ds) {
     for (const auto& w : r.ds->warnings) LJ_LOG(warning) << w;
   }
   LJ_RETURN_IF_ERROR(choose_recompute(a, &r));
   // The chosen configuration's joint graph, built once: dry-run here (the memory check and the
-  // planner's prediction, printed beside the measured peak), then run by the TrainStep.
-  LJ_ASSIGN_OR_RETURN(PreparedRun prepared,
-                      prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph));
+  // planner's prediction, per rank, printed beside the measured peak), then run by the TrainStep.
+  LJ_ASSIGN_OR_RETURN(
+      g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph, r.parallel()));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
-  LJ_RETURN_IF_ERROR(check_memory_fits(r, prepared.figures, host));
+  LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
   if (r.precision != DType::f32) {
     return unimplemented(std::string(dtype_name(r.precision)) +
                              " training needs the CUDA backend; the CPU trains in f32",
                          "add --precision f32 (flags win over the DeepSpeed JSON)");
   }
-  Device dev(a.threads);
+  LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
+  g.dev = std::make_unique<Device>(a.threads);
   r.step.profile = a.profile;
+  r.step.data_parallel = dist.data_parallel(r.dp.zero);
   const double compile_t0 = now_seconds();
-  const std::string recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
-  LJ_ASSIGN_OR_RETURN(auto trainer,
-                      TrainStep::create(model, r.step, dev, std::move(prepared.graph)));
+  g.recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
+  LJ_ASSIGN_OR_RETURN(g.trainer,
+                      TrainStep::create(model, r.step, *g.dev, std::move(g.prepared.graph)));
   // Building the step includes building its graph (done once, above).
-  const double compile_s = prepared.build_seconds + now_seconds() - compile_t0;
-  print_header(r, host, dev, recompute, compile_s, *trainer);
-  LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(a, r, host, dev, *trainer));
-  const Summary m = summarize(r, host, log, *trainer);
-  print_summary(a, r, log, m, prepared.predicted, dev, *trainer);
-  if (a.output.empty()) return ok_status();
-  return append_results(a, r, host, dev, log, m, prepared, compile_s);
+  g.compile_s = g.prepared.build_seconds + now_seconds() - compile_t0;
+  return g;
+}
+
+Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
+  const HostInfo host = host_info();
+  StatusOr<Ready> ready = make_ready(a, dist, host);
+  // Every rank ready, or every rank stops (the others would wait in the first collective).
+  LJ_RETURN_IF_ERROR(dist.agree(ready.status()));
+  Ready& g = *ready;
+  const Resolved& r = g.r;
+  print_header(r, host, *g.dev, g.recompute, g.compile_s, *g.trainer);
+  LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(a, r, host, *g.dev, *g.trainer));
+  LJ_ASSIGN_OR_RETURN(const Summary m, summarize(r, host, log, *g.dev, *g.trainer, dist));
+  print_summary(a, r, log, m, g.prepared.predicted, *g.dev, *g.trainer);
+  // One record per run: rank 0 writes it.
+  if (a.output.empty() || !dist.is_root()) return ok_status();
+  return append_results(a, r, host, *g.dev, log, m, g.prepared, g.compile_s);
 }
 
 }  // namespace
@@ -498,9 +611,16 @@ Command add_benchmark_command(CLI::App& app) {
   sub->add_flag("--profile", args->profile, "Time every kernel and print time per op category");
   add_optimization_flags(sub, &args->compile, &args->ckpt_opt, &args->memory_limit,
                          &args->recompute);
+  add_zero_flag(sub, &args->zero);
   sub->add_option("--output", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
-  return {sub, [args] { return run_benchmark(*args); }};
+  sub->footer(
+      "Several processes: mpirun -np N ljperf benchmark ... (data parallel, ZeRO 0-2 from --zero "
+      "or the DeepSpeed JSON); each rank trains its slice of every global batch, only rank 0 "
+      "prints.");
+  return {sub, [args] {
+            return DistSession::run([&](DistSession& dist) { return run_benchmark(*args, dist); });
+          }};
 }
 
 }  // namespace lj::cli

@@ -20,6 +20,7 @@
 #include "cli/doctor_host.h"
 #include "cli/doctor_nccl.h"
 #include "core/units.h"
+#include "dist/build_info.h"
 #include "runtime/host.h"
 #include "runtime/launch_env.h"
 
@@ -140,6 +141,20 @@ Section mpi_section(json* facts) {
   s.add(CheckLevel::ok, found.empty() ? "no MPI launcher on PATH (mpirun, mpiexec, srun): "
                                         "ljperf runs as one process"
                                       : "launchers on PATH: " + found);
+  // The build (dist/build_info.h) against the launcher: which MPI each is.
+  const std::string library = mpi_library_version();
+  std::string mpirun = find_on_path("mpirun", path);
+  if (mpirun.empty()) mpirun = find_on_path("mpiexec", path);
+  std::string launcher_impl;
+  if (!mpirun.empty()) {
+    const std::string timeout = find_on_path("timeout", path);
+    int status = 0;
+    const std::string out = run_command((timeout.empty() ? "" : shell_quote(timeout) + " 10 ") +
+                                            shell_quote(mpirun) + " --version 2>&1",
+                                        &status);
+    launcher_impl = mpi_implementation(out);
+  }
+  s.add(mpi_launcher_check(library, mpirun, launcher_impl));
   const StatusOr<LaunchEnv> env = resolve_launch_env(env_or_null);
   if (!env.ok()) {
     s.add(CheckLevel::fail, env.status().message(), env.status().hint());
@@ -162,6 +177,10 @@ Section mpi_section(json* facts) {
   s.add(mpi_backend_check(backend("mpi"), env->world_size));
   (*facts)["launch"] = {
       {"rank", env->rank}, {"world_size", env->world_size}, {"local_rank", env->local_rank}};
+  (*facts)["mpi"] = {{"built_with_mpi", built_with_mpi()},
+                     {"library", library},
+                     {"launcher", mpirun},
+                     {"launcher_implementation", launcher_impl}};
   return s;
 }
 
@@ -299,6 +318,10 @@ void print_text(const std::string& hostname, const std::vector<Section>& section
 }
 
 Status run_doctor(const DoctorArgs& a) {
+  // Under a launcher, one report per host: its local rank 0 speaks for it (the others would
+  // print the same probes again).
+  const StatusOr<LaunchEnv> launch = resolve_launch_env(env_or_null);
+  if (launch.ok() && launch->local_rank != 0) return ok_status();
   const HostInfo h = host_info();
   const GpuProbe gpus = probe_gpus();
   json facts = json::object();

@@ -4,17 +4,18 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "dist/build_info.h"
 
 namespace lj::cli {
 namespace {
 
-// When CUDA lands: {"cuda", ..., kBuiltWithCuda ? BackendState::built : BackendState::not_built}
-// (and likewise for MPI with LJ_MPI).
-constexpr BackendStatus kBackends[] = {
+// When CUDA lands: {"cuda", ..., kBuiltWithCuda ? BackendState::built : BackendState::not_built},
+// as the MPI row does.
+const BackendStatus kBackends[] = {
     {"cpu", "training on the CPU (oneDNN GEMMs, OpenMP)", "", BackendState::built},
     {"cuda", "training on NVIDIA GPUs", "LJ_CUDA", BackendState::not_implemented},
-    {"mpi", "multi-process training (collectives between ranks)", "LJ_MPI",
-     BackendState::not_implemented},
+    {"mpi", "multi-process training on the CPU (data parallel, ZeRO stages 0-2)", "LJ_MPI",
+     built_with_mpi() ? BackendState::built : BackendState::not_built},
 };
 
 }  // namespace
@@ -72,7 +73,8 @@ CheckLine mpi_backend_check(const BackendStatus& mpi, int world_size) {
   const bool many = world_size > 1;
   switch (mpi.state) {
     case BackendState::built:
-      return {CheckLevel::ok, "MPI backend: built", ""};
+      return {CheckLevel::ok,
+              "MPI backend: built (data-parallel training, ZeRO stages 0-2; stage 3 not yet)", ""};
     case BackendState::not_built:
       if (!many) return {CheckLevel::ok, "MPI backend: not built into this ljperf", ""};
       return {CheckLevel::fail,
@@ -94,6 +96,78 @@ CheckLine mpi_backend_check(const BackendStatus& mpi, int world_size) {
               "run one process (without mpirun, srun or torchrun)"};
   }
   return {};
+}
+
+std::string mpi_family(std::string_view text) {
+  if (text.find("Open MPI") != std::string_view::npos ||
+      text.find("OpenRTE") != std::string_view::npos) {
+    return "Open MPI";
+  }
+  if (text.find("Intel(R) MPI") != std::string_view::npos ||
+      text.find("Intel MPI") != std::string_view::npos) {
+    return "Intel MPI";
+  }
+  if (text.find("MPICH") != std::string_view::npos ||
+      text.find("HYDRA") != std::string_view::npos) {
+    return "MPICH";
+  }
+  return "";
+}
+
+namespace {
+
+// The first run of digits and dots at or after `from` ("4.1.4"); "" when none.
+std::string version_after(std::string_view text, size_t from) {
+  const size_t b = text.find_first_of("0123456789", from);
+  if (b == std::string_view::npos) return "";
+  const size_t e = text.find_first_not_of("0123456789.", b);
+  std::string v(text.substr(b, e == std::string_view::npos ? e : e - b));
+  while (!v.empty() && v.back() == '.') v.pop_back();
+  return v;
+}
+
+}  // namespace
+
+std::string mpi_implementation(std::string_view out) {
+  const std::string family = mpi_family(out);
+  if (family.empty()) return "";
+  size_t from = 0;
+  if (family == "Open MPI") {
+    from = out.find(')');  // "mpirun (Open MPI) 4.1.4"
+  } else if (family == "MPICH") {
+    from = out.find("Version:");  // HYDRA's "Version:                                 4.0.2"
+  } else {
+    from = out.find("Version");  // "Intel(R) MPI Library for Linux* OS, Version 2021.9 Build ..."
+  }
+  const std::string v = version_after(out, from == std::string_view::npos ? 0 : from);
+  return v.empty() ? family : family + " " + v;
+}
+
+CheckLine mpi_launcher_check(const std::string& library, const std::string& launcher,
+                             const std::string& launcher_impl) {
+  const std::string impl = launcher_impl.empty() ? "an unknown MPI" : launcher_impl;
+  if (library.empty()) {
+    if (launcher.empty()) return {CheckLevel::ok, "built without MPI; no mpirun on PATH", ""};
+    return {CheckLevel::warn,
+            fmt::format("{} is {}, but this ljperf was built without MPI: `mpirun -np N ljperf` "
+                        "is refused",
+                        launcher, impl),
+            "install libopenmpi-dev and rebuild (LJ_MPI is on whenever MPI is found)"};
+  }
+  if (launcher.empty()) {
+    return {CheckLevel::warn, fmt::format("built with MPI ({}) but no mpirun on PATH", library),
+            "install openmpi-bin (or your MPI's launcher), or start ranks with srun --mpi=pmix"};
+  }
+  const std::string want = mpi_family(library), have = mpi_family(launcher_impl);
+  if (!want.empty() && !have.empty() && want != have) {
+    return {CheckLevel::warn,
+            fmt::format("{} is {}, but ljperf was built with {}: its processes would not join one "
+                        "world",
+                        launcher, impl, library),
+            fmt::format("put {}'s mpirun first on PATH", want)};
+  }
+  return {CheckLevel::ok,
+          fmt::format("mpirun: {} ({}); ljperf built with {}", impl, launcher, library), ""};
 }
 
 }  // namespace lj::cli

@@ -1,10 +1,12 @@
 // Which execution backends this ljperf has: the one table the doctor reads, so that when a
-// backend lands (CUDA, MPI) one row changes and every line about it follows. Until then the
-// doctor says plainly that a backend does not exist yet and never advises a build flag that
-// does nothing (LJ_CUDA and LJ_MPI only reserve the names today).
+// backend lands (CUDA) one row changes and every line about it follows. Until then the doctor
+// says plainly that a backend does not exist yet and never advises a build flag that does
+// nothing (LJ_CUDA only reserves the name today). MPI exists: its row says whether this binary
+// was built with it (dist/build_info.h).
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "cli/doctor_check.h"
@@ -37,5 +39,19 @@ CheckLine cuda_backend_check(const BackendStatus& cuda, int gpu_count);
 // The MPI section's verdict on a launch of `world_size` processes: fail when there are several
 // and no collective backend joins them (each would train alone), ok otherwise.
 CheckLine mpi_backend_check(const BackendStatus& mpi, int world_size);
+
+// The MPI implementation that `mpirun --version` (or `mpiexec --version`) names: "Open MPI
+// 4.1.4", "MPICH 4.0.2", "Intel MPI 2021.9"; "" when the text names none of them.
+std::string mpi_implementation(std::string_view version_output);
+// The family of an implementation or library version string: "Open MPI", "MPICH", "Intel MPI",
+// or "" when unknown. Open MPI's launcher cannot start an MPICH-built binary as one world.
+std::string mpi_family(std::string_view text);
+
+// The launcher against the build: `library` is dist/build_info.h mpi_library_version() ("" when
+// built without MPI); `launcher` the path of mpirun found on PATH ("" when none) and
+// `launcher_impl` what its --version names. Warns when multi-process runs cannot start: a build
+// without MPI, no launcher, or a launcher of another MPI than the library's.
+CheckLine mpi_launcher_check(const std::string& library, const std::string& launcher,
+                             const std::string& launcher_impl);
 
 }  // namespace lj::cli

@@ -53,26 +53,6 @@ bool parse_memory_field(std::string_view s, int64_t* bytes) {
   return true;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs a shell command, returning its stdout+stderr and exit status (-1 when it could not start).
-std::string run_command(const std::string& command, int* exit_status) {
-  std::string out;
-  *exit_status = -1;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  *exit_status = (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
 std::string first_line(std::string_view s) {
   s = trim(s);
   return std::string(s.substr(0, s.find('\n')));

@@ -1,7 +1,10 @@
 // The doctor's host probes; see doctor_host.h.
 #include "cli/doctor_host.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <string_view>
@@ -61,6 +64,26 @@ CheckLine compiled_isa_check(const IsaFlags& built, const IsaFlags& host) {
     return {CheckLevel::ok, "compiled without AVX2, FMA or AVX-512F (a portable build)", ""};
   }
   return {CheckLevel::ok, "compiled for " + isa_names(built) + "; this CPU has all of them", ""};
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs a shell command, returning its stdout+stderr and exit status (-1 when it could not start).
+std::string run_command(const std::string& command, int* exit_status) {
+  std::string out;
+  *exit_status = -1;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  *exit_status = (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
+  return out;
 }
 
 }  // namespace lj::cli

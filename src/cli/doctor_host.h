@@ -1,5 +1,5 @@
-// The doctor's small host probes: finding a tool on PATH, and whether the CPU has the vector
-// extensions this binary was compiled for.
+// The doctor's small host probes: running a tool, finding it on PATH, and whether the CPU has the
+// vector extensions this binary was compiled for.
 #pragma once
 
 #include <string>
@@ -7,6 +7,11 @@
 #include "cli/doctor_check.h"
 
 namespace lj::cli {
+
+// Runs a shell command, returning its stdout+stderr and exit status (-1 when it could not start).
+std::string run_command(const std::string& command, int* exit_status);
+// `s` quoted for the shell.
+std::string shell_quote(const std::string& s);
 
 // The first directory of `path_env` (a PATH value) holding an executable `name`; empty if none.
 std::string find_on_path(const std::string& name, const char* path_env);

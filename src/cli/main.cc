@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/dist_session.h"
 #include "cli/doctor.h"
 #include "core/log.h"
 
@@ -12,6 +13,7 @@
 
 int main(int argc, char** argv) {
   lj::init_log_level_from_env();
+  lj::cli::label_errors_by_launch_rank();
   CLI::App app{"ljperf: train Llama-family language models and measure how fast they train"};
   app.set_version_flag("--version", std::string("ljperf ") + LJ_VERSION);
   app.require_subcommand(1);
@@ -26,16 +28,15 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "error: %s\nhint: see ljperf --help, or ljperf <command> --help\n",
-                 e.what());
+    lj::cli::print_error(
+        lj::invalid_argument(e.what(), "see ljperf --help, or ljperf <command> --help"));
     return 2;
   }
   for (const auto& c : commands) {
     if (!c.app->parsed()) continue;
     const lj::Status s = c.run();
     if (s.ok()) return 0;
-    std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    if (!s.hint().empty()) std::fprintf(stderr, "hint: %s\n", s.hint().c_str());
+    lj::cli::print_error(s);
     return 1;
   }
   return 0;

@@ -2,6 +2,7 @@
 // choice, and the recommendation, for a model on a device that need not be present.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
@@ -11,6 +12,7 @@
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
 #include "plan/plan.h"
+#include "runtime/launch_env.h"
 
 namespace lj::cli {
 namespace {
@@ -36,16 +38,29 @@ struct PlanArgs {
 };
 
 Status run_plan(const PlanArgs& a) {
+  // Under a launcher (mpirun -np N ljperf plan ...) the plan is for that world: --gpus defaults
+  // to its size, and rank 0 alone prints it (the plan needs no communicator).
+  const StatusOr<LaunchEnv> launch =
+      resolve_launch_env([](const char* v) { return std::getenv(v); });
+  LJ_RETURN_IF_ERROR(launch.status());
+  if (launch->rank != 0) return ok_status();
+  const int64_t gpus = a.given("--gpus") ? a.gpus : launch->world_size;
   LJ_ASSIGN_OR_RETURN(ModelRef model, resolve_model(a.model));
   LJ_ASSIGN_OR_RETURN(PredictorCoefficients coeffs, load_coefficients(a.model_file));
   PlanRequest req;
   req.model = model.config;
   req.coeffs = coeffs;
   LJ_ASSIGN_OR_RETURN(req.device, find_device(a.device, coeffs));
-  req.gpus = a.gpus;
-  const int stage =
-      a.zero >= 0 ? a.zero : (req.device.kind == DeviceKind::gpu && a.gpus > 1 ? 3 : 0);
-  req.zero = ZeroSetup::for_model(req.model, stage, a.gpus);
+  req.gpus = gpus;
+  const bool host = req.device.kind == DeviceKind::cpu;
+  const int stage = a.zero >= 0 ? a.zero : (!host && gpus > 1 ? 3 : 0);
+  req.zero = ZeroSetup::for_model(req.model, stage, gpus);
+  if (host) {
+    // As `ljperf benchmark` runs without a DeepSpeed JSON: DeepSpeed's code defaults.
+    const ZeroConfig defaults;
+    req.zero.reduce_bucket_size = defaults.reduce_bucket_size;
+    req.zero.allgather_bucket_size = defaults.allgather_bucket_size;
+  }
   req.micro_batch = a.batch_size;
   req.seq_len = a.seq_len;
   req.compile = a.compile;
@@ -58,11 +73,12 @@ Status run_plan(const PlanArgs& a) {
   }
   if (!a.deepspeed.empty()) {
     RunSettings run;
-    run.world_size = a.gpus;
+    run.world_size = gpus;
+    if (a.zero >= 0) run.zero_stage.set_flag(a.zero);  // the flag wins, as in benchmark
     run.hidden_size = req.model.hidden_size;
     run.micro_batch.assign(a.batch_size, a.given("--batch-size"));
     LJ_ASSIGN_OR_RETURN(DeepSpeedConfig ds, load_deepspeed_config(a.deepspeed, run));
-    if (!a.given("--zero")) req.zero.stage = static_cast<int>(ds.zero.stage);
+    req.zero.stage = static_cast<int>(ds.zero.stage);
     req.zero.reduce_bucket_size = ds.zero.reduce_bucket_size;
     req.zero.allgather_bucket_size = ds.zero.allgather_bucket_size;
     req.zero.stage3_prefetch_bucket_size = ds.zero.stage3_prefetch_bucket_size;
@@ -119,8 +135,12 @@ Command add_plan_command(CLI::App& app) {
                   "Preset (llama3-8b, llama3.1-70b, tiny, ...) or a config.json")
       ->capture_default_str();
   sub->add_option("--device", a->device, "host, h100, h200, a100 or b200")->capture_default_str();
-  sub->add_option("--gpus", a->gpus, "Data-parallel ranks")->capture_default_str();
-  sub->add_option("--zero", a->zero, "ZeRO stage 0-3 (default: 3 with several GPUs, else 0)");
+  sub->add_option("--gpus", a->gpus,
+                  "Data-parallel ranks (GPUs, or processes with --device host; default: the "
+                  "launcher's world size under mpirun, else 1)")
+      ->capture_default_str();
+  sub->add_option("--zero", a->zero,
+                  "ZeRO stage 0-3 (default: 3 with several GPUs, else 0; the host trains 0-2)");
   sub->add_option("--batch-size", a->batch_size, "Micro-batch size per rank")
       ->capture_default_str();
   sub->add_option("--seq-len", a->seq_len, "Sequence length")->capture_default_str();

@@ -38,33 +38,17 @@ bool compile_requested(bool flag) {
   return v == "1" || v == "true" || v == "TRUE" || v == "True";
 }
 
-namespace {
-
-// What ljperf cannot honour yet is an error, not a silent difference from DeepSpeed.
-Status check_supported(const DeepSpeedConfig& c) {
-  if (c.world_size != 1) {
-    return unimplemented(
-        c.source + ": world size " + std::to_string(c.world_size) + " needs the MPI backend",
-        "run one process");
-  }
-  return ok_status();
-}
-
-}  // namespace
-
 StatusOr<std::optional<DeepSpeedConfig>> resolve_deepspeed(const std::string& file,
                                                            const ModelRef& model, RunSettings run) {
   run.hidden_size = model.config.hidden_size;
   if (!file.empty()) {
     LJ_ASSIGN_OR_RETURN(DeepSpeedConfig c, load_deepspeed_config(file, run));
-    LJ_RETURN_IF_ERROR(check_supported(c));
     return std::optional<DeepSpeedConfig>(std::move(c));
   }
   if (!model.recipe.empty()) {
     LJ_ASSIGN_OR_RETURN(
         DeepSpeedConfig c,
         parse_deepspeed_config(std::string(deepspeed_zero3_bf16_recipe()), model.recipe, run));
-    LJ_RETURN_IF_ERROR(check_supported(c));
     return std::optional<DeepSpeedConfig>(std::move(c));
   }
   return std::optional<DeepSpeedConfig>();
@@ -77,6 +61,68 @@ void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s) {
   s->step.grad_clip = ds.gradient_clipping;
   s->step.adamw = AdamWConfig{ds.optimizer.lr, ds.optimizer.beta1, ds.optimizer.beta2,
                               ds.optimizer.eps, ds.optimizer.weight_decay};
+}
+
+DataParallelSettings resolve_data_parallel(const RunSettings& run,
+                                           const std::optional<DeepSpeedConfig>& ds, int world_size,
+                                           int rank, const std::string& backend) {
+  DataParallelSettings d;
+  d.world_size = world_size;
+  d.rank = rank;
+  d.backend = backend;
+  if (ds) {
+    // The file's resolution already let the flag win; its lines say where each value came from.
+    d.zero.stage = static_cast<int>(ds->zero.stage);
+    d.zero.reduce_bucket_size = ds->zero.reduce_bucket_size;
+    d.zero.allgather_bucket_size = ds->zero.allgather_bucket_size;
+    const auto origin = [&](const std::string& key) {
+      for (const auto& l : ds->resolved) {
+        if (l.key == key) return ds->source + ": " + l.origin;
+      }
+      return ds->source;
+    };
+    d.stage_origin = origin("zero_optimization.stage");
+    d.reduce_bucket_origin = origin("zero_optimization.reduce_bucket_size");
+    d.allgather_bucket_origin = origin("zero_optimization.allgather_bucket_size");
+    return d;
+  }
+  d.zero.stage = static_cast<int>(run.zero_stage.value);
+  d.stage_origin = run.zero_stage.from_flag ? "flag" : "default";
+  d.reduce_bucket_origin = d.allgather_bucket_origin = "DeepSpeed default";
+  return d;
+}
+
+std::string DataParallelSettings::describe() const {
+  std::string s = "data parallel: " + std::to_string(world_size) +
+                  (world_size == 1 ? " process" : " ranks") + " (communicator: " + backend + ")\n";
+  s += "  zero_optimization.stage = " + std::to_string(zero.stage) + "  (" + stage_origin + ")\n";
+  s += "  reduce_bucket_size = " + std::to_string(zero.reduce_bucket_size) + "  (" +
+       reduce_bucket_origin + ")\n";
+  s += "  allgather_bucket_size = " + std::to_string(zero.allgather_bucket_size) + "  (" +
+       allgather_bucket_origin + ")\n";
+  if (world_size == 1) {
+    s += "  one process: no collectives, the stage changes nothing\n";
+  } else {
+    s += "  overlap: none yet (collectives run after backward, exposed)\n";
+  }
+  return s;
+}
+
+Status check_zero_supported(const ZeroConfig& zero) {
+  if (zero.stage == 3) {
+    return unimplemented(
+        "ZeRO stage 3 (parameters sharded too) is not implemented yet in ljperf",
+        "use --zero 2: gradients and optimizer states sharded (flags win over the DeepSpeed "
+        "JSON)");
+  }
+  return zero.validate();
+}
+
+void add_zero_flag(CLI::App* sub, int* zero) {
+  sub->add_option("--zero", *zero,
+                  "ZeRO stage 0-2 across the ranks of mpirun (wins over the DeepSpeed JSON's "
+                  "zero_optimization.stage; 3 is not implemented yet)")
+      ->check(CLI::Range(0, 3));
 }
 
 void add_optimization_flags(CLI::App* sub, bool* compile, bool* ckpt_opt, std::string* memory_limit,

@@ -47,6 +47,30 @@ struct StepSettings {
 // The flags already won inside `ds` (resolve_deepspeed).
 void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s);
 
+// Data parallelism of a run (benchmark; train when it runs under mpirun): the launcher's world
+// size and rank, ZeRO stage and bucket sizes. Stage: --zero, else the DeepSpeed JSON's
+// zero_optimization.stage (the flag already won inside `ds`), else 0. Buckets: the DeepSpeed
+// JSON's (HF's "auto" rules: reduce_bucket_size = hidden^2), else DeepSpeed's code defaults
+// (5e8 elements each). Each value keeps where it came from, for describe().
+struct DataParallelSettings {
+  int world_size = 1;
+  int rank = 0;
+  std::string backend = "self";  // the communicator's ("self", "mpi")
+  ZeroConfig zero;
+  std::string stage_origin, reduce_bucket_origin, allgather_bucket_origin;
+  // One line per resolved value with its origin, for printing at start ("data parallel: ...").
+  std::string describe() const;
+};
+// `run.zero_stage` holds --zero (marked as given); `ds` the resolved DeepSpeed JSON, if any.
+DataParallelSettings resolve_data_parallel(const RunSettings& run,
+                                           const std::optional<DeepSpeedConfig>& ds, int world_size,
+                                           int rank, const std::string& backend);
+// What ljperf's data parallelism cannot run: ZeRO stage 3 (parameters sharded too) is not
+// implemented yet; unimplemented with the hint to use stage 2. Also invalid bucket sizes.
+Status check_zero_supported(const ZeroConfig& zero);
+// --zero N on a command that trains (benchmark; train); -1 when not given.
+void add_zero_flag(CLI::App* sub, int* zero);
+
 // --recompute none|selective|full, --recompute-layers N, --recompute-method uniform|block, with
 // Megatron's meanings (passes/remat/remat.h), as typed.
 struct RecomputeFlags {

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/log.h"
+
 namespace lj::detail {
 
 CheckFailure::CheckFailure(const char* file, int line, const char* cond) {
@@ -10,8 +12,7 @@ CheckFailure::CheckFailure(const char* file, int line, const char* cond) {
 }
 
 CheckFailure::~CheckFailure() {
-  std::fprintf(stderr, "%s\n", os_.str().c_str());
-  std::fflush(stderr);
+  write_error_line(os_.str());  // stderr, or where a silenced rank reports errors
   std::abort();
 }
 

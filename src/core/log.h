@@ -3,6 +3,8 @@
 #pragma once
 
 #include <sstream>
+#include <string>
+#include <string_view>
 
 namespace lj {
 
@@ -12,6 +14,14 @@ void set_log_level(LogLevel level);
 LogLevel log_level();
 // Reads LJ_LOG (debug|info|warning|error|off); unknown values are ignored.
 void init_log_level_from_env();
+
+// Where error lines go (LJ_LOG(error), failed LJ_CHECKs, the CLI's "error:" and "hint:" lines):
+// stderr with no prefix unless set. A multi-process run names each rank ("rank 1: "), and a rank
+// whose stdout and stderr are silenced (cli/dist_session.h) points this at its saved stderr, so
+// errors still reach the user. Set once, before other threads log.
+void set_error_output(int fd, std::string prefix);
+// Writes prefix + `line` + newline to the error output in one write().
+void write_error_line(std::string_view line);
 
 namespace detail {
 class LogLine {

@@ -99,6 +99,40 @@ void unpack_flat(const FlatLayout& layout, const float* in, float scale, FlatRan
   }
 }
 
+int64_t all_reduce_buffer_numel(const FlatLayout& layout, int64_t reduce_bucket_size) {
+  return std::min(reduce_bucket_size, layout.numel());
+}
+
+int64_t reduce_scatter_buffer_numel(const FlatLayout& layout, int64_t reduce_bucket_size) {
+  const int world = layout.world_size();
+  return std::min(per_rank_bucket(reduce_bucket_size, world), layout.shard_numel()) * world;
+}
+
+int64_t all_gather_send_numel(const FlatLayout& layout, int64_t allgather_bucket_size) {
+  return std::min(per_rank_bucket(allgather_bucket_size, layout.world_size()),
+                  layout.shard_numel());
+}
+
+ZeroMemory zero_memory(const FlatLayout& layout, const ZeroConfig& zero) {
+  ZeroMemory m;
+  if (zero.stage == 0) {
+    m.adam_state_numel = layout.numel();
+    m.reduce_buffer_numel = all_reduce_buffer_numel(layout, zero.reduce_bucket_size);
+    return m;
+  }
+  m.adam_state_numel = layout.shard_numel();
+  if (zero.stage == 2) {
+    m.grad_shard_numel = layout.shard_numel();
+    m.reduce_buffer_numel = reduce_scatter_buffer_numel(layout, zero.reduce_bucket_size);
+    m.frees_full_grads = true;
+  } else {
+    m.reduce_buffer_numel = all_reduce_buffer_numel(layout, zero.reduce_bucket_size);
+  }
+  m.gather_send_numel = all_gather_send_numel(layout, zero.allgather_bucket_size);
+  m.gather_recv_numel = m.gather_send_numel * layout.world_size();
+  return m;
+}
+
 namespace {
 
 Tensor buffer(Device& dev, int64_t numel) {
@@ -111,7 +145,7 @@ Status all_reduce_grads(Communicator& comm, Device& dev, const FlatLayout& layou
                         std::vector<Tensor>& grads, int64_t reduce_bucket_size, float scale) {
   const std::vector<FlatRange> buckets = split_buckets({0, layout.numel()}, reduce_bucket_size);
   if (buckets.empty()) return ok_status();
-  Tensor buf = buffer(dev, buckets.front().size());
+  Tensor buf = buffer(dev, all_reduce_buffer_numel(layout, reduce_bucket_size));
   float* b = buf.data<float>();
   for (const FlatRange& r : buckets) {
     const auto n = static_cast<size_t>(r.size());
@@ -128,7 +162,7 @@ Status reduce_scatter_grads(Communicator& comm, Device& dev, const FlatLayout& l
   const int world = layout.world_size();
   const int64_t shard = layout.shard_numel();
   const int64_t chunk = per_rank_bucket(reduce_bucket_size, world);
-  Tensor send = buffer(dev, std::min(chunk, shard) * world);
+  Tensor send = buffer(dev, reduce_scatter_buffer_numel(layout, reduce_bucket_size));
   float* s = send.data<float>();
   for (const FlatRange& local : split_buckets({0, shard}, chunk)) {
     const int64_t n = local.size();
@@ -150,7 +184,7 @@ Status all_gather_params(Communicator& comm, Device& dev, const FlatLayout& layo
   const int world = layout.world_size();
   const int64_t shard = layout.shard_numel();
   const int64_t chunk = per_rank_bucket(allgather_bucket_size, world);
-  const int64_t first = std::min(chunk, shard);
+  const int64_t first = all_gather_send_numel(layout, allgather_bucket_size);
   Tensor send = buffer(dev, first), recv = buffer(dev, first * world);
   float* s = send.data<float>();
   float* g = recv.data<float>();

@@ -89,6 +89,31 @@ std::vector<FlatRange> split_buckets(FlatRange r, int64_t bucket_numel);
 // `world_size` ranks: bucket_numel / world_size, at least 1.
 int64_t per_rank_bucket(int64_t bucket_numel, int world_size);
 
+// The packing buffers of the collectives below, in f32 elements (each allocated as workspace for
+// the call and freed at its end): the one place their sizes are computed.
+//   all_reduce_grads: min(reduce_bucket_size, numel)
+//   reduce_scatter_grads: min(reduce_bucket_size / N, shard) x N (send)
+//   all_gather_params: min(allgather_bucket_size / N, shard) (send) and that x N (recv), together
+int64_t all_reduce_buffer_numel(const FlatLayout& layout, int64_t reduce_bucket_size);
+int64_t reduce_scatter_buffer_numel(const FlatLayout& layout, int64_t reduce_bucket_size);
+int64_t all_gather_send_numel(const FlatLayout& layout, int64_t allgather_bucket_size);
+
+// What one rank of a ZeRO run holds beside the parameters and backward's gradients, in f32
+// elements, in the order train/zero_optimizer.h allocates it: for the memory predictor, which
+// replays it in its dry run (plan/graph_figures.h). Padding: stages 1-2 size states by the padded
+// shard, ceil(numel / N) elements, so a rank holds at most N - 1 elements more than numel / N.
+struct ZeroMemory {
+  int64_t adam_state_numel = 0;  // m and v each: numel at stage 0, shard_numel at 1-2
+  int64_t grad_shard_numel = 0;  // stage 2: the reduced gradient shard (kept for the run)
+  // One step, after backward: the gradient collective's buffer (all-reduce at 0-1,
+  // reduce-scatter at 2), freed; stage 2 then frees the full gradients; stages 1-2 then
+  // all-gather the parameters through a send and a receive buffer.
+  int64_t reduce_buffer_numel = 0;
+  int64_t gather_send_numel = 0, gather_recv_numel = 0;
+  bool frees_full_grads = false;  // stage 2
+};
+ZeroMemory zero_memory(const FlatLayout& layout, const ZeroConfig& zero);
+
 // Copies flat range `r` of `tensors` (f32, laid out by `layout`) into out[0, r.size()); the
 // padding reads as zeros.
 void pack_flat(const FlatLayout& layout, const std::vector<Tensor>& tensors, FlatRange r,

@@ -343,7 +343,7 @@ struct Resolver {
   Status zero(const Raw& raw) {
     DsZero& z = out->zero;
     const std::string d = "DeepSpeed default";
-    z.stage = pick("zero_optimization.stage", raw.stage, nullptr, int64_t{0}, d);
+    z.stage = pick("zero_optimization.stage", raw.stage, &run.zero_stage, int64_t{0}, d);
     if (z.stage < 0 || z.stage > 3) {
       return key_error(src, "zero_optimization.stage", "must be 0, 1, 2 or 3, got " + text(z.stage),
                        "3 partitions parameters, gradients and optimizer states");

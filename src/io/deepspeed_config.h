@@ -15,6 +15,7 @@
 //   stage3_prefetch_bucket_size = int(0.9 hidden^2), stage3_param_persistence_threshold =
 //   10 hidden (sizes count elements). "auto" on any other key is an error: neither HF nor
 //   DeepSpeed resolves it.
+// - zero_optimization.stage: --zero wins over the file (RunSettings::zero_stage).
 // - Flags win over the file. The caller marks a flag the user gave with RunValue::set_flag();
 //   plain values are ljperf's defaults, used only for "auto". describe() names each value's origin.
 // - Absent blocks: no optimizer block -> the run's AdamW settings (HF builds its own optimizer);
@@ -85,6 +86,8 @@ struct RunSettings {
   RunValue<std::string> recompute{"none"};
   RunValue<std::string> recompute_method{"uniform"};
   RunValue<int64_t> recompute_layers{-1};  // -1: RecomputeConfig's default
+  // --zero N: zero_optimization.stage (the file's, else DeepSpeed's default 0, unless the flag).
+  RunValue<int64_t> zero_stage{0};
 };
 
 // fp16 loss scaling (DeepSpeed's names and defaults); used only when precision is f16.

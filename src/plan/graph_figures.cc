@@ -1,5 +1,7 @@
 #include "plan/graph_figures.h"
 
+#include <algorithm>
+
 #include "plan/time_model.h"
 #include "runtime/executor.h"
 
@@ -54,11 +56,24 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
   }
   for (const ParamSpec& s : specs)
     inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
+  const bool sharded = dry.with_adam_states && dry.world_size > 1;
+  std::vector<int64_t> numels;
+  for (const ParamSpec& s : specs) numels.push_back(numel_of(s.dims));
+  const ZeroMemory zm =
+      sharded ? zero_memory(FlatLayout(numels, dry.world_size), dry.zero) : ZeroMemory{};
   std::vector<Tensor> moments;
-  if (dry.with_adam_states) {
+  if (dry.with_adam_states && (!sharded || dry.zero.stage == 0)) {
     for (int k = 0; k < 2; ++k) {
       for (const ParamSpec& s : specs)
         moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));
+    }
+  } else if (sharded) {
+    for (int k = 0; k < 2; ++k) {
+      moments.push_back(
+          Tensor::empty(dev, DType::f32, {zm.adam_state_numel}, MemCategory::optimizer));
+    }
+    if (zm.grad_shard_numel > 0) {
+      moments.push_back(Tensor::empty(dev, DType::f32, {zm.grad_shard_numel}, MemCategory::grads));
     }
   }
   GraphFigures f;
@@ -66,6 +81,29 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
     // Compiled graphs run planned: the static memory plan's arena, as TrainStep runs them.
     Executor ex(g, dev, ExecutorOptions{.planned = options.compile});
     LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));
+    if (sharded) {
+      // The optimizer step of one rank, after backward (dist/zero.h ZeroMemory's order). The
+      // trainer keeps only the gradients of backward's outputs (the loss is read and dropped).
+      outs.erase(outs.begin());
+      const auto workspace = [&](int64_t n) {
+        return Tensor::empty(dev, DType::f32, {std::max<int64_t>(n, 1)}, MemCategory::workspace);
+      };
+      if (zm.reduce_buffer_numel > 0) {
+        Tensor bucket = workspace(zm.reduce_buffer_numel);
+        if (dry.mpi_temporaries) {
+          // Inside the MPI call, beside the bucket; freed by MPI, never in ljperf's cache.
+          const auto bytes = static_cast<size_t>(zm.reduce_buffer_numel) * sizeof(float);
+          CachingAllocator& a = dev.allocator();
+          a.deallocate_uncached(a.allocate_uncached(bytes, MemCategory::workspace), bytes,
+                                MemCategory::workspace);
+        }
+      }
+      if (zm.frees_full_grads) outs.clear();
+      if (zm.gather_send_numel > 0) {
+        Tensor send = workspace(zm.gather_send_numel);
+        Tensor recv = workspace(zm.gather_recv_numel);
+      }
+    }
     f.stats = dev.memory();
     if (dry.device) f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);
     for (const Node& n : g.nodes()) f.gemm_packing = f.gemm_packing || packs_gemm(g, n, ex.env());

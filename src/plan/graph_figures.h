@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "dist/zero.h"
 #include "graph/ir.h"
 #include "models/config.h"
 #include "passes/memory_plan/memory_plan.h"
@@ -43,11 +44,24 @@ inline constexpr int64_t kGemmPackElements = int64_t{1} << 21;
 
 // What the dry run allocates beside the graph, and how its nodes are timed.
 struct DryRunOptions {
-  // AdamW's m and v in f32 (the CPU's single-process case); GPU plans partition them instead.
+  // AdamW's m and v in f32 (the CPU's case); GPU plans partition them instead.
   bool with_adam_states = true;
   // With `eff`: GraphFigures::compute_seconds by the time model; null leaves it 0.
   const DeviceProfile* device = nullptr;
   Efficiency eff;
+  // The CPU's data parallelism (with_adam_states only): with world_size > 1 the dry run holds
+  // what one rank of train/zero_optimizer.h holds (dist/zero.h zero_memory: m and v for the
+  // rank's padded shard at stages 1-2, stage 2's gradient shard) and, after backward, replays
+  // the optimizer step's collective buffers (and stage 2 freeing the full gradients) on the
+  // same allocator, so the peak is the rank's over the whole step. world_size 1: one process,
+  // plain AdamW, nothing else (the stage has no effect).
+  int world_size = 1;
+  ZeroConfig zero = {};
+  // The MPI library's own temporary while it reduces a gradient bucket: one buffer of the
+  // bucket's size, outside ljperf's allocator (measured with Open MPI 4.1 at 2 ranks: its
+  // all-reduce allocates one on every rank, its reduce-scatter on rank 0, the worst rank, which
+  // this predicts). Off: the dry run holds exactly what ljperf's own accounting sees.
+  bool mpi_temporaries = true;
 };
 
 // Builds the joint graph for `options` and dry-runs it with micro-batch `batch` and sequence

@@ -8,12 +8,16 @@
 namespace lj {
 
 StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_batch,
-                                        int64_t seq_len, bool compile) {
+                                        int64_t seq_len, bool compile,
+                                        const HostParallel& parallel) {
   PlanRequest req;
   req.model = model;
   LJ_ASSIGN_OR_RETURN(req.coeffs, load_coefficients());
   LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
-  req.zero = ZeroSetup::for_model(model, 0, 1);
+  req.gpus = parallel.world_size;
+  req.zero = ZeroSetup::for_model(model, parallel.zero.stage, parallel.world_size);
+  req.zero.reduce_bucket_size = parallel.zero.reduce_bucket_size;
+  req.zero.allgather_bucket_size = parallel.zero.allgather_bucket_size;
   req.micro_batch = micro_batch;
   req.seq_len = seq_len;
   req.compile = compile;
@@ -31,8 +35,10 @@ StatusOr<MemoryBudget> host_budget(const std::string& memory_limit) {
 
 StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
                                              int64_t seq_len, bool compile,
-                                             const MemoryBudget& budget) {
-  LJ_ASSIGN_OR_RETURN(PlanRequest req, host_plan_request(model, micro_batch, seq_len, compile));
+                                             const MemoryBudget& budget,
+                                             const HostParallel& parallel) {
+  LJ_ASSIGN_OR_RETURN(PlanRequest req,
+                      host_plan_request(model, micro_batch, seq_len, compile, parallel));
   req.budget_bytes = budget.bytes;
   CkptChoice c;
   c.budget = budget;
@@ -51,9 +57,10 @@ StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t m
 }
 
 StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_batch,
-                                       int64_t seq_len, const GraphOptions& graph) {
+                                       int64_t seq_len, const GraphOptions& graph,
+                                       const HostParallel& parallel) {
   LJ_ASSIGN_OR_RETURN(PlanRequest req,
-                      host_plan_request(model, micro_batch, seq_len, graph.compile));
+                      host_plan_request(model, micro_batch, seq_len, graph.compile, parallel));
   PreparedRun r;
   r.graph.options = graph;
   r.graph.options.dtype = DType::f32;  // the CPU trains in f32
@@ -65,7 +72,9 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
                       graph_figures(r.graph.graph, model, micro_batch, seq_len, r.graph.options,
                                     DryRunOptions{.with_adam_states = true,
                                                   .device = &req.device,
-                                                  .eff = req.coeffs.cpu_eff}));
+                                                  .eff = req.coeffs.cpu_eff,
+                                                  .world_size = parallel.world_size,
+                                                  .zero = parallel.zero}));
   r.predicted.memory = predict_cpu_memory(r.figures, model, req.coeffs);
   r.predicted.step_seconds = r.figures.compute_seconds;
   return r;

@@ -15,10 +15,18 @@
 
 namespace lj {
 
+// The data parallelism of a run on this host: its ranks (the launcher's world size) and ZeRO
+// stage and buckets as the run resolved them (dist/zero.h). {}: one process.
+struct HostParallel {
+  int world_size = 1;
+  ZeroConfig zero = {};
+};
+
 // A PlanRequest for this host: the predictor coefficients (load_coefficients), device "host",
-// one process, ZeRO 0.
+// `parallel`'s ranks, stage and bucket sizes (figures per rank).
 StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_batch,
-                                        int64_t seq_len, bool compile);
+                                        int64_t seq_len, bool compile,
+                                        const HostParallel& parallel = {});
 
 // The budget of a run on this host: --memory-limit when given (parse_bytes), else the default
 // share of the host's available memory (budget.h).
@@ -34,7 +42,8 @@ struct CkptChoice {
 // Runs the search on this host; resource_exhausted when no choice fits the budget.
 StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
                                              int64_t seq_len, bool compile,
-                                             const MemoryBudget& budget);
+                                             const MemoryBudget& budget,
+                                             const HostParallel& parallel = {});
 
 // One run's configuration, prepared once: its joint graph (built once, then handed to
 // TrainStep::create), the graph's dry run and the planner's host prediction of its peak RSS.
@@ -42,9 +51,12 @@ struct PreparedRun {
   TrainGraph graph;
   double build_seconds = 0;  // building the joint graph (the compile passes included)
   GraphFigures figures;      // the dry run (f32, AdamW states), timed on the host profile
-  Pricing predicted;         // predict_cpu_memory and the compute time of `figures`
+  Pricing predicted;         // predict_cpu_memory and the compute time of `figures`: per rank
 };
+// With several ranks the prediction is one rank's: its ZeRO shard of the optimizer states and
+// the step's collective buffers (graph_figures.h DryRunOptions::world_size).
 StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_batch,
-                                       int64_t seq_len, const GraphOptions& graph);
+                                       int64_t seq_len, const GraphOptions& graph,
+                                       const HostParallel& parallel = {});
 
 }  // namespace lj

@@ -15,19 +15,26 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
   o.recompute = rc;
   o.dtype = gpu ? DType::bf16 : DType::f32;
   const Efficiency& eff = gpu ? req.coeffs.gpu_eff : req.coeffs.cpu_eff;
+  // The CPU's ranks hold f32 AdamW states, sharded by ZeRO stage (graph_figures.h).
   LJ_ASSIGN_OR_RETURN(
       GraphFigures f,
       graph_figures(req.model, micro_batch, req.seq_len, o,
-                    DryRunOptions{.with_adam_states = !gpu, .device = &req.device, .eff = eff}));
+                    DryRunOptions{.with_adam_states = !gpu,
+                                  .device = &req.device,
+                                  .eff = eff,
+                                  .world_size = static_cast<int>(req.gpus),
+                                  .zero = ZeroConfig{req.zero.stage, req.zero.reduce_bucket_size,
+                                                     req.zero.allgather_bucket_size}}));
   Pricing p;
   const int64_t psi = req.model.num_params();
+  const int64_t local = req.zero.stage >= 1 ? (psi + req.gpus - 1) / req.gpus : psi;
   if (!gpu) {
+    // Collectives on the host are not priced yet (no link model for shared memory or networks).
     p.memory = predict_cpu_memory(f, req.model, req.coeffs);
-    p.step_seconds = f.compute_seconds + optimizer_seconds(psi, req.device, eff);
+    p.step_seconds = f.compute_seconds + optimizer_seconds(local, req.device, eff);
     return p;
   }
   p.memory = predict_gpu_memory(f, req.model, req.zero, req.coeffs);
-  const int64_t local = req.zero.stage >= 1 ? (psi + req.gpus - 1) / req.gpus : psi;
   const double compute = f.compute_seconds + optimizer_seconds(local, req.device, eff);
   const double link = req.device.link_bandwidth * req.coeffs.comm_efficiency;
   const double comm = link > 0 ? zero_comm_bytes(psi, req.zero.stage, req.gpus) / link : 0.0;
@@ -49,9 +56,10 @@ StatusOr<PlanResult> make_plan(PlanRequest req) {
                                 std::to_string(req.model.max_position_embeddings),
                             "use a shorter --seq-len");
   }
-  if (req.device.kind == DeviceKind::cpu && (req.gpus != 1 || req.zero.stage != 0)) {
-    return invalid_argument("the host device trains in one process",
-                            "use --gpus 1 --zero 0 with --device host, or a GPU --device");
+  if (req.device.kind == DeviceKind::cpu && req.zero.stage == 3) {
+    return unimplemented("ZeRO stage 3 is not implemented yet in ljperf's CPU training",
+                         "use --zero 2 (gradients and optimizer states sharded) with --device "
+                         "host, or a GPU --device");
   }
   if (req.recompute_layers > req.model.num_hidden_layers) {
     return invalid_argument("--recompute-layers " + std::to_string(req.recompute_layers) +

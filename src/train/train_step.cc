@@ -147,7 +147,7 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
   if (zero_) {
     LJ_ASSIGN_OR_RETURN(ZeroStepResult z,
                         zero_->step(params_, std::move(grads), r.loss, lr, config_.grad_clip));
-    return StepResult{z.loss, z.grad_norm, z.updated};
+    return StepResult{z.loss, z.grad_norm, z.updated, z.comm_seconds};
   }
   r.grad_norm = global_grad_norm(grads, dev_.threads());
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {

@@ -44,8 +44,9 @@ struct ForwardBackward {
 
 struct StepResult {
   double loss = 0;
-  double grad_norm = 0;  // before clipping
-  bool updated = true;   // false: non-finite loss or gradient, the update was skipped
+  double grad_norm = 0;     // before clipping
+  bool updated = true;      // false: non-finite loss or gradient, the update was skipped
+  double comm_seconds = 0;  // time in data-parallel collectives (ZeroStepResult::comm_seconds)
 };
 
 class TrainStep {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/units.h"
 
 namespace lj {
 
@@ -33,7 +34,15 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   const int world = comm_.world_size();
   const float mean = 1.0f / static_cast<float>(world);
   ZeroStepResult r;
+  // Times one collective (with its packing) into r.comm_seconds.
+  double t0 = now_seconds();
+  const auto comm_done = [&] {
+    const double t = now_seconds();
+    r.comm_seconds += t - t0;
+    t0 = t;
+  };
   LJ_ASSIGN_OR_RETURN(const double loss_sum, comm_.all_reduce_sum(local_loss));
+  comm_done();
   r.loss = loss_sum / world;
 
   // Average the gradients: every rank gets all of them (0, 1) or its shard (2).
@@ -42,13 +51,16 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   float* shard_grad = nullptr;  // stage 2: flat over `mine`
   if (zero_.stage == 2) {
     shard_grad = grad_shard_.data<float>();
+    t0 = now_seconds();
     LJ_RETURN_IF_ERROR(reduce_scatter_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size,
                                             mean, shard_grad));
     grads.clear();  // only the shard is needed from here on
   } else {
+    t0 = now_seconds();
     LJ_RETURN_IF_ERROR(
         all_reduce_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size, mean));
   }
+  comm_done();
   // The gradient elements of a piece of this rank's shard.
   auto grad_of = [&](const FlatPiece& p) -> float* {
     return shard_grad != nullptr ? shard_grad + (p.flat_offset - mine.begin)
@@ -61,7 +73,9 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   } else {
     double sum = 0;
     for (const FlatPiece& p : pieces) accumulate_squares(grad_of(p), p.count, threads, &sum);
+    t0 = now_seconds();
     LJ_ASSIGN_OR_RETURN(const double total, comm_.all_reduce_sum(sum));
+    comm_done();
     r.grad_norm = std::sqrt(total);
   }
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
@@ -94,7 +108,9 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
     adamw_update(c, params[p.param].data<float>() + p.param_offset, grad_of(p), m + s, v + s,
                  p.count, threads);
   }
+  t0 = now_seconds();
   LJ_RETURN_IF_ERROR(all_gather_params(comm_, dev_, layout_, params, zero_.allgather_bucket_size));
+  comm_done();
   return r;
 }
 

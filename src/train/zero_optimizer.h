@@ -23,6 +23,10 @@ struct ZeroStepResult {
   double loss = 0;       // mean over every rank's micro-batches
   double grad_norm = 0;  // global, before clipping
   bool updated = true;   // false: non-finite loss or gradient norm (the same on every rank)
+  // Wall time in this step's collectives (the loss and norm all-reduces, the gradient
+  // all-reduce or reduce-scatter and the parameter all-gather, their bucket packing included).
+  // All of it is exposed: nothing overlaps the collectives with compute yet.
+  double comm_seconds = 0;
 };
 
 class ZeroOptimizer {

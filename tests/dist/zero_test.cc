@@ -12,6 +12,7 @@
 
 #include "dist/batch_shard.h"
 #include "dist_test_util.h"
+#include "plan/graph_figures.h"
 #include "train/train_step.h"
 
 namespace lj {
@@ -214,6 +215,49 @@ TEST(ZeroMemory, StagesOneAndTwoHoldAnNthOfTheOptimizerStates) {
   for (int stage : {1, 2}) {
     EXPECT_GE(bytes[stage], 2 * 4 * shard);
     EXPECT_LE(bytes[stage], 2 * 4 * shard + 2 * 4096) << "stage " << stage;
+  }
+}
+
+// The memory predictor's per-rank dry run (plan/graph_figures.h DryRunOptions::world_size) holds
+// what a real rank holds: every category's peak equal to the byte, at every stage, the optimizer
+// step's collective buffers included (workspace: the real run adds only kernel scratch).
+TEST(ZeroMemory, DryRunOfOneRankMatchesARealRankByCategory) {
+  Communicator& c = dist_comm();
+  auto model = llama_preset("tiny");
+  ASSERT_TRUE(model.ok());
+  const int64_t B = kMicroBatch, T = kSeqLen;  // tokens_of's shape
+  for (int stage : {0, 1, 2}) {
+    // Small buckets, so the step splits its collectives as a large model's would.
+    const ZeroConfig zero{
+        .stage = stage, .reduce_bucket_size = 5000, .allgather_bucket_size = 7000};
+    DryRunOptions dry;
+    dry.world_size = c.world_size();
+    dry.zero = zero;
+    dry.mpi_temporaries = false;  // MPI's own buffers are outside ljperf's accounting
+    auto est = graph_figures(*model, B, T, {}, dry);
+    ASSERT_TRUE(est.ok()) << est.status().to_string();
+    Device dev(1);
+    TrainStepConfig cfg;
+    cfg.data_parallel = DataParallel{&c, zero};
+    auto trainer = TrainStep::create(*model, cfg, dev);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().to_string();
+    Tensor tokens = tokens_of(dev, c.rank(), 1, model->vocab_size);
+    Tensor targets = tokens_of(dev, c.rank(), 2, model->vocab_size);
+    auto r = (*trainer)->step(tokens, targets, kLr);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_GT(r->comm_seconds, 0) << "stage " << stage;
+    const MemoryStats& real = dev.memory();
+    for (auto cat : {MemCategory::weights, MemCategory::grads, MemCategory::optimizer,
+                     MemCategory::activations, MemCategory::temporaries}) {
+      EXPECT_EQ(est->stats.peak(cat), real.peak(cat))
+          << "stage " << stage << ": " << mem_category_name(cat);
+    }
+    // The collective buffers are workspace in both; the real run adds kernel scratch.
+    EXPECT_LE(est->stats.peak(MemCategory::workspace), real.peak(MemCategory::workspace))
+        << "stage " << stage;
+    EXPECT_LE(est->bytes_peak, real.bytes_total_peak) << "stage " << stage;
+    EXPECT_GE(est->bytes_peak + real.peak(MemCategory::workspace), real.bytes_total_peak)
+        << "stage " << stage;
   }
 }
 

@@ -355,6 +355,21 @@ TEST(DeepSpeedZero, DefaultsAndStage3Overlap) {
   EXPECT_EQ(d.zero.allgather_bucket_size, 300000000);
 }
 
+TEST(DeepSpeedZero, ZeroFlagWinsOverTheFileAndSetsTheWorldsBatch) {
+  RunSettings r = run_world(2);
+  r.zero_stage.set_flag(1);
+  r.micro_batch.set_flag(4);
+  DeepSpeedConfig d = parse_ok(R"({"zero_optimization": {"stage": 2}})", r);
+  EXPECT_EQ(d.zero.stage, 1);
+  EXPECT_NE(d.describe().find("zero_optimization.stage = 1  (flag; file said 2)"),
+            std::string::npos)
+      << d.describe();
+  EXPECT_EQ(d.train_batch_size, 8);  // micro 4 x accum 1 x world 2
+  // Without the flag the file's stage, and with neither DeepSpeed's default.
+  EXPECT_EQ(parse_ok(R"({"zero_optimization": {"stage": 2}})", run_world(2)).zero.stage, 2);
+  EXPECT_EQ(parse_ok("{}", run_world(2)).zero.stage, 0);
+}
+
 TEST(DeepSpeedZero, AutoBucketsFromHiddenSize) {
   RunSettings r;
   r.hidden_size = 4096;

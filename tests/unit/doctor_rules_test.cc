@@ -14,6 +14,7 @@
 #include "cli/doctor_gpu.h"
 #include "cli/doctor_host.h"
 #include "cli/doctor_nccl.h"
+#include "dist/build_info.h"
 
 namespace lj::cli {
 namespace {
@@ -199,11 +200,11 @@ TEST(HostProbes, FindOnPathAndIsa) {
   EXPECT_NE(sigill.text.find("AVX-512F"), std::string::npos) << sigill.text;
 }
 
-TEST(Backends, OneRowEachAndOnlyTheCpuExistsToday) {
+TEST(Backends, OneRowEachCpuAndMpiExistCudaNotYet) {
   ASSERT_EQ(backend_status().size(), 3u);
   EXPECT_EQ(backend("cpu").state, BackendState::built);
   EXPECT_EQ(backend("cuda").state, BackendState::not_implemented);
-  EXPECT_EQ(backend("mpi").state, BackendState::not_implemented);
+  EXPECT_NE(backend("mpi").state, BackendState::not_implemented);
   EXPECT_STREQ(backend_state_name(BackendState::not_implemented), "not implemented");
 }
 
@@ -234,24 +235,55 @@ TEST(Backends, CudaRowOnceItExists) {
   EXPECT_EQ(cuda_backend_check(cuda, 2).level, CheckLevel::ok);
 }
 
-TEST(Backends, MultiProcessLaunchFailsWhileMpiIsNotImplemented) {
-  const CheckLine one = mpi_backend_check(backend("mpi"), 1);
-  EXPECT_EQ(one.level, CheckLevel::ok);
-  EXPECT_TRUE(mentions(one, "not implemented yet")) << one.text;
-  const CheckLine four = mpi_backend_check(backend("mpi"), 4);
-  EXPECT_EQ(four.level, CheckLevel::fail);
-  EXPECT_TRUE(mentions(four, "launched as 4 processes")) << four.text;
-  EXPECT_TRUE(mentions(four, "multi-process training is not implemented yet")) << four.text;
-  EXPECT_TRUE(four.hint.starts_with("run one process")) << four.hint;
-  EXPECT_FALSE(mentions(four, "-DLJ_MPI")) << four.hint;
-  // Once MPI exists: a binary without it is told the flag; one with it is fine.
-  BackendStatus mpi = backend("mpi");
-  mpi.state = BackendState::not_built;
-  EXPECT_EQ(mpi_backend_check(mpi, 4).level, CheckLevel::fail);
-  EXPECT_EQ(mpi_backend_check(mpi, 4).hint, "rebuild with -DLJ_MPI=ON");
-  EXPECT_EQ(mpi_backend_check(mpi, 1).level, CheckLevel::ok);
-  mpi.state = BackendState::built;
-  EXPECT_EQ(mpi_backend_check(mpi, 4).level, CheckLevel::ok);
+TEST(Backends, MpiRowSaysWhetherThisBinaryHasIt) {
+  const BackendStatus& mpi = backend("mpi");
+  EXPECT_EQ(mpi.state, built_with_mpi() ? BackendState::built : BackendState::not_built);
+  // Built: a launch of several processes trains them together.
+  BackendStatus built = mpi;
+  built.state = BackendState::built;
+  const CheckLine four = mpi_backend_check(built, 4);
+  EXPECT_EQ(four.level, CheckLevel::ok);
+  EXPECT_TRUE(mentions(four, "ZeRO stages 0-2; stage 3 not yet")) << four.text;
+  // Not built: a binary launched as several processes is told the flag; one process is fine.
+  BackendStatus off = mpi;
+  off.state = BackendState::not_built;
+  EXPECT_EQ(mpi_backend_check(off, 4).level, CheckLevel::fail);
+  EXPECT_EQ(mpi_backend_check(off, 4).hint, "rebuild with -DLJ_MPI=ON");
+  EXPECT_EQ(mpi_backend_check(off, 1).level, CheckLevel::ok);
+  // A backend that does not exist never advises a flag.
+  BackendStatus none = mpi;
+  none.state = BackendState::not_implemented;
+  EXPECT_EQ(mpi_backend_check(none, 4).level, CheckLevel::fail);
+  EXPECT_FALSE(mentions(mpi_backend_check(none, 4), "-DLJ_MPI"));
+}
+
+TEST(Backends, MpiImplementationFromLauncherVersionText) {
+  EXPECT_EQ(mpi_implementation("mpirun (Open MPI) 4.1.4\n\nReport bugs to "
+                               "http://www.open-mpi.org/community/help/\n"),
+            "Open MPI 4.1.4");
+  EXPECT_EQ(mpi_implementation("HYDRA build details:\n    Version:                                 "
+                               "4.0.2\n    Release Date:  Thu Apr  7 12:34:45 CDT 2022\n"
+                               "    Configure options: ... MPICH ...\n"),
+            "MPICH 4.0.2");
+  EXPECT_EQ(mpi_implementation("Intel(R) MPI Library for Linux* OS, Version 2021.9 Build "
+                               "20230307 (id: d82b3071db)\n"),
+            "Intel MPI 2021.9");
+  EXPECT_EQ(mpi_implementation("bash: mpirun: command not found"), "");
+  EXPECT_EQ(mpi_family("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4"), "Open MPI");
+  EXPECT_EQ(mpi_family("MPICH Version:\t4.0.2"), "MPICH");
+}
+
+TEST(Backends, MpiLauncherAgainstTheBuild) {
+  const std::string ompi = "Open MPI v4.1.4, package: Debian OpenMPI";
+  EXPECT_EQ(mpi_launcher_check(ompi, "/usr/bin/mpirun", "Open MPI 4.1.4").level, CheckLevel::ok);
+  const CheckLine other = mpi_launcher_check(ompi, "/opt/mpich/bin/mpirun", "MPICH 4.0.2");
+  EXPECT_EQ(other.level, CheckLevel::warn);
+  EXPECT_TRUE(mentions(other, "would not join one world")) << other.text;
+  EXPECT_EQ(mpi_launcher_check(ompi, "", "").level, CheckLevel::warn);
+  const CheckLine unbuilt = mpi_launcher_check("", "/usr/bin/mpirun", "Open MPI 4.1.4");
+  EXPECT_EQ(unbuilt.level, CheckLevel::warn);
+  EXPECT_TRUE(mentions(unbuilt, "built without MPI")) << unbuilt.text;
+  EXPECT_EQ(mpi_launcher_check("", "", "").level, CheckLevel::ok);
 }
 
 }  // namespace

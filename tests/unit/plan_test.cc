@@ -462,6 +462,37 @@ TEST(PlanTest, InterpolationAgreesWithExactDryRuns) {
   EXPECT_GT(interpolated, 0);
 }
 
+// The host's plan is per rank: with N processes, ZeRO 1 and 2 hold 1/N of AdamW's m and v
+// (the padded shard); stage 0 holds them all. (tests/dist checks the whole dry run of a rank,
+// category by category, against a real rank.)
+TEST(PlanTest, HostPlanIsPerRankByZeroStage) {
+  auto c = llama_preset("tiny");
+  ASSERT_TRUE(c.ok());
+  PlanRequest req;
+  req.model = *c;
+  req.coeffs = default_coefficients();
+  req.device = *find_device("host", req.coeffs);
+  req.micro_batch = 1;
+  req.seq_len = 32;
+  req.gpus = 3;
+  const RecomputeConfig none;
+  double optimizer[3] = {};
+  for (int stage : {0, 1, 2}) {
+    req.zero = ZeroSetup::for_model(*c, stage, 3);
+    auto p = price_choice(req, none, 1);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    optimizer[stage] = p->memory.get("optimizer");
+  }
+  const int64_t psi = c->num_params();
+  const int64_t shard = (psi + 2) / 3;  // ceil(psi / 3): the padding
+  // m and v, each rounded up to the allocator's 512 bytes per block.
+  EXPECT_GE(optimizer[0], 8.0 * static_cast<double>(psi));
+  for (int stage : {1, 2}) {
+    EXPECT_GE(optimizer[stage], 8.0 * static_cast<double>(shard)) << stage;
+    EXPECT_LE(optimizer[stage], 8.0 * static_cast<double>(shard) + 2 * 512) << stage;
+  }
+}
+
 TEST(PlanTest, BadRequests) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
@@ -472,8 +503,12 @@ TEST(PlanTest, BadRequests) {
   req.micro_batch = 1;
   req.seq_len = 64;
   req.gpus = 4;
-  EXPECT_FALSE(make_plan(req).ok());  // the host is one process
+  req.zero = ZeroSetup::for_model(*c, 3, 4);
+  const auto three = make_plan(req);  // the host trains ZeRO 0-2 across processes
+  EXPECT_EQ(three.status().code(), StatusCode::unimplemented);
+  EXPECT_NE(three.status().hint().find("--zero 2"), std::string::npos) << three.status().hint();
   req.gpus = 1;
+  req.zero = ZeroSetup::for_model(*c, 0, 1);
   req.seq_len = 100000;
   EXPECT_FALSE(make_plan(req).ok());  // above max_position_embeddings
   req.seq_len = 64;
