@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/dist_session.h"
+#include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
 #include "cli/progress.h"
 #include "cli/report.h"
@@ -255,8 +256,7 @@ void print_header(const Resolved& r, const HostInfo& host, const Device& dev,
       r.grad_accum, r.steps, r.warmup, dev.threads());
   if (!r.warmup_note.empty()) fmt::print("{}\n", r.warmup_note);
   fmt::print("recompute: {}\n", recompute);
-  fmt::print("host: {} ({} cores, {:.2f} GHz, fp32 peak {:.1f} GFLOP/s)\n", host.cpu_model,
-             host.cores, host.ghz, host.peak_fp32_flops() / 1e9);
+  fmt::print("host: {} ({} cores, {:.2f} GHz)\n", host.cpu_model, host.cores, host.ghz);
   if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
   fmt::print("{}", r.dp.describe());
   if (r.step.graph.compile) {
@@ -275,7 +275,7 @@ struct StepLog {
 };
 
 StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
-                            Device& dev, TrainStep& trainer) {
+                            const MfuPeak& peak, Device& dev, TrainStep& trainer) {
   const LlamaConfig& model = r.model.config;
   // This rank's tokens per step (every rank trains as many).
   const int64_t tokens_per_step = r.micro_batch * r.seq_len * r.grad_accum;
@@ -308,10 +308,9 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
       progress.update(s + 1, r.steps);
     } else if (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == r.steps)) {
       fmt::print(stderr, "{}{}\n",
-                 torchtitan_line(StepLine{s + 1, res.loss, res.grad_norm,
-                                          static_cast<double>(process_peak_rss_bytes()),
-                                          static_cast<double>(host.mem_total_bytes), tps,
-                                          flops_per_token, host.peak_fp32_flops()}),
+                 torchtitan_line(StepLine{
+                     s + 1, res.loss, res.grad_norm, static_cast<double>(process_peak_rss_bytes()),
+                     static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak.flops}),
                  s < r.warmup ? "  (warmup)" : "");
     }
   }
@@ -326,21 +325,23 @@ struct Summary {
   double p50 = 0, p90 = 0;  // this rank's step seconds
   // All ranks: the sum of the ranks' tokens/s (each its tokens per step over its median step).
   double tokens_per_s = 0, tflops = 0, mfu = 0, flops_per_token = 0, peak_flops = 0;
-  double rss = 0;     // this process's peak RSS (VmHWM)
-  double comm_s = 0;  // this rank's median time in collectives per measured step
+  std::string peak_name;  // the MFU denominator, named ("232.1 GFLOP/s fp32, measured")
+  double rss = 0;         // this process's peak RSS (VmHWM)
+  double comm_s = 0;      // this rank's median time in collectives per measured step
   int64_t kernels_per_step = 0;
   std::vector<double> tokens_per_s_by_rank, rss_by_rank, comm_s_by_rank, optimizer_bytes_by_rank;
 };
 
 // A collective with several ranks: every rank calls it.
-StatusOr<Summary> summarize(const Resolved& r, const HostInfo& host, const StepLog& log,
+StatusOr<Summary> summarize(const Resolved& r, const MfuPeak& peak, const StepLog& log,
                             const Device& dev, TrainStep& trainer, DistSession& dist) {
   Summary m;
   m.p50 = percentile(log.measured_seconds, 0.5);
   m.p90 = percentile(log.measured_seconds, 0.9);
   m.comm_s = percentile(log.measured_comm_seconds, 0.5);
   m.flops_per_token = r.model.config.flops_per_token(r.seq_len);
-  m.peak_flops = host.peak_fp32_flops();
+  m.peak_flops = peak.flops;
+  m.peak_name = peak.name;
   const double local_tps = static_cast<double>(r.micro_batch * r.seq_len * r.grad_accum) / m.p50;
   m.rss = static_cast<double>(process_peak_rss_bytes());
   LJ_ASSIGN_OR_RETURN(m.tokens_per_s_by_rank, dist.gather(local_tps));
@@ -350,7 +351,7 @@ StatusOr<Summary> summarize(const Resolved& r, const HostInfo& host, const StepL
                       dist.gather(static_cast<double>(dev.memory().peak(MemCategory::optimizer))));
   for (double t : m.tokens_per_s_by_rank) m.tokens_per_s += t;
   m.tflops = m.flops_per_token * m.tokens_per_s / 1e12;
-  // With several ranks on one host (mpirun -np N here) they share its peak.
+  // Ranks on one host share its peak (MfuPeak counts the cores they use, and the hosts).
   m.mfu = m.tflops * 1e12 / m.peak_flops;
   m.kernels_per_step = trainer.executor().kernels_launched() * r.grad_accum;
   return m;
@@ -388,7 +389,6 @@ void print_ranks(const Resolved& r, const Summary& m, const Pricing& predicted) 
 
 void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log, const Summary& m,
                    const Pricing& predicted, const Device& dev, TrainStep& trainer) {
-  const double peak = m.peak_flops;
   const bool ranks = r.dp.world_size > 1;
   fmt::print(
       "\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's "
@@ -397,8 +397,7 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
   const std::string all = ranks ? fmt::format("all {} ranks, ", r.dp.world_size) : "";
   fmt::print("  tokens/s      {:.0f}   ({}median step)\n", m.tokens_per_s, all);
   fmt::print("  TFLOP/s       {:.4f}{}\n", m.tflops, ranks ? "   (all ranks)" : "");
-  fmt::print("  MFU           {:.2f}%   (of {:.1f} GFLOP/s fp32 peak{})\n", 100.0 * m.mfu,
-             peak / 1e9, ranks ? ": one host's, which the ranks share" : "");
+  fmt::print("  MFU           {:.2f}%   (of {})\n", 100.0 * m.mfu, m.peak_name);
   fmt::print("  step time     p50 {}   p90 {}\n", format_seconds(m.p50), format_seconds(m.p90));
   fmt::print("  kernels/step  {}\n", m.kernels_per_step);
   fmt::print("  final loss    {:.4f}\n", log.losses.back());
@@ -454,7 +453,9 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                {"hostname", host.hostname},
                {"cores", host.cores},
                {"ghz", host.ghz},
-               {"peak_fp32_flops", m.peak_flops},
+               {"peak_flops", m.peak_flops},
+               {"peak_flops_source", m.peak_name},
+               {"nominal_peak_fp32_flops", host.peak_fp32_flops()},
                {"mem_total_bytes", host.mem_total_bytes}};
   j["step_seconds"] = log.all_seconds;
   j["losses"] = log.losses;
@@ -571,8 +572,11 @@ Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
   Ready& g = *ready;
   const Resolved& r = g.r;
   print_header(r, host, *g.dev, g.recompute, g.compile_s, *g.trainer);
-  LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(a, r, host, *g.dev, *g.trainer));
-  LJ_ASSIGN_OR_RETURN(const Summary m, summarize(r, host, log, *g.dev, *g.trainer, dist));
+  // One rank of several must not probe the cores the others share: it reads the cached figure.
+  const MfuPeak peak = mfu_peak(r.precision, g.dev->threads(), dist.ranks_on_host(),
+                                dist.world_size(), /*may_probe=*/!dist.distributed());
+  LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(a, r, host, peak, *g.dev, *g.trainer));
+  LJ_ASSIGN_OR_RETURN(const Summary m, summarize(r, peak, log, *g.dev, *g.trainer, dist));
   print_summary(a, r, log, m, g.prepared.predicted, *g.dev, *g.trainer);
   // One record per run: rank 0 writes it.
   if (a.output.empty() || !dist.is_root()) return ok_status();

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cli/cli.h"
+#include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
@@ -162,7 +163,9 @@ struct RunLogs {
 TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
                                 const LlamaConfig& model, const HostInfo& host, RunLogs* logs) {
   const double flops_per_token = model.flops_per_token(t.seq_len);
-  const double peak_flops = host.peak_fp32_flops();
+  // MFU's denominator: the measured peak on the run's threads (cached per host after the first).
+  const MfuPeak peak = mfu_peak(DType::f32, a.threads > 0 ? a.threads : host.cores, 1, 1, true);
+  const double peak_flops = peak.flops;
   const double mem_total = static_cast<double>(host.mem_total_bytes);
   TrainerCallbacks cb;
   cb.info = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };

@@ -50,23 +50,42 @@ std::string host_peak_cache_path() {
   return std::string(home != nullptr ? home : ".") + "/.cache/ljperf/host_peak.json";
 }
 
-StatusOr<HostPeak> host_peak(DType dtype, int threads, bool remeasure) {
-  const HostInfo h = host_info();
+namespace {
+
+HostPeak blank_peak(const HostInfo& h, DType dtype, int threads) {
   HostPeak p;
   p.dtype = dtype;
   p.threads = threads > 0 ? threads : omp_get_num_procs();
   if (dtype == DType::f32) p.nominal_flops = h.peak_fp32_flops() * p.threads / h.cores;
+  return p;
+}
+
+std::optional<HostPeak> find_cached(const nlohmann::json& entries, const HostInfo& h, HostPeak p) {
+  for (const auto& e : entries) {
+    if (same_key(e, h, p.threads, p.dtype) && e.value("flops", 0.0) > 0) {
+      p.flops = e["flops"].get<double>();
+      p.isa = e.value("isa", "");
+      p.cached = true;
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<HostPeak> cached_host_peak(DType dtype, int threads) {
+  const HostInfo h = host_info();
+  return find_cached(read_entries(host_peak_cache_path()), h, blank_peak(h, dtype, threads));
+}
+
+StatusOr<HostPeak> host_peak(DType dtype, int threads, bool remeasure) {
+  const HostInfo h = host_info();
+  HostPeak p = blank_peak(h, dtype, threads);
   const std::string path = host_peak_cache_path();
   nlohmann::json entries = read_entries(path);
   if (!remeasure) {
-    for (const auto& e : entries) {
-      if (same_key(e, h, p.threads, dtype) && e.value("flops", 0.0) > 0) {
-        p.flops = e["flops"].get<double>();
-        p.isa = e.value("isa", "");
-        p.cached = true;
-        return p;
-      }
-    }
+    if (auto c = find_cached(entries, h, p)) return *c;
   }
   LJ_ASSIGN_OR_RETURN(PeakMeasurement m, measure_peak_flops(dtype, p.threads));
   p.flops = m.flops;

@@ -8,6 +8,7 @@
 // rewritten (atomically).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "core/dtype.h"
@@ -31,5 +32,8 @@ std::string host_peak_cache_path();
 // The peak for `dtype` on `threads` threads (0: all): from the cache, or measured (and cached)
 // when the cache has no entry for this host or `remeasure` is set.
 StatusOr<HostPeak> host_peak(DType dtype, int threads, bool remeasure = false);
+// The cached figure only (nullopt when this host has none): for a process that must not probe,
+// e.g. one rank of several sharing the cores.
+std::optional<HostPeak> cached_host_peak(DType dtype, int threads);
 
 }  // namespace lj

@@ -10,12 +10,15 @@ factor=$(load_factor)
 limit_s=$((60 * factor))
 t0=$(now_ms)
 rc=0
+# A fresh cache: the first run measures the host's peak (the FMA probe) and MFU names it.
+export XDG_CACHE_HOME="$TMP/cache"
 "$LJ" benchmark >a.out 2>a.err || rc=$?
 ms=$(($(now_ms) - t0))
 [ "$rc" -eq 0 ] || { cat a.err >&2; fail "ljperf benchmark exited $rc"; }
 echo "  default benchmark: $((ms / 1000)).$((ms % 1000 / 100)) s (limit ${limit_s} s: 60 s x load factor $factor)"
 [ "$ms" -le $((limit_s * 1000)) ] || fail "default benchmark took ${ms} ms, limit ${limit_s} s"
-for pattern in '^ *tokens/s +[0-9]+' '^ *TFLOP/s +[0-9.]+' '^ *MFU +[0-9.]+%' \
+for pattern in '^ *tokens/s +[0-9]+' '^ *TFLOP/s +[0-9.]+' \
+  '^ *MFU +[0-9.]+% +\(of [0-9.]+ GFLOP/s fp32, measured\)' \
   '^ *step time +p50 [0-9.]+ [mun]?s +p90 [0-9.]+ [mun]?s' '^ *process peak RSS '; do
   grep -Eq "$pattern" a.out || { cat a.out >&2; fail "summary has no line matching '$pattern'"; }
 done
@@ -24,6 +27,10 @@ for row in '^category +current +peak' '^weights ' '^grads ' '^optimizer ' '^acti
   grep -Eq "$row" a.out || { cat a.out >&2; fail "memory table has no row matching '$row'"; }
 done
 pass "summary: $(grep -E '^ *tokens/s' a.out | tr -s ' '); $(grep -E '^ *MFU' a.out | tr -s ' ')"
+[ -s "$XDG_CACHE_HOME/ljperf/host_peak.json" ] || fail "the measured peak was not cached"
+"$LJ" doctor >d.out 2>&1 || true
+grep -Eq 'fp32 peak [0-9.]+ GFLOP/s fp32, measured' d.out || { cat d.out >&2; fail "doctor does not show the cached measured peak"; }
+pass "MFU of the measured peak, cached per host; doctor shows it beside the nominal figure"
 pass "$(grep -E '^ *step time' a.out | tr -s ' ')"
 # Not a terminal here: one progress line per step on stderr, torchtitan's form.
 steps_logged=$(grep -cE '^step: +[0-9]+ +loss: ' a.err || true)

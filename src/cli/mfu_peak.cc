@@ -1,0 +1,43 @@
+#include "cli/mfu_peak.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "plan/host_peak.h"
+#include "runtime/host.h"
+#include "runtime/peak_probe.h"
+
+namespace lj::cli {
+
+MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world_size,
+                 bool may_probe) {
+  const HostInfo h = host_info();
+  const int threads = std::clamp(threads_per_rank * std::max(ranks_on_host, 1), 1, h.cores);
+  const int hosts = std::max(world_size / std::max(ranks_on_host, 1), 1);
+  const DType probed = peak_probe_supports(dtype) ? dtype : DType::f32;
+  std::optional<HostPeak> p;
+  if (may_probe) {
+    auto m = host_peak(probed, threads);
+    if (m.ok()) p = *m;
+  } else {
+    p = cached_host_peak(probed, threads);
+  }
+  MfuPeak r;
+  const std::string times = hosts > 1 ? fmt::format("{} hosts × ", hosts) : "";
+  if (p) {
+    r.flops = p->flops * hosts;
+    r.measured = true;
+    r.name = times + p->describe();
+    if (probed != dtype) r.name += fmt::format(" (no {} probe on this host)", dtype_name(dtype));
+    return r;
+  }
+  r.flops = h.peak_fp32_flops() * threads / h.cores * hosts;
+  r.name = fmt::format(
+      "{}{:.1f} GFLOP/s fp32 nominal (cores × clock × {} FLOPs/cycle, assumed; measure it with "
+      "ljperf calibrate --device)",
+      times, h.peak_fp32_flops() * threads / h.cores / 1e9, h.fp32_flops_per_cycle);
+  return r;
+}
+
+}  // namespace lj::cli
