@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "cli/data_sample.h"
 #include "cli/progress.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
@@ -24,6 +25,7 @@ struct EvalArgs {
   int64_t max_batches = 0;
   int threads = 0;
   std::string dump_logits;
+  std::string tokenizer;  // a decoded sample of the data is printed when given
 };
 
 Status run_eval(const EvalArgs& a) {
@@ -35,6 +37,10 @@ Status run_eval(const EvalArgs& a) {
   Device dev(a.threads);
   LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(a.model, dev));
   LJ_ASSIGN_OR_RETURN(TokenFile data, TokenFile::open(a.data, fmt));
+  if (!a.tokenizer.empty()) {
+    LJ_ASSIGN_OR_RETURN(std::string sample, decoded_sample(a.tokenizer, data));
+    fmt::print("data sample (first 64 tokens, decoded): {}\n", sample);
+  }
   Progress progress("eval", "batches");
   Tensor logits;
   EvalOptions o;
@@ -96,6 +102,8 @@ Command add_eval_command(CLI::App& app) {
   sub->add_option("--max-batches", a->max_batches, "Stop after this many batches (0: all)")
       ->capture_default_str();
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  sub->add_option("--tokenizer", a->tokenizer,
+                  "tokenizer.json (or its folder): print the data's first tokens as text");
   sub->add_option("--dump-logits", a->dump_logits,
                   "Write the first batch's logits to this safetensors file");
   return {sub, [a] { return run_eval(*a); }};

@@ -50,6 +50,14 @@ make_llama_config cfg3.json "$vocab" 64 2 4 4 128 128
   --batch-size 2 --seq-len 32 --threads 2 >train.out 2>train.err || { cat train.err >&2; fail "train on llmc output"; }
 pass "ljperf train ran 2 steps on the llm.c output"
 
+# What the data says, as text: eval --tokenizer decodes the first tokens (BOS first: Llama 3's
+# template), and the wrong tokenizer for the data is named.
+"$LJ" init --model cfg3.json --out "$TMP/m3" >/dev/null || fail "init"
+"$LJ" eval --model "$TMP/m3" --data l3.bin --tokenizer "$FIX/llama3.tokenizer.json" --batch-size 1 \
+  --seq-len 16 --max-batches 1 --threads 2 >eval.out 2>eval.err || { cat eval.err >&2; fail "eval --tokenizer"; }
+grep -q '^data sample (first 64 tokens, decoded): <|begin_of_text|>' eval.out || { cat eval.out >&2; fail "no decoded sample"; }
+pass "eval --tokenizer: $(grep '^data sample' eval.out | cut -c1-100)"
+
 # Megatron output with the SentencePiece-style tokenizer, read back by train.
 "$LJ" tokenize --tokenizer "$FIX/llama2.tokenizer.json" --input docs.txt.gz --format megatron \
   --out "$TMP/meg" --threads 2 >meg.out 2>meg.err || { cat meg.err >&2; fail "tokenize megatron"; }
