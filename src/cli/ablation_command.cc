@@ -6,7 +6,7 @@
 // round's figures and the medians), table.md and chart.svg, each atomically.
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,8 +97,8 @@ std::pair<std::string, std::string> child_error(const std::string& log) {
   return {error, hint};
 }
 
-// Runs `argv` with stdout and stderr into `log_path` and the environment less kOwnedEnv; the
-// exit status as waitpid gives it.
+// Runs this binary with `argv` (argv[0]: its path, for messages), stdout and stderr into
+// `log_path`, and the environment less kOwnedEnv; the exit status as waitpid gives it.
 StatusOr<int> spawn_and_wait(const std::vector<std::string>& argv, const std::string& log_path) {
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
@@ -112,17 +112,26 @@ StatusOr<int> spawn_and_wait(const std::vector<std::string>& argv, const std::st
     if (!owned) envp.push_back(*e);
   }
   envp.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, cargv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    return io_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) return io_error("cannot write " + log_path + ": " + std::strerror(errno));
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(log_fd);
+    return io_error(std::string("fork: ") + std::strerror(errno));
   }
+  if (pid == 0) {
+    // The child: ends with the ablation (a kill of the ablation leaves no benchmark running),
+    // output into the log, then this same binary: /proc/self/exe is the running image even when
+    // the file was since replaced (a rebuild during a long ablation).
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    execve("/proc/self/exe", cargv.data(), envp.data());
+    _exit(127);
+  }
+  close(log_fd);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return io_error(std::string("waitpid: ") + std::strerror(errno));

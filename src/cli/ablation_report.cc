@@ -310,6 +310,15 @@ std::string format_ablation_markdown(const AblationReport& r) {
       "counted) × tokens/s ÷ {} ({} on {} threads; nominal {:.1f} GFLOP/s).\n",
       r.flops_per_token / 1e9, r.peak.describe, r.peak.isa.empty() ? "FMA probe" : r.peak.isa,
       r.peak.threads, r.peak.nominal_flops / 1e9);
+  for (const AblationRow& row : r.rows) {
+    if (row.mfu > 1.0) {
+      s += fmt::format(
+          "- **MFU above 100% ({}: {:.0f}%)**: the peak was measured while other processes held "
+          "the cores; `ljperf calibrate --device` on a quiet host remeasures it.\n",
+          row.name, 100.0 * row.mfu);
+      break;
+    }
+  }
   s += "- peak RSS: each run's process peak resident set (VmHWM), median over rounds; predicted: "
        "ljperf's memory predictor for that run.\n";
   return s;
