@@ -250,7 +250,9 @@ StatusOr<std::vector<AblationRun>> runs_from_files(const std::vector<std::string
   std::vector<AblationRun> all;
   int offset = 0;
   for (const std::string& f : files) {
-    LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(f));
+    LJ_ASSIGN_OR_RETURN(
+        std::string text,
+        read_text_file(f, "--from takes results.json files of `ljperf ablation --out`"));
     LJ_ASSIGN_OR_RETURN(std::vector<AblationRun> runs, runs_from_results_json(text, f));
     int last = 0;
     for (AblationRun& r : runs) {
@@ -283,7 +285,10 @@ Status run_ablation(const AblationArgs& a) {
   const std::vector<AblationConfig> configs = ablation_configs(a.memory_limit);
   std::vector<AblationRun> peers;
   if (!a.peer_results.empty()) {
-    LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(a.peer_results));
+    LJ_ASSIGN_OR_RETURN(
+        std::string text,
+        read_text_file(a.peer_results,
+                       "--peer-results takes the JSON lines bench/peers/peer_train.py prints"));
     LJ_ASSIGN_OR_RETURN(peers, runs_from_peer_lines(text, a.peer_results));
   }
   std::vector<AblationRun> runs;

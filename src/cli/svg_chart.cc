@@ -108,7 +108,9 @@ void render_panel(const ChartPanel& p, int index, double x0, double top, std::st
   // Bars.
   for (size_t i = 0; i < p.bars.size(); ++i) {
     const ChartBar& b = p.bars[i];
-    const std::string cat = xml_escape(b.category);
+    std::string key = b.category;  // data-category: the label on one line
+    std::replace(key.begin(), key.end(), '\n', ' ');
+    const std::string cat = xml_escape(key);
     const double cx = plot_x + kSlotW * (static_cast<double>(i) + 0.5);
     const double bx = cx - kBarW / 2;
     double text_y = base_y - 6;

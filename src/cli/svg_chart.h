@@ -5,7 +5,8 @@
 // (browser, rsvg-convert, GitHub) draws the same picture.
 //
 // Invariants a reader (or the unit test that parses the SVG back) can rely on:
-//  - every bar is one <rect class="bar" data-panel=P data-category=C data-value=V ...>, its
+//  - every bar is one <rect class="bar" data-panel=P data-category=C data-value=V ...> (C: the
+//    category with its line break as a space), its
 //    height proportional to V on the panel's linear axis that starts at 0;
 //  - every y-axis tick is a <text class="tick" data-panel=P data-value=V y=...> whose y is the
 //    tick's baseline + kTickTextDy, so two ticks give the axis mapping;
