@@ -137,7 +137,6 @@ void render_panel(const ChartPanel& p, int index, double x0, double top, std::st
               "\n",
               num(cx - 7), num(cx + 7), num(ye));
         }
-        text_y = std::min(text_y, yhi - 6);
       }
       if (b.marker) {
         const double ym = y_of(*b.marker);
@@ -146,10 +145,10 @@ void render_panel(const ChartPanel& p, int index, double x0, double top, std::st
             R"(y2="{4}" stroke="#c0392b" stroke-width="2" stroke-dasharray="5,3"/>)"
             "\n",
             pid, cat, num(bx - 6), num(bx + kBarW + 6), num(ym));
-        text_y = std::min(text_y, ym - 6);
       }
       s += fmt::format(R"(<text class="value" data-panel="{}" data-category="{}" x="{}" y="{}" )"
-                       R"(font-size="12" font-weight="bold" text-anchor="middle">{}</text>)"
+                       R"(font-size="12" font-weight="bold" text-anchor="middle" stroke="#ffffff" )"
+                       R"(stroke-width="3" paint-order="stroke">{}</text>)"
                        "\n",
                        pid, cat, num(cx), num(text_y), xml_escape(b.value_text));
     } else {

@@ -12,7 +12,8 @@
 //    tick's baseline + kTickTextDy, so two ticks give the axis mapping;
 //  - error bars are <line class="errorbar" data-panel=P data-category=C y1=low-y y2=high-y>;
 //  - markers are <line class="marker" data-panel=P data-category=C y1=y2=marker-y>;
-//  - the written value of a bar is <text class="value" data-panel=P data-category=C>.
+//  - the written value of a bar is <text class="value" data-panel=P data-category=C>, just
+//    above the bar's top, with a white halo so an error bar or marker crossing it stays legible.
 #pragma once
 
 #include <optional>
