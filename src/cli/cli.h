@@ -23,5 +23,6 @@ Command add_export_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
+Command add_ablation_command(CLI::App& app);
 
 }  // namespace lj::cli

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       lj::cli::add_init_command(app),      lj::cli::add_train_command(app),
       lj::cli::add_export_command(app),    lj::cli::add_doctor_command(app),
       lj::cli::add_plan_command(app),      lj::cli::add_calibrate_command(app),
-      lj::cli::add_tokenize_command(app),
+      lj::cli::add_tokenize_command(app),  lj::cli::add_ablation_command(app),
   };
   try {
     app.parse(argc, argv);

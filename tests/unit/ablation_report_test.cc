@@ -1,0 +1,282 @@
+// ljperf ablation's report (cli/ablation_report.h) and SVG chart (cli/svg_chart.h): fixed figures
+// in, and the SVG text parsed back — bar heights through the axis' tick labels, error bar ends,
+// predicted markers, the values written on the bars — must match results.json's medians.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <regex>
+
+#include "cli/ablation_report.h"
+#include "cli/svg_chart.h"
+#include "core/units.h"
+
+namespace lj::cli {
+namespace {
+
+AblationRun run(const std::string& config, int round, double tps, double rss_mib, double pred_mib) {
+  AblationRun r;
+  r.config = config;
+  r.round = round;
+  r.tokens_per_s = tps;
+  r.peak_rss_bytes = rss_mib * static_cast<double>(kMiB);
+  r.predicted_peak_rss_bytes = pred_mib * static_cast<double>(kMiB);
+  r.step_s_p50 = 1024.0 / tps;
+  r.recompute = "none";
+  r.model = "small";
+  r.micro_batch = 4;
+  r.seq_len = 256;
+  r.grad_accum = 1;
+  r.threads = 2;
+  r.flops_per_token = 9.0e7;
+  return r;
+}
+
+// Three rounds of base, +compile and +compile +ckpt-opt, as a world-size-1 ablation gives them.
+std::vector<AblationRun> fixed_runs() {
+  return {run("base", 1, 1374, 791.2, 700),
+          run("+compile", 1, 1474, 513.9, 480),
+          run("+compile +ckpt-opt", 1, 1460, 512.0, 478),
+          run("base", 2, 1397, 790.0, 700),
+          run("+compile", 2, 1606, 515.0, 480),
+          run("+compile +ckpt-opt", 2, 1500, 511.0, 478),
+          run("base", 3, 1547, 795.5, 700),
+          run("+compile", 3, 1471, 514.2, 480),
+          run("+compile +ckpt-opt", 3, 1520, 510.0, 478)};
+}
+
+PeakFigure fixed_peak() {
+  return {540.3e9, "540.3 GFLOP/s fp32, measured", 332.8e9, 2, "avx512 fma"};
+}
+
+AblationReport fixed_report(const std::vector<AblationRun>& peers = {}) {
+  auto rep = summarize_ablation(ablation_configs(""), fixed_runs(), peers, 1, fixed_peak());
+  EXPECT_TRUE(rep.ok()) << rep.status().to_string();
+  return *rep;
+}
+
+// The attributes of every element `<tag class="cls" ...>` in `svg`, in order.
+std::vector<std::map<std::string, std::string>> elements(const std::string& svg,
+                                                         const std::string& tag,
+                                                         const std::string& cls) {
+  std::vector<std::map<std::string, std::string>> out;
+  const std::regex element("<" + tag + " class=\"" + cls + "\"([^>]*)>");
+  const std::regex attr(R"re(([a-z0-9-]+)="([^"]*)")re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), element);
+       it != std::sregex_iterator(); ++it) {
+    std::map<std::string, std::string> a;
+    const std::string attrs = (*it)[1];
+    for (auto jt = std::sregex_iterator(attrs.begin(), attrs.end(), attr);
+         jt != std::sregex_iterator(); ++jt) {
+      a[(*jt)[1]] = (*jt)[2];
+    }
+    // The text content, for <text>.
+    const size_t end = static_cast<size_t>(it->position() + it->length());
+    a["#text"] = svg.substr(end, svg.find('<', end) - end);
+    out.push_back(a);
+  }
+  return out;
+}
+
+double num(const std::map<std::string, std::string>& a, const std::string& key) {
+  auto it = a.find(key);
+  EXPECT_NE(it, a.end()) << "no attribute " << key;
+  return it == a.end() ? NAN : std::stod(it->second);
+}
+
+// The value at pixel row `y` of panel `panel`, from two of its tick labels (a linear axis).
+struct AxisMap {
+  double y0 = 0, v0 = 0, y1 = 0, v1 = 0;
+  double value_at(double y) const { return v0 + (y - y0) * (v1 - v0) / (y1 - y0); }
+};
+AxisMap axis_of(const std::string& svg, const std::string& panel) {
+  std::vector<std::map<std::string, std::string>> ticks;
+  for (auto& t : elements(svg, "text", "tick")) {
+    if (t["data-panel"] == panel) ticks.push_back(t);
+  }
+  EXPECT_GE(ticks.size(), 3u);
+  AxisMap m;
+  m.y0 = num(ticks.front(), "y") - kTickTextDy;
+  m.v0 = std::stod(ticks.front()["#text"]);
+  m.y1 = num(ticks.back(), "y") - kTickTextDy;
+  m.v1 = std::stod(ticks.back()["#text"]);
+  return m;
+}
+
+TEST(AblationReport, MediansSpreadsSpeedupsAndMfu) {
+  const AblationReport rep = fixed_report();
+  ASSERT_EQ(rep.rows.size(), 4u);
+  EXPECT_EQ(rep.rounds, 3);
+  const AblationRow& base = rep.rows[0];
+  EXPECT_EQ(base.tokens_per_s.median, 1397);
+  EXPECT_EQ(base.tokens_per_s.min, 1374);
+  EXPECT_EQ(base.tokens_per_s.max, 1547);
+  EXPECT_FALSE(rep.rows[1].available);  // +comm at world size 1
+  EXPECT_NE(rep.rows[1].unavailable_reason.find("world size 1"), std::string::npos);
+  const AblationRow& compile = rep.rows[2];
+  EXPECT_EQ(compile.tokens_per_s.median, 1474);
+  // Exact: a quotient of two of the fixed figures, computed the same way.
+  EXPECT_DOUBLE_EQ(compile.speedup_vs_base, 1474.0 / 1397.0);
+  EXPECT_DOUBLE_EQ(compile.speedup_vs_previous, 1474.0 / 1397.0);  // +comm is skipped
+  EXPECT_DOUBLE_EQ(rep.rows[3].speedup_vs_previous, 1500.0 / 1474.0);
+  EXPECT_DOUBLE_EQ(compile.mfu, 1474 * 9.0e7 / 540.3e9);
+  EXPECT_DOUBLE_EQ(compile.peak_rss_bytes.median, 514.2 * static_cast<double>(kMiB));
+}
+
+TEST(AblationReport, MarkdownNamesTheDenominatorAndTheNaReason) {
+  const std::string md = format_ablation_markdown(fixed_report());
+  EXPECT_NE(md.find("MFU (of 540.3 GFLOP/s fp32, measured)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| base | — | 1397 | 1374–1547 | 1.00× | — | 791.2 MiB | 700.0 MiB"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| +comm | — | n/a |"), std::string::npos) << md;
+  EXPECT_NE(md.find("+comm: n/a — world size 1"), std::string::npos) << md;
+  EXPECT_NE(md.find("| +compile | `--compile` | 1474 | 1471–1606 | 1.06× | 1.06× |"),
+            std::string::npos)
+      << md;
+}
+
+TEST(AblationReport, RefusesRunsOfDifferentShapes) {
+  auto runs = fixed_runs();
+  runs[4].seq_len = 128;
+  auto rep = summarize_ablation(ablation_configs(""), runs, {}, 1, fixed_peak());
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.status().message().find("different"), std::string::npos);
+}
+
+// The chart, parsed back, says what results.json says.
+TEST(AblationChart, SvgNumbersMatchResultsJson) {
+  const AblationReport rep = fixed_report();
+  const nlohmann::ordered_json results = ablation_to_json(rep);
+  const std::string svg = render_bar_chart_svg(ablation_chart(rep));
+  ASSERT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_EQ(svg.find("<script"), std::string::npos);
+  EXPECT_EQ(svg.find("href"), std::string::npos);  // self-contained: nothing linked
+  EXPECT_EQ(svg.find("@import"), std::string::npos);
+
+  const auto bars = elements(svg, "rect", "bar");
+  const auto errorbars = elements(svg, "line", "errorbar");
+  const auto markers = elements(svg, "line", "marker");
+  const auto values = elements(svg, "text", "value");
+  const auto unavailable = elements(svg, "text", "unavailable");
+  const double mib = static_cast<double>(kMiB);
+  int measured_rows = 0;
+  for (const auto& row : results["rows"]) {
+    const std::string name = row["name"];
+    // The label breaks "+compile +ckpt-opt" over two lines; data-category is the name.
+    const std::string category = name;
+    if (!row["available"].get<bool>()) {
+      int found = 0;
+      for (const auto& u : unavailable) found += u.at("data-category") == category ? 1 : 0;
+      EXPECT_EQ(found, 2) << name << ": n/a in both panels";
+      continue;
+    }
+    ++measured_rows;
+    const auto& med = row["median"];
+    // Panel 0: tokens/s; panel 1: peak RSS in MiB.
+    const std::map<std::string, std::array<double, 3>> expected = {
+        {"0",
+         {med["tokens_per_s"].get<double>(), med["tokens_per_s_min"].get<double>(),
+          med["tokens_per_s_max"].get<double>()}},
+        {"1",
+         {med["peak_rss_bytes"].get<double>() / mib, med["peak_rss_bytes_min"].get<double>() / mib,
+          med["peak_rss_bytes_max"].get<double>() / mib}}};
+    for (const auto& [panel, want] : expected) {
+      const AxisMap axis = axis_of(svg, panel);
+      // Coordinates are written with 2 decimals: 0.005 px on a 300 px axis of at most 2000
+      // (tokens/s) or 1000 (MiB) is < 0.04 of a unit; 0.1 bounds that.
+      const double unit = 0.1;
+      // Values are written as integers at these sizes: half a unit of rounding.
+      const double written = 0.5;
+      bool seen_bar = false, seen_err = false, seen_value = false;
+      for (const auto& b : bars) {
+        if (b.at("data-panel") != panel || b.at("data-category") != category) continue;
+        seen_bar = true;
+        EXPECT_NEAR(num(b, "data-value"), want[0], 1e-9 * want[0]) << name;
+        // The bar's top, read through the tick labels.
+        EXPECT_NEAR(axis.value_at(num(b, "y")), want[0], unit) << name << " panel " << panel;
+        // Its bottom is the axis' zero.
+        EXPECT_NEAR(axis.value_at(num(b, "y") + num(b, "height")), 0.0, unit) << name;
+      }
+      for (const auto& e : errorbars) {
+        if (e.at("data-panel") != panel || e.at("data-category") != category) continue;
+        seen_err = true;
+        EXPECT_NEAR(axis.value_at(num(e, "y1")), want[1], unit) << name << " min";
+        EXPECT_NEAR(axis.value_at(num(e, "y2")), want[2], unit) << name << " max";
+      }
+      for (const auto& v : values) {
+        if (v.at("data-panel") != panel || v.at("data-category") != category) continue;
+        seen_value = true;
+        EXPECT_NEAR(std::stod(v.at("#text")), want[0], written) << name << " written value";
+      }
+      EXPECT_TRUE(seen_bar && seen_err && seen_value) << name << " panel " << panel;
+    }
+    // The predicted peak: a marker on the memory panel.
+    bool seen_marker = false;
+    for (const auto& m : markers) {
+      if (m.at("data-panel") != "1" || m.at("data-category") != category) continue;
+      seen_marker = true;
+      EXPECT_NEAR(axis_of(svg, "1").value_at(num(m, "y1")),
+                  med["predicted_peak_rss_bytes"].get<double>() / mib, 0.1)
+          << name;
+    }
+    EXPECT_TRUE(seen_marker) << name;
+  }
+  EXPECT_EQ(measured_rows, 3);
+  EXPECT_EQ(bars.size(), 6u);  // 3 measured rows × 2 panels
+  EXPECT_NE(svg.find("540.3 GFLOP/s fp32, measured"), std::string::npos);
+}
+
+TEST(AblationChart, PeersAreRowsWithARatioColumn) {
+  auto peers = runs_from_peer_lines(
+      "{\"peer\": \"PyTorch eager\", \"tokens_per_s\": 1000, \"peak_rss_bytes\": 1073741824, "
+      "\"batch_size\": 4, \"seq_len\": 256, \"threads\": 2}\n\n"
+      "{\"peer\": \"PyTorch eager\", \"tokens_per_s\": 1100, \"peak_rss_bytes\": 1073741824}\n"
+      "{\"peer\": \"PyTorch compile\", \"tokens_per_s\": 1300, \"peak_rss_bytes\": 2147483648}\n",
+      "peers.jsonl");
+  ASSERT_TRUE(peers.ok()) << peers.status().to_string();
+  ASSERT_EQ(peers->size(), 3u);
+  EXPECT_EQ((*peers)[1].round, 2);
+  const AblationReport rep = fixed_report(*peers);
+  ASSERT_EQ(rep.rows.size(), 6u);
+  EXPECT_EQ(rep.ratio_baseline, "PyTorch eager");
+  EXPECT_EQ(rep.rows[4].tokens_per_s.median, 1050);
+  const std::string md = format_ablation_markdown(rep);
+  EXPECT_NE(md.find("× PyTorch eager |"), std::string::npos) << md;
+  // +compile: 1474 / 1050.
+  EXPECT_NE(md.find("| 1.40× |\n"), std::string::npos) << md;
+  const std::string svg = render_bar_chart_svg(ablation_chart(rep));
+  EXPECT_EQ(elements(svg, "rect", "bar").size(), 10u);
+  EXPECT_NE(svg.find("PyTorch peers"), std::string::npos);
+}
+
+TEST(AblationChart, BadPeerLinesAreOneLineErrors) {
+  EXPECT_FALSE(runs_from_peer_lines("not json\n", "p.jsonl").ok());
+  EXPECT_FALSE(runs_from_peer_lines("{\"tokens_per_s\": 1}\n", "p.jsonl").ok());
+  auto s = runs_from_peer_lines("{\"peer\": \"x\", \"tokens_per_s\": 1}\n", "p.jsonl");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("p.jsonl:1"), std::string::npos);
+  EXPECT_NE(s.status().message().find("peak_rss_bytes"), std::string::npos);
+}
+
+TEST(AblationChart, ResultsJsonRoundTrips) {
+  const AblationReport rep = fixed_report();
+  auto runs = runs_from_results_json(ablation_to_json(rep).dump(), "results.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().to_string();
+  ASSERT_EQ(runs->size(), fixed_runs().size());
+  auto again = summarize_ablation(ablation_configs(""), *runs, {}, 1, fixed_peak());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(format_ablation_markdown(*again), format_ablation_markdown(rep));
+}
+
+TEST(SvgChart, NiceAxis) {
+  EXPECT_EQ(nice_axis(131000).top, 150000);
+  EXPECT_EQ(nice_axis(131000).step, 25000);
+  EXPECT_EQ(nice_axis(1650).top, 2000);
+  EXPECT_EQ(nice_axis(850).top, 1000);
+  EXPECT_EQ(nice_axis(0).top, 1);
+  EXPECT_EQ(xml_escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+}
+
+}  // namespace
+}  // namespace lj::cli
