@@ -22,6 +22,12 @@ struct PeakMeasurement {
   int threads = 0;
   double seconds = 0;  // wall time the probe took, repeats included
   std::string isa;     // the instructions it ran: "avx512 fma", "avx2 fma", "avx512_bf16 dot", ...
+  int rounds = 0;      // timed rounds
+  // Rounds in which every thread held a core throughout (CPU time ≈ wall time). The figure is
+  // the best of these; with none (a host too busy to measure) it is the sum of the threads'
+  // rates per CPU second, and undisturbed() is false.
+  int rounds_undisturbed = 0;
+  bool undisturbed() const { return rounds_undisturbed > 0; }
 };
 
 // Whether this build and host can probe `dtype` (f32 always; bf16 needs AVX512_BF16, compiled in
@@ -29,7 +35,8 @@ struct PeakMeasurement {
 bool peak_probe_supports(DType dtype);
 
 // Runs the probe on `threads` threads (0: all hardware threads) for about `seconds` in total
-// (the best of three rounds). unimplemented for a dtype peak_probe_supports refuses.
+// (at most 4× that on a busy host), in rounds of a few milliseconds. unimplemented for a dtype
+// peak_probe_supports refuses.
 StatusOr<PeakMeasurement> measure_peak_flops(DType dtype, int threads = 0, double seconds = 0.3);
 
 }  // namespace lj
