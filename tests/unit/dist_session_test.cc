@@ -59,7 +59,7 @@ TEST(DataParallelSettings, StageThreeIsRefusedWithTheStageTwoHint) {
 // ctest starts no launcher: one process, no data parallelism, no gate, errors pass through.
 TEST(DistSession, OneProcessIsSelfWithoutDataParallelism) {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) GTEST_SKIP() << "run under mpirun";
-  auto d = DistSession::start();
+  auto d = DistSession::start(CommOptions{});
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_EQ((*d)->world_size(), 1);
   EXPECT_TRUE((*d)->is_root());
