@@ -5,6 +5,8 @@
 # A second case kills a rank during a checkpoint write (LJ_TEST_KILL_AT=checkpoint:N, a hook in
 # train/sharded_checkpoint.cc: the last rank raises SIGKILL after writing its files, before the
 # barrier): the checkpoint before stays committed and intact, and the rerun resumes bitwise.
+# A third case stops a rank (SIGSTOP: alive, so the launcher sees nothing) to check that the
+# others end the job after --comm-timeout with one line naming their rank once.
 # Skips (exit 0, "SKIP: ...") without mpirun, or when `ljperf train --help` has no --comm-timeout.
 # Usage: bash dist_kill_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
@@ -115,4 +117,35 @@ pass "job ended with exit code $rc after $took ms in all; step-$kEvery committed
 grep -q "resumed from step $kEvery" ck2.out || fail "the rerun did not resume from step $kEvery"
 same_files "ref/step-$kSteps" "ck/step-$kSteps"
 pass "rerun resumed from step $kEvery; step-$kSteps equals the reference"
+
+echo "check: a hung rank (SIGSTOP) ends the job after --comm-timeout $kTimeout"
+HANG_ARGS=("${ARGS[@]}")
+[ "${HANG_ARGS[5]}" = --steps ] || fail "ARGS changed: --steps is not its 6th word"
+HANG_ARGS[6]=100000  # runs until stopped
+"${mpi[@]}" "$LJ" "${HANG_ARGS[@]}" --out "$TMP/hang" >hang.out 2>hang.err &
+E2E_BG_PID=$!
+for _ in $(seq 600); do
+  [ -f hang/latest ] && break
+  kill -0 "$E2E_BG_PID" 2>/dev/null || break  # ended early: its output says why
+  sleep 0.05
+done
+[ -f hang/latest ] || { tail -n 5 hang.err hang.out >&2; fail "no checkpoint committed within 30 s"; }
+victim=$(rank_pid 1 "$E2E_BG_PID")
+[ -n "$victim" ] || fail "could not find rank 1's process"
+kill -STOP "$victim"
+t0=$(now_ms)
+set +e
+wait "$E2E_BG_PID"
+rc=$?
+set -e
+E2E_BG_PID=""
+waited=$(($(now_ms) - t0))
+kill -9 "$victim" 2>/dev/null || true
+[ "$rc" -ne 0 ] || fail "the job exited 0 with a hung rank"
+[ "$waited" -ge $((kTimeout * 1000)) ] || fail "the job ended after $waited ms, before the timeout"
+[ "$waited" -lt "$kEndMs" ] || fail "the job took $waited ms to end (--comm-timeout $kTimeout)"
+grep -qE "^rank 0: [a-z_]+ did not complete within $kTimeout s" hang.err ||
+  { tail -5 hang.err >&2; fail "no 'rank 0: ... did not complete within $kTimeout s' line"; }
+grep -q "rank 0: rank 0:" hang.err && fail "the timeout line names its rank twice"
+pass "job ended with exit code $rc, $waited ms after rank 1 stopped, with rank 0's timeout line"
 e2e_finish
