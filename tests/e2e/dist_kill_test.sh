@@ -5,7 +5,8 @@
 # A second case kills a rank during a checkpoint write (LJ_TEST_KILL_AT=checkpoint:N, a hook in
 # train/sharded_checkpoint.cc: the last rank raises SIGKILL after writing its files, before the
 # barrier): the checkpoint before stays committed and intact, and the rerun resumes bitwise.
-# A third case stops a rank (SIGSTOP: alive, so the launcher sees nothing) to check that the
+# SIGTERM to one rank (what a scheduler sends) stops every rank at the same step with a
+# checkpoint and exit 0. A third failure case stops a rank (SIGSTOP: alive, so the launcher sees nothing) to check that the
 # others end the job after --comm-timeout with one line naming their rank once.
 # Skips (exit 0, "SKIP: ...") without mpirun, or when `ljperf train --help` has no --comm-timeout.
 # Usage: bash dist_kill_test.sh <path-to-ljperf> <repo-root>
@@ -71,7 +72,8 @@ echo "check: reference run (2 ranks, $kSteps steps, ZeRO 1)"
 [ -f "ref/step-$kSteps/manifest.json" ] || fail "reference: no manifest.json (not a sharded checkpoint)"
 [ -f ref/step-$kSteps/optimizer-rank-00001-of-00002.safetensors ] || fail "reference: no rank-1 optimizer shard"
 [ "$(grep -c '"loss"' ref/metrics.jsonl)" = "$kSteps" ] || fail "metrics.jsonl: not one line per step (rank 0 alone writes it)"
-pass "reference: latest step-$kSteps, sharded, one metrics line per step"
+[ "$(ls ref/tb | wc -l)" = 1 ] || fail "tb/ has $(ls ref/tb | wc -l) event files (rank 0 alone writes one)"
+pass "reference: latest step-$kSteps, sharded, one metrics line per step, one event file"
 
 echo "check: kill -9 of rank 1 after the first checkpoint ends the job"
 "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/run" >run1.out 2>run1.err &
@@ -118,10 +120,33 @@ grep -q "resumed from step $kEvery" ck2.out || fail "the rerun did not resume fr
 same_files "ref/step-$kSteps" "ck/step-$kSteps"
 pass "rerun resumed from step $kEvery; step-$kSteps equals the reference"
 
-echo "check: a hung rank (SIGSTOP) ends the job after --comm-timeout $kTimeout"
+echo "check: SIGTERM to rank 1 stops every rank at one step, with a checkpoint, exit 0"
 HANG_ARGS=("${ARGS[@]}")
 [ "${HANG_ARGS[5]}" = --steps ] || fail "ARGS changed: --steps is not its 6th word"
 HANG_ARGS[6]=100000  # runs until stopped
+"${mpi[@]}" "$LJ" "${HANG_ARGS[@]}" --out "$TMP/term" >term.out 2>term.err &
+E2E_BG_PID=$!
+for _ in $(seq 600); do
+  [ -f term/latest ] && break
+  kill -0 "$E2E_BG_PID" 2>/dev/null || break  # ended early: its output says why
+  sleep 0.05
+done
+[ -f term/latest ] || { tail -n 5 term.err term.out >&2; fail "no checkpoint committed within 30 s"; }
+victim=$(rank_pid 1 "$E2E_BG_PID")
+[ -n "$victim" ] || fail "could not find rank 1's process"
+kill -TERM "$victim"
+set +e
+wait "$E2E_BG_PID"
+rc=$?
+set -e
+E2E_BG_PID=""
+[ "$rc" -eq 0 ] || { tail -n 5 term.err >&2; fail "exit code $rc after SIGTERM to rank 1"; }
+stopped=$(sed -n 's/^stopped by signal at step \([0-9]*\);.*/\1/p' term.err)
+[ -n "$stopped" ] || fail "no 'stopped by signal at step N' line"
+[ "$(cat term/latest)" = "step-$stopped" ] || fail "latest is '$(cat term/latest)', stopped at $stopped"
+pass "every rank stopped at step $stopped, checkpoint step-$stopped committed, exit 0"
+
+echo "check: a hung rank (SIGSTOP) ends the job after --comm-timeout $kTimeout"
 "${mpi[@]}" "$LJ" "${HANG_ARGS[@]}" --out "$TMP/hang" >hang.out 2>hang.err &
 E2E_BG_PID=$!
 for _ in $(seq 600); do
