@@ -57,7 +57,8 @@ struct BenchmarkArgs {
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
-  int zero = -1;  // --zero N; -1: not given
+  int zero = -1;                                          // --zero N; -1: not given
+  double comm_timeout_s = CommOptions{}.timeout_seconds;  // --comm-timeout
   RecomputeFlags recompute;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
@@ -616,6 +617,7 @@ Command add_benchmark_command(CLI::App& app) {
   add_optimization_flags(sub, &args->compile, &args->ckpt_opt, &args->memory_limit,
                          &args->recompute);
   add_zero_flag(sub, &args->zero);
+  add_comm_timeout_flag(sub, &args->comm_timeout_s);
   sub->add_option("--output", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
   sub->footer(
@@ -623,7 +625,8 @@ Command add_benchmark_command(CLI::App& app) {
       "or the DeepSpeed JSON); each rank trains its slice of every global batch, only rank 0 "
       "prints.");
   return {sub, [args] {
-            return DistSession::run([&](DistSession& dist) { return run_benchmark(*args, dist); });
+            return DistSession::run(CommOptions{.timeout_seconds = args->comm_timeout_s},
+                                    [&](DistSession& dist) { return run_benchmark(*args, dist); });
           }};
 }
 

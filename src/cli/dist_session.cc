@@ -42,8 +42,8 @@ void print_error(const Status& s) {
   if (!s.hint().empty()) write_error_line("hint: " + s.hint());
 }
 
-StatusOr<std::unique_ptr<DistSession>> DistSession::start() {
-  LJ_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, make_communicator());
+StatusOr<std::unique_ptr<DistSession>> DistSession::start(const CommOptions& options) {
+  LJ_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, make_communicator(options));
   std::unique_ptr<DistSession> d(new DistSession(std::move(comm)));
   d->install_gate();
   if (d->distributed()) {
@@ -55,8 +55,9 @@ StatusOr<std::unique_ptr<DistSession>> DistSession::start() {
   return d;
 }
 
-Status DistSession::run(const std::function<Status(DistSession&)>& body) {
-  LJ_ASSIGN_OR_RETURN(std::unique_ptr<DistSession> d, start());
+Status DistSession::run(const CommOptions& options,
+                        const std::function<Status(DistSession&)>& body) {
+  LJ_ASSIGN_OR_RETURN(std::unique_ptr<DistSession> d, start(options));
   return d->finish(body(*d));
 }
 
@@ -100,18 +101,11 @@ DataParallel DistSession::data_parallel(const ZeroConfig& zero) {
 }
 
 Status DistSession::agree(const Status& local) {
-  LJ_ASSIGN_OR_RETURN(const std::vector<double> failed, gather(local.ok() ? 0.0 : 1.0));
-  std::string ranks;
-  for (size_t r = 0; r < failed.size(); ++r) {
-    if (failed[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  }
-  if (!local.ok()) return local;
-  if (!ranks.empty()) {
-    return internal_error("rank " + ranks + " could not start the run; every rank stops",
-                          "its error line is above");
-  }
-  collectives_started_ = true;
-  return ok_status();
+  Status s = agree_on_status(*comm_, local);
+  // An agreed error is every rank's: each returns it and none waits in a collective, so finish()
+  // returns it rather than ending the job.
+  collectives_started_ = s.ok();
+  return s;
 }
 
 StatusOr<std::vector<double>> DistSession::gather(double value) {
@@ -124,9 +118,7 @@ StatusOr<std::vector<double>> DistSession::gather(double value) {
 Status DistSession::finish(Status s) {
   if (s.ok() || !distributed() || !collectives_started_) return s;
   // The other ranks may be waiting for this one in a collective: end them all.
-  print_error(s);
-  comm_->abort(1);  // does not return
-  return s;
+  abort_all_ranks(*comm_, s);  // does not return
 }
 
 }  // namespace lj::cli

@@ -2,7 +2,8 @@
 // communicator and gates the output, so a command runs the same code on every rank and only
 // rank 0 is heard.
 //
-//   return DistSession::run([&](DistSession& dist) -> Status {
+//   return DistSession::run(CommOptions{.timeout_seconds = args.comm_timeout_s},
+//                           [&](DistSession& dist) -> Status {
 //     ... resolve the run; dist.world_size(), dist.rank() ...
 //     LJ_RETURN_IF_ERROR(dist.agree(prepared.status()));  // every rank ready, or every rank stops
 //     ... train with TrainStepConfig::data_parallel = dist.data_parallel(zero) ...
@@ -16,8 +17,9 @@
 // Errors and hangs: a rank that returns an error while the others wait in a collective would
 // leave them waiting forever. Before the first collective of training, agree() makes every rank
 // stop together when any rank failed (an error found on one rank only, e.g. a memory check
-// against what its host has free, stops all). After it, an error on a rank is printed and ends
-// every rank (Communicator::abort).
+// against what its host has free, stops all; dist's agree_on_status). After it, an error on a
+// rank is printed and ends every rank (dist's abort_all_ranks). A collective that never completes
+// ends the job after CommOptions::timeout_seconds (the commands' --comm-timeout).
 #pragma once
 
 #include <functional>
@@ -43,10 +45,11 @@ class DistSession {
  public:
   // Makes the communicator (make_communicator: MPI when an MPI launcher started this process,
   // the torchrun variables checked against MPI; a build without MPI launched as several
-  // processes is refused) and installs the output gate. Errors: those of make_communicator.
-  static StatusOr<std::unique_ptr<DistSession>> start();
-  // start(), then `body`, then finish(): what a command's run function returns.
-  static Status run(const std::function<Status(DistSession&)>& body);
+  // processes is refused) and installs the output gate. `options`: the collective timeout
+  // (--comm-timeout). Errors: those of make_communicator.
+  static StatusOr<std::unique_ptr<DistSession>> start(const CommOptions& options);
+  // start(options), then `body`, then finish(): what a command's run function returns.
+  static Status run(const CommOptions& options, const std::function<Status(DistSession&)>& body);
   ~DistSession();  // removes the gate (stdout and stderr back as they were)
   DistSession(const DistSession&) = delete;
   DistSession& operator=(const DistSession&) = delete;
@@ -65,16 +68,17 @@ class DistSession {
   // one, so one process trains exactly as it does without data parallelism.
   DataParallel data_parallel(const ZeroConfig& zero);
 
-  // A collective (every rank calls it): ok when `local` is ok on every rank; otherwise this
-  // rank's own error, or, on a rank that was fine, an error naming the ranks that failed. After
-  // it returns ok, an error ends every rank (finish()).
+  // A collective (every rank calls it; agree_on_status): ok when `local` is ok on every rank;
+  // otherwise this rank's own error, or, on a rank that was fine, an error naming the ranks that
+  // failed. After it returns ok, an error ends every rank (finish()); an error it returned is
+  // every rank's, so finish() returns it (may be called again, e.g. on a command's result).
   Status agree(const Status& local);
   // Every rank's `value`, in rank order, on every rank. A collective.
   StatusOr<std::vector<double>> gather(double value);
 
   // The command's result, as main() gets it: ok, or an error main() prints. An error after a
   // successful agree() on a multi-process run is printed here and ends every rank with exit
-  // code 1 (does not return).
+  // code 1 (abort_all_ranks; does not return).
   Status finish(Status s);
 
  private:

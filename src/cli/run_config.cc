@@ -125,6 +125,14 @@ void add_zero_flag(CLI::App* sub, int* zero) {
       ->check(CLI::Range(0, 3));
 }
 
+void add_comm_timeout_flag(CLI::App* sub, double* seconds) {
+  sub->add_option("--comm-timeout", *seconds,
+                  "Under mpirun: seconds a collective may wait for the other ranks before the job "
+                  "ends (a rank died or hangs; PyTorch's default 600; 0: wait forever)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
 void add_optimization_flags(CLI::App* sub, bool* compile, bool* ckpt_opt, std::string* memory_limit,
                             RecomputeFlags* recompute) {
   sub->add_flag("--ckpt-opt", *ckpt_opt,

@@ -70,6 +70,10 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
 Status check_zero_supported(const ZeroConfig& zero);
 // --zero N on a command that trains (benchmark; train); -1 when not given.
 void add_zero_flag(CLI::App* sub, int* zero);
+// --comm-timeout SECONDS on a command that runs under mpirun (benchmark; train): CommOptions::
+// timeout_seconds, the time a collective may wait before the job ends. `*seconds` holds the
+// default (600, PyTorch's) when not given.
+void add_comm_timeout_flag(CLI::App* sub, double* seconds);
 
 // --recompute none|selective|full, --recompute-layers N, --recompute-method uniform|block, with
 // Megatron's meanings (passes/remat/remat.h), as typed.

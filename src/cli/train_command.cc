@@ -1,6 +1,12 @@
 // `ljperf train`: real training on token files with crash-safe checkpoints (train/trainer.h),
 // logs to the console (torchtitan's line), DIR/metrics.jsonl and TensorBoard (DIR/tb), and
 // `ljperf export`: a checkpoint to an HF model folder.
+//
+// Under mpirun every rank runs this same code (cli/dist_session.h): data parallel with ZeRO 0-2
+// (--zero or the DeepSpeed JSON), only rank 0 prints and writes the logs, every rank writes its
+// checkpoint shard and rank 0 commits (train/sharded_checkpoint.h). Each rank resolves and loads
+// on its own; then every rank is ready or all stop (DistSession::agree) before the first
+// collective. A collective that waits past --comm-timeout (a rank died) ends the job.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -10,6 +16,7 @@
 #include <optional>
 
 #include "cli/cli.h"
+#include "cli/dist_session.h"
 #include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
 #include "cli/report.h"
@@ -51,6 +58,8 @@ struct TrainArgs {
   bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
   std::string memory_limit;
   bool compile = false;
+  int zero = -1;                                          // --zero N; -1: not given
+  double comm_timeout_s = CommOptions{}.timeout_seconds;  // --comm-timeout
 };
 
 StatusOr<LrSchedule::Decay> parse_decay(const std::string& name) {
@@ -77,9 +86,10 @@ struct ResolvedTrain {
   LrSchedule::Decay decay;
   StepSettings settings;  // micro-batch, accumulation, precision, the step's configuration
   std::optional<DeepSpeedConfig> ds;
+  DataParallelSettings dp;  // world size, rank, ZeRO stage and buckets (one process: stage 0)
 };
 
-StatusOr<ResolvedTrain> resolve(const TrainArgs& a) {
+StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   ResolvedTrain r;
   if (!parse_token_format(a.data_format, &r.format)) {
     return invalid_argument("unknown --data-format '" + a.data_format + "'",
@@ -95,6 +105,8 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a) {
   run.weight_decay.assign(a.weight_decay, a.given("--weight-decay"));
   run.grad_clip.assign(a.grad_clip, a.given("--grad-clip"));
   run.total_steps = a.t.steps;
+  run.world_size = dist.world_size();
+  run.zero_stage.assign(std::max(a.zero, 0), a.zero >= 0);
   run.warmup_steps.assign(a.warmup_steps, a.given("--warmup-steps"));
   DType precision;
   if (!parse_dtype(a.precision, &precision) ||
@@ -104,6 +116,8 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a) {
   run.precision.assign(precision, a.given("--precision"));
   LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
+  r.dp = resolve_data_parallel(run, r.ds, dist.world_size(), dist.rank(), dist.backend_name());
+  LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
   StepSettings& s = r.settings;
   LJ_ASSIGN_OR_RETURN(s.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
   s.micro_batch = a.t.batch_size;
@@ -129,6 +143,7 @@ void configure_trainer(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig
   t->batch_size = r.settings.micro_batch;
   t->grad_accum = r.settings.grad_accum;
   t->step = r.settings.step;
+  if (r.dp.world_size > 1) fmt::print("{}", r.dp.describe());
   if (!r.ds) return;
   const DeepSpeedConfig& ds = *r.ds;
   if (ds.scheduler.type != DsScheduler::Type::none) {
@@ -142,11 +157,13 @@ void configure_trainer(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig
 }
 
 // CHECKPOINT_OPTIMIZATION / --ckpt-opt: the planner picks what to recompute.
-Status choose_recompute(const TrainArgs& a, const LlamaConfig& model, TrainerConfig* t) {
+Status choose_recompute(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig* t) {
   if (!checkpoint_optimization_requested(a.ckpt_opt)) return ok_status();
+  const LlamaConfig& model = r.model.config;
   LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
-  LJ_ASSIGN_OR_RETURN(CkptChoice c, checkpoint_optimization(model, t->batch_size, t->seq_len,
-                                                            t->step.graph.compile, budget));
+  LJ_ASSIGN_OR_RETURN(
+      CkptChoice c, checkpoint_optimization(model, t->batch_size, t->seq_len, t->step.graph.compile,
+                                            budget, HostParallel{r.dp.world_size, r.dp.zero}));
   print_ckpt_choice(c, model.num_hidden_layers);
   t->step.graph.recompute = c.recompute;
   return ok_status();
@@ -160,19 +177,25 @@ struct RunLogs {
   bool started = false;
 };
 
+// With several ranks only rank 0 writes the files (`root`); the console is gated by DistSession.
 TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
-                                const LlamaConfig& model, const HostInfo& host, RunLogs* logs) {
+                                const LlamaConfig& model, const HostInfo& host,
+                                const DistSession& dist, RunLogs* logs) {
   const double flops_per_token = model.flops_per_token(t.seq_len);
-  // MFU's denominator: the measured peak on the run's threads (cached per host after the first).
-  const MfuPeak peak = mfu_peak(DType::f32, a.threads > 0 ? a.threads : host.cores, 1, 1, true);
+  // MFU's denominator: the measured peak on the run's threads (cached per host after the first);
+  // one rank of several must not probe the cores the others share: it reads the cached figure.
+  const MfuPeak peak = mfu_peak(DType::f32, a.threads > 0 ? a.threads : host.cores,
+                                dist.ranks_on_host(), dist.world_size(),
+                                /*may_probe=*/!dist.distributed());
   const double peak_flops = peak.flops;
   const double mem_total = static_cast<double>(host.mem_total_bytes);
   TrainerCallbacks cb;
   cb.info = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
-  cb.on_start = [logs, out = a.out]() -> Status {
+  cb.on_start = [logs, out = a.out, root = dist.is_root()]() -> Status {
+    logs->started = true;
+    if (!root) return ok_status();
     LJ_ASSIGN_OR_RETURN(JsonlWriter j, JsonlWriter::open(out + "/metrics.jsonl", /*append=*/true));
     logs->jsonl.emplace(std::move(j));
-    logs->started = true;
     LJ_ASSIGN_OR_RETURN(EventWriter w, EventWriter::open(out + "/tb"));
     logs->tb.emplace(std::move(w));
     return ok_status();
@@ -197,6 +220,7 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
                              {"memory_bytes", mem},
                              {"skipped", m.skipped}};
     if (!std::isfinite(m.loss)) j["loss"] = nullptr;
+    if (!logs->jsonl) return;  // a rank other than 0
     Status s = logs->jsonl->write(j.dump());
     if (s.ok()) {
       s = logs->tb->add_scalars(m.step, {{"loss", m.loss},
@@ -211,6 +235,7 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
   cb.on_eval = [logs](const EvalMetrics& e) {
     fmt::print(stderr, "eval: step {}  val_loss {:.4f}  val_ppl {:.3f}\n", e.step, e.loss,
                e.perplexity);
+    if (!logs->jsonl) return;  // a rank other than 0
     Status s = logs->jsonl->write(
         nlohmann::json{{"step", e.step}, {"val_loss", e.loss}, {"val_perplexity", e.perplexity}}
             .dump());
@@ -257,51 +282,80 @@ StatusOr<TrainData> open_data(const TrainArgs& a, TokenFormat format) {
   return d;
 }
 
-Status run_train(TrainArgs& a) {
+// What one rank has ready before the first collective: the run resolved, its data open, its
+// initial weights loaded, the output folder made (by rank 0).
+struct PreparedTrain {
+  ResolvedTrain r;
+  std::optional<TrainData> data;
+  std::vector<Tensor> initial;
+  bool out_existed = true;  // rank 0: whether --out was there before this run
+};
+
+StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Device& dev) {
   namespace fs = std::filesystem;
-  LJ_ASSIGN_OR_RETURN(ResolvedTrain r, resolve(a));
-  const LlamaConfig& model = r.model.config;
-  LJ_ASSIGN_OR_RETURN(TrainData data, open_data(a, r.format));
-  std::error_code ec;
-  const bool existed = fs::exists(a.out);
-  fs::create_directories(a.out, ec);
-  if (ec || !fs::is_directory(a.out)) {
-    return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""),
-                    "check --out and permissions");
+  PreparedTrain p;
+  LJ_ASSIGN_OR_RETURN(p.r, resolve(a, dist));
+  LJ_ASSIGN_OR_RETURN(TrainData data, open_data(a, p.r.format));
+  p.data.emplace(std::move(data));
+  TrainerConfig& t = a.t;
+  configure_trainer(a, p.r, &t);
+  LJ_RETURN_IF_ERROR(choose_recompute(a, p.r, &t));
+  if (!p.r.model.weights_dir.empty()) {
+    LJ_ASSIGN_OR_RETURN(HfModel hf, load_hf_model(p.r.model.weights_dir, dev));
+    p.initial = std::move(hf.params);
   }
+  // Last, so a bad input leaves nothing behind. Rank 0 makes it: the ranks share the folder.
+  if (dist.is_root()) {
+    std::error_code ec;
+    p.out_existed = fs::exists(a.out);
+    fs::create_directories(a.out, ec);
+    if (ec || !fs::is_directory(a.out)) {
+      return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""),
+                      "check --out and permissions");
+    }
+  }
+  return p;
+}
+
+Status run_train(TrainArgs& a, DistSession& dist) {
+  namespace fs = std::filesystem;
+  Device dev(a.threads);
+  StatusOr<PreparedTrain> prepared = prepare_train(a, dist, dev);
+  // Every rank ready, or every rank stops (the others would wait in the first collective).
+  LJ_RETURN_IF_ERROR(dist.agree(prepared.status()));
+  PreparedTrain& p = *prepared;
+  const LlamaConfig& model = p.r.model.config;
+  TrainData& data = *p.data;
+  TrainerConfig& t = a.t;
+  t.step.data_parallel = dist.data_parallel(p.r.dp.zero);
+
+  const HostInfo host = host_info();
+  fmt::print(
+      "ljperf train: model {} ({:.2f}M params), data {} ({} tokens), batch {} x {} x accum {}{}, "
+      "{} steps, out {}\n",
+      model.name, static_cast<double>(model.num_params()) / 1e6, a.data, data.train.size(),
+      t.batch_size, t.seq_len, t.grad_accum,
+      dist.distributed() ? fmt::format(" x {} ranks", dist.world_size()) : "", t.steps, a.out);
+  fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
+  RunLogs logs;
+  const TrainerCallbacks cb = make_callbacks(a, t, model, host, dist, &logs);
+  install_stop_handlers();
+  // Errors the trainer returns are every rank's (one failing alone ends the job itself).
+  auto result = run_training(model, p.initial.empty() ? nullptr : &p.initial, data.train,
+                             data.val ? &*data.val : nullptr, t, dev, &g_stop, cb);
+  Status s = result.status();
+  if (s.ok() && logs.jsonl) s = logs.jsonl->flush();
+  if (s.ok() && logs.tb) s = logs.tb->flush();
+  if (s.ok()) s = logs.error;
   // A run that fails before it starts writing leaves no trace: a folder it created is removed,
   // an existing one is untouched. Once logs are open they are kept (they say what happened).
-  RunLogs logs;
-  auto cleanup_new_dir = [&](Status s) {
-    if (!existed && !logs.started) fs::remove_all(a.out, ec);
-    return s;
-  };
-
-  Device dev(a.threads);
-  const HostInfo host = host_info();
-  TrainerConfig& t = a.t;
-  configure_trainer(a, r, &t);
-  if (Status s = choose_recompute(a, model, &t); !s.ok()) return cleanup_new_dir(s);
-  std::vector<Tensor> initial;
-  if (!r.model.weights_dir.empty()) {
-    auto hf = load_hf_model(r.model.weights_dir, dev);
-    if (!hf.ok()) return cleanup_new_dir(hf.status());
-    initial = std::move(hf->params);
+  if (!result.ok() && dist.is_root() && !p.out_existed && !logs.started) {
+    std::error_code ec;
+    fs::remove_all(a.out, ec);
   }
-  fmt::print(
-      "ljperf train: model {} ({:.2f}M params), data {} ({} tokens), batch {} x {} x accum {}, {} "
-      "steps, out {}\n",
-      model.name, static_cast<double>(model.num_params()) / 1e6, a.data, data.train.size(),
-      t.batch_size, t.seq_len, t.grad_accum, t.steps, a.out);
-  fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
-  const TrainerCallbacks cb = make_callbacks(a, t, model, host, &logs);
-  install_stop_handlers();
-  auto result = run_training(model, initial.empty() ? nullptr : &initial, data.train,
-                             data.val ? &*data.val : nullptr, t, dev, &g_stop, cb);
-  if (logs.jsonl) LJ_RETURN_IF_ERROR(logs.jsonl->flush());
-  if (logs.tb) LJ_RETURN_IF_ERROR(logs.tb->flush());
-  if (!result.ok()) return cleanup_new_dir(result.status());
-  LJ_RETURN_IF_ERROR(logs.error);
+  // One result for all ranks: an error every rank returns is returned (no abort), one on rank 0
+  // alone (its log files) still stops every rank.
+  LJ_RETURN_IF_ERROR(dist.agree(s));
   print_done(a, *result);
   return ok_status();
 }
@@ -377,7 +431,16 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
   add_optimization_flags(sub, &a->compile, &a->ckpt_opt, &a->memory_limit, &a->recompute);
-  return {sub, [a] { return run_train(*a); }};
+  add_zero_flag(sub, &a->zero);
+  add_comm_timeout_flag(sub, &a->comm_timeout_s);
+  sub->footer(
+      "Several processes: mpirun -np N ljperf train ... (data parallel, ZeRO 0-2 from --zero or "
+      "the DeepSpeed JSON; --grad-accum is per rank). Only rank 0 prints and writes the logs; "
+      "checkpoints are sharded and resume at any world size.");
+  return {sub, [a] {
+            return DistSession::run(CommOptions{.timeout_seconds = a->comm_timeout_s},
+                                    [&](DistSession& dist) { return run_train(*a, dist); });
+          }};
 }
 
 Command add_export_command(CLI::App& app) {

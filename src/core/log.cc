@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include <unistd.h>
@@ -33,6 +34,11 @@ void write_error_line(std::string_view line) {
     p += n;
     left -= static_cast<size_t>(n);
   }
+}
+
+void write_rank_error_line(int rank, std::string_view line) {
+  if (!g_error_prefix.empty()) return write_error_line(line);
+  write_error_line("rank " + std::to_string(rank) + ": " + std::string(line));
 }
 
 void set_log_level(LogLevel level) {

@@ -22,6 +22,10 @@ void init_log_level_from_env();
 void set_error_output(int fd, std::string prefix);
 // Writes prefix + `line` + newline to the error output in one write().
 void write_error_line(std::string_view line);
+// The same for a line about rank `rank` of a multi-process run (dist/: a collective's timeout, a
+// rank ending the job): when the error output has no prefix yet (a library caller that never
+// set one), "rank R: " is added, so the line always names its rank, and never twice.
+void write_rank_error_line(int rank, std::string_view line);
 
 namespace detail {
 class LogLine {

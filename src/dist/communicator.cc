@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "dist/build_info.h"
 #include "dist/mpi_communicator.h"
 
@@ -164,8 +165,11 @@ StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommOptions& opt
 }
 
 void abort_all_ranks(Communicator& comm, const Status& why) {
-  std::fprintf(stderr, "rank %d: %s; ending every rank\n", comm.rank(), why.to_string().c_str());
+  // Through core/log.h's error output: on a rank whose stderr is silenced (cli/dist_session.h)
+  // that is its saved stderr, with the rank prefix already set (never added twice).
   std::fflush(stdout);
+  write_rank_error_line(comm.rank(), "error: " + why.message() + "; ending every rank");
+  if (!why.hint().empty()) write_rank_error_line(comm.rank(), "hint: " + why.hint());
   std::fflush(stderr);
   comm.abort(1);
   std::_Exit(1);  // abort() does not return; this tells the compiler so
@@ -178,12 +182,16 @@ Status agree_on_status(Communicator& comm, const Status& mine) {
   LJ_RETURN_IF_ERROR(
       comm.all_reduce_sum(std::span<const double>(failed), std::span<double>(failed)));
   if (!mine.ok()) return mine;
+  std::string ranks;  // every rank that failed, in rank order
+  int count = 0;
   for (int r = 0; r < world; ++r) {
-    if (failed[static_cast<size_t>(r)] != 0) {
-      return internal_error("rank " + std::to_string(r) + " failed", "see that rank's output");
-    }
+    if (failed[static_cast<size_t>(r)] == 0) continue;
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    ++count;
   }
-  return ok_status();
+  if (count == 0) return ok_status();
+  return internal_error((count == 1 ? "rank " : "ranks ") + ranks + " failed; every rank stops",
+                        count == 1 ? "its error line is above" : "their error lines are above");
 }
 
 }  // namespace lj

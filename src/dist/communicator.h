@@ -142,14 +142,17 @@ StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommEnvLookup& e
 // The same in the real environment.
 StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommOptions& options = {});
 
-// The first line of a multi-rank failure: prints "rank R: <status>" (and its hint) to stderr and
-// ends every rank with exit code 1 (Communicator::abort). For a rank that fails while the others
-// may be waiting in a collective: returning the error would leave them waiting until the timeout.
+// The first line of a multi-rank failure: prints "error: <message>; ending every rank" (and its
+// hint line) to core/log.h's error output, which names the rank ("rank R: "; a silenced rank's
+// saved stderr), and ends every rank with exit code 1 (Communicator::abort). For a rank that fails
+// while the others may be waiting in a collective: returning the error would leave them waiting
+// until the timeout.
 [[noreturn]] void abort_all_ranks(Communicator& comm, const Status& why);
 
 // Makes a rank-local result a shared one: every rank says whether `mine` failed (one all-reduce);
-// all get an error when any rank failed (their own, or "rank K failed: see its output"), so they
-// can all return it and none is left waiting in a later collective. ok only when every rank is.
+// all get an error when any rank failed (their own, or "ranks 1, 3 failed; every rank stops"), so
+// they can all return it and none is left waiting in a later collective. ok only when every rank
+// is.
 Status agree_on_status(Communicator& comm, const Status& mine);
 
 }  // namespace lj

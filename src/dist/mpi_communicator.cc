@@ -11,8 +11,17 @@
 #include <string>
 #include <thread>
 
+#include "core/log.h"
+
 namespace lj {
 namespace {
+
+// "%g" of a number of seconds (600, 0.5).
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
 
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -64,12 +73,12 @@ int wait_or_abort(MPI_Request* request, MPI_Comm comm, int rank, const char* op,
     if (polls < 1000) continue;  // a short collective: no added latency
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (timeout_seconds > 0 && waited > timeout_seconds) {
-      std::fprintf(stderr,
-                   "rank %d: %s did not complete within %g s (a peer died or hangs); aborting the "
-                   "job\n",
-                   rank, op, timeout_seconds);
+      // Through core/log.h's error output: on a rank whose stderr is silenced (cli/dist_session.h)
+      // that is its saved stderr, already labelled with the rank.
       std::fflush(stdout);
-      std::fflush(stderr);
+      write_rank_error_line(rank, std::string(op) + " did not complete within " +
+                                      fmt_seconds(timeout_seconds) +
+                                      " s (a peer died or hangs); aborting the job");
       MPI_Abort(comm, 1);
       std::_Exit(1);
     }

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,15 @@ namespace lj {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A test hook for tests/e2e/dist_kill_test.sh: LJ_TEST_KILL_AT=checkpoint:N makes the last rank
+// kill itself (SIGKILL: no handler, no flush) at the checkpoint of step N after its files are
+// written and before the barrier, the worst moment for the commit protocol. Unset: nothing.
+void test_kill_at_checkpoint(int rank, int world, int64_t step) {
+  const char* at = std::getenv("LJ_TEST_KILL_AT");
+  if (at == nullptr || world < 2 || rank != world - 1) return;
+  if (std::string(at) == "checkpoint:" + std::to_string(step)) std::raise(SIGKILL);
+}
 
 constexpr const char* kFormat = "ljperf-sharded-checkpoint";
 constexpr int kVersion = 1;
@@ -180,6 +191,7 @@ Status save_sharded_checkpoint(Communicator& comm, const std::string& dir,
 
   // 2. Every rank writes and fsyncs its files; 3. the all-reduce after it is the barrier.
   StatusOr<Written> written = write_rank_files(comm, tmp, config, specs, layout, c);
+  test_kill_at_checkpoint(rank, world, c.state.step);
   if (Status s = agree_on_status(comm, written.status()); !s.ok()) return drop_tmp(s);
   const Written& w = *written;
   LJ_ASSIGN_OR_RETURN(

@@ -49,7 +49,7 @@ TEST(Consistency, AFailureOnOneRankIsAnErrorOnAll) {
   const Status mine = c.rank() == 1 ? io_error("disk full") : ok_status();
   const Status s = agree_on_status(c, mine);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), c.rank() == 1 ? "disk full" : "rank 1 failed");
+  EXPECT_EQ(s.message(), c.rank() == 1 ? "disk full" : "rank 1 failed; every rank stops");
 }
 
 // Not run by default: dist.collective_timeout runs it with --comm-timeout=2 and checks that every

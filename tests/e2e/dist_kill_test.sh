@@ -2,9 +2,13 @@
 # middle of the run ends the whole job (non-zero, no hang), and rerunning the same command resumes
 # from the last committed sharded checkpoint (train/sharded_checkpoint.h) and ends bitwise equal to
 # a run that was never interrupted.
-# Skips (exit 0, "SKIP: ...") until `ljperf train` runs data-parallel under mpirun: the CLI
-# plumbing (communicator, rank-0 output, --comm-timeout) is added in cli/ by another change; this
-# script probes for --comm-timeout in `ljperf train --help`.
+# A second case kills a rank during a checkpoint write (LJ_TEST_KILL_AT=checkpoint:N, a hook in
+# train/sharded_checkpoint.cc: the last rank raises SIGKILL after writing its files, before the
+# barrier): the checkpoint before stays committed and intact, and the rerun resumes bitwise.
+# SIGTERM to one rank (what a scheduler sends) stops every rank at the same step with a
+# checkpoint and exit 0. A third failure case stops a rank (SIGSTOP: alive, so the launcher sees nothing) to check that the
+# others end the job after --comm-timeout with one line naming their rank once.
+# Skips (exit 0, "SKIP: ...") without mpirun, or when `ljperf train --help` has no --comm-timeout.
 # Usage: bash dist_kill_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
@@ -25,28 +29,59 @@ if "$MPIRUN" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
 fi
 export OMP_NUM_THREADS=1
 
-readonly kSteps=24 kEvery=4
+readonly kSteps=40 kEvery=4 kTimeout=10
 make_llama_config cfg.json 4096 64 2 4 2 128 128
 make_llmc_tokens tok.bin 100000 4096
 ARGS=(train --model "$TMP/cfg.json" --data "$TMP/tok.bin" --steps "$kSteps" --checkpoint-every "$kEvery"
-  --keep-last 0 --batch-size 2 --seq-len 32 --grad-accum 2 --log-every 4 --threads 1
-  --comm-timeout 20)
+  --keep-last 0 --batch-size 2 --seq-len 32 --grad-accum 2 --log-every 4 --threads 1 --zero 1
+  --comm-timeout "$kTimeout")
+# A killed job must end within the collective timeout (plus the launcher's teardown).
+readonly kEndMs=$(((kTimeout + 5) * 1000))
 
-echo "check: reference run (2 ranks, $kSteps steps)"
+# The pid of rank $1 of the job whose launcher is pid $2: the ljperf process among the launcher's
+# descendants whose environment names that rank (pgrep -f would also match other tests' runs).
+rank_pid() {
+  local want=$1 todo=("$2") p c
+  while [ ${#todo[@]} -gt 0 ]; do
+    p=${todo[0]}
+    todo=("${todo[@]:1}")
+    for c in $(pgrep -P "$p"); do
+      if [ "$(cat "/proc/$c/comm" 2>/dev/null)" = ljperf ] &&
+        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$want"; then
+        echo "$c"
+        return
+      fi
+      todo+=("$c")
+    done
+  done
+}
+
+# Every .safetensors file of step folder $1 equals the one in step folder $2.
+same_files() {
+  local f n=0
+  for f in "$1"/*.safetensors; do
+    cmp -s "$f" "$2/${f##*/}" || fail "$2/${f##*/} differs from $f"
+    n=$((n + 1))
+  done
+  [ "$n" -ge 2 ] || fail "$1 has $n .safetensors files (expected the model and optimizer shards)"
+}
+
+echo "check: reference run (2 ranks, $kSteps steps, ZeRO 1)"
 "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/ref" >ref.out 2>ref.err || { tail -20 ref.err >&2; fail "reference run failed"; }
 [ "$(cat ref/latest)" = "step-$kSteps" ] || fail "reference: latest is '$(cat ref/latest)'"
 [ -f "ref/step-$kSteps/manifest.json" ] || fail "reference: no manifest.json (not a sharded checkpoint)"
-pass "reference: latest step-$kSteps, sharded"
+[ -f ref/step-$kSteps/optimizer-rank-00001-of-00002.safetensors ] || fail "reference: no rank-1 optimizer shard"
+[ "$(grep -c '"loss"' ref/metrics.jsonl)" = "$kSteps" ] || fail "metrics.jsonl: not one line per step (rank 0 alone writes it)"
+[ "$(ls ref/tb | wc -l)" = 1 ] || fail "tb/ has $(ls ref/tb | wc -l) event files (rank 0 alone writes one)"
+pass "reference: latest step-$kSteps, sharded, one metrics line per step, one event file"
 
 echo "check: kill -9 of rank 1 after the first checkpoint ends the job"
 "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/run" >run1.out 2>run1.err &
 E2E_BG_PID=$!
 for _ in $(seq 600); do [ -f run/latest ] && break; sleep 0.05; done
 [ -f run/latest ] || fail "no checkpoint committed within 30 s"
-sleep 0.3
-# The rank processes are the launcher's descendants running ljperf; kill the second one.
-victim=$(pgrep -f -- "$LJ train" | while read -r p; do [ "$p" != "$E2E_BG_PID" ] && echo "$p"; done | sed -n 2p)
-[ -n "$victim" ] || fail "could not find a rank process to kill"
+victim=$(rank_pid 1 "$E2E_BG_PID")
+[ -n "$victim" ] || fail "could not find rank 1's process"
 kill -9 "$victim"
 t0=$(now_ms)
 set +e
@@ -56,14 +91,86 @@ set -e
 E2E_BG_PID=""
 waited=$(($(now_ms) - t0))
 [ "$rc" -ne 0 ] || fail "the job exited 0 after a rank was killed"
-[ "$waited" -lt 30000 ] || fail "the job took $waited ms to end after the kill"
-pass "job ended with exit code $rc, $waited ms after the kill (latest: $(cat run/latest))"
+[ "$waited" -lt "$kEndMs" ] || fail "the job took $waited ms to end after the kill (--comm-timeout $kTimeout)"
+killed_at=$(cat run/latest)
+[ "$killed_at" != "step-$kSteps" ] || fail "the run finished before the kill; make it longer"
+pass "job ended with exit code $rc, $waited ms after the kill (latest: $killed_at)"
 
 echo "check: the same command resumes and matches the reference bitwise"
 "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/run" >run2.out 2>run2.err || { tail -20 run2.err >&2; fail "resumed run failed"; }
-grep -q "resumed from" run2.err run2.out || fail "the rerun did not resume"
-for f in ref/step-$kSteps/*.safetensors; do
-  cmp -s "$f" "run/step-$kSteps/${f##*/}" || fail "step-$kSteps/${f##*/} differs from the reference"
+grep -q "resumed from step ${killed_at#step-}" run2.out || fail "the rerun did not resume from $killed_at"
+same_files "ref/step-$kSteps" "run/step-$kSteps"
+pass "resumed from $killed_at; step-$kSteps equals the reference (model and every optimizer shard)"
+
+readonly kKillAt=$((2 * kEvery))
+echo "check: rank 1 killed during the checkpoint of step $kKillAt (after its files, before the barrier)"
+t0=$(now_ms)
+set +e
+LJ_TEST_KILL_AT="checkpoint:$kKillAt" "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/ck" >ck1.out 2>ck1.err
+rc=$?
+set -e
+took=$(($(now_ms) - t0))
+[ "$rc" -ne 0 ] || fail "the job exited 0 after a rank was killed in a checkpoint"
+[ "$(cat ck/latest)" = "step-$kEvery" ] || fail "latest is '$(cat ck/latest)', expected step-$kEvery"
+[ ! -e "ck/step-$kKillAt" ] || fail "step-$kKillAt was committed without rank 1's barrier"
+same_files "ref/step-$kEvery" "ck/step-$kEvery"
+pass "job ended with exit code $rc after $took ms in all; step-$kEvery committed and intact, step-$kKillAt not committed"
+"${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/ck" >ck2.out 2>ck2.err || { tail -20 ck2.err >&2; fail "resumed run failed"; }
+grep -q "resumed from step $kEvery" ck2.out || fail "the rerun did not resume from step $kEvery"
+same_files "ref/step-$kSteps" "ck/step-$kSteps"
+pass "rerun resumed from step $kEvery; step-$kSteps equals the reference"
+
+echo "check: SIGTERM to rank 1 stops every rank at one step, with a checkpoint, exit 0"
+HANG_ARGS=("${ARGS[@]}")
+[ "${HANG_ARGS[5]}" = --steps ] || fail "ARGS changed: --steps is not its 6th word"
+HANG_ARGS[6]=100000  # runs until stopped
+"${mpi[@]}" "$LJ" "${HANG_ARGS[@]}" --out "$TMP/term" >term.out 2>term.err &
+E2E_BG_PID=$!
+for _ in $(seq 600); do
+  [ -f term/latest ] && break
+  kill -0 "$E2E_BG_PID" 2>/dev/null || break  # ended early: its output says why
+  sleep 0.05
 done
-pass "resumed run equals the reference (model and every optimizer shard)"
+[ -f term/latest ] || { tail -n 5 term.err term.out >&2; fail "no checkpoint committed within 30 s"; }
+victim=$(rank_pid 1 "$E2E_BG_PID")
+[ -n "$victim" ] || fail "could not find rank 1's process"
+kill -TERM "$victim"
+set +e
+wait "$E2E_BG_PID"
+rc=$?
+set -e
+E2E_BG_PID=""
+[ "$rc" -eq 0 ] || { tail -n 5 term.err >&2; fail "exit code $rc after SIGTERM to rank 1"; }
+stopped=$(sed -n 's/^stopped by signal at step \([0-9]*\);.*/\1/p' term.err)
+[ -n "$stopped" ] || fail "no 'stopped by signal at step N' line"
+[ "$(cat term/latest)" = "step-$stopped" ] || fail "latest is '$(cat term/latest)', stopped at $stopped"
+pass "every rank stopped at step $stopped, checkpoint step-$stopped committed, exit 0"
+
+echo "check: a hung rank (SIGSTOP) ends the job after --comm-timeout $kTimeout"
+"${mpi[@]}" "$LJ" "${HANG_ARGS[@]}" --out "$TMP/hang" >hang.out 2>hang.err &
+E2E_BG_PID=$!
+for _ in $(seq 600); do
+  [ -f hang/latest ] && break
+  kill -0 "$E2E_BG_PID" 2>/dev/null || break  # ended early: its output says why
+  sleep 0.05
+done
+[ -f hang/latest ] || { tail -n 5 hang.err hang.out >&2; fail "no checkpoint committed within 30 s"; }
+victim=$(rank_pid 1 "$E2E_BG_PID")
+[ -n "$victim" ] || fail "could not find rank 1's process"
+kill -STOP "$victim"
+t0=$(now_ms)
+set +e
+wait "$E2E_BG_PID"
+rc=$?
+set -e
+E2E_BG_PID=""
+waited=$(($(now_ms) - t0))
+kill -9 "$victim" 2>/dev/null || true
+[ "$rc" -ne 0 ] || fail "the job exited 0 with a hung rank"
+[ "$waited" -ge $((kTimeout * 1000)) ] || fail "the job ended after $waited ms, before the timeout"
+[ "$waited" -lt "$kEndMs" ] || fail "the job took $waited ms to end (--comm-timeout $kTimeout)"
+grep -qE "^rank 0: [a-z_]+ did not complete within $kTimeout s" hang.err ||
+  { tail -5 hang.err >&2; fail "no 'rank 0: ... did not complete within $kTimeout s' line"; }
+grep -q "rank 0: rank 0:" hang.err && fail "the timeout line names its rank twice"
+pass "job ended with exit code $rc, $waited ms after rank 1 stopped, with rank 0's timeout line"
 e2e_finish

@@ -59,7 +59,7 @@ TEST(DataParallelSettings, StageThreeIsRefusedWithTheStageTwoHint) {
 // ctest starts no launcher: one process, no data parallelism, no gate, errors pass through.
 TEST(DistSession, OneProcessIsSelfWithoutDataParallelism) {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) GTEST_SKIP() << "run under mpirun";
-  auto d = DistSession::start();
+  auto d = DistSession::start(CommOptions{});
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_EQ((*d)->world_size(), 1);
   EXPECT_TRUE((*d)->is_root());
@@ -87,6 +87,26 @@ TEST(ErrorOutput, LinesCarryTheRankPrefixToTheChosenFd) {
   ASSERT_GT(n, 0);
   EXPECT_EQ(std::string(buf, static_cast<size_t>(n)),
             "rank 3: error: bad thing\nrank 3: hint: do this\n");
+}
+
+// dist/'s lines (a collective's timeout, abort_all_ranks) name their rank exactly once: the
+// prefix the output already has, or "rank R: " when a library caller set none.
+TEST(ErrorOutput, RankLinesNameTheRankOnce) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  set_error_output(fds[1], "rank 1: ");
+  write_rank_error_line(1, "all_reduce did not complete within 3 s");
+  set_error_output(fds[1], "");
+  write_rank_error_line(2, "error: x; ending every rank");
+  set_error_output(STDERR_FILENO, "");
+  ::close(fds[1]);
+  char buf[256] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
+  ::close(fds[0]);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(
+      std::string(buf, static_cast<size_t>(n)),
+      "rank 1: all_reduce did not complete within 3 s\nrank 2: error: x; ending every rank\n");
 }
 
 }  // namespace
