@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "cli/cli.h"
+#include "cli/data_sample.h"
 #include "cli/dist_session.h"
 #include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
@@ -43,6 +44,7 @@ struct TrainArgs {
   std::string model = "small";
   std::string data, val_data, out;
   std::string data_format = "auto";
+  std::string tokenizer;  // when given, decoded samples of the data are printed at start
   TrainerConfig t;
   double lr = 3e-4, min_lr = 3e-5, weight_decay = 0.1, grad_clip = 1.0;
   std::string decay = "cosine";
@@ -288,7 +290,8 @@ struct PreparedTrain {
   ResolvedTrain r;
   std::optional<TrainData> data;
   std::vector<Tensor> initial;
-  bool out_existed = true;  // rank 0: whether --out was there before this run
+  bool out_existed = true;           // rank 0: whether --out was there before this run
+  std::vector<std::string> samples;  // --tokenizer: "train: <text>", "validation: <text>"
 };
 
 StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Device& dev) {
@@ -296,6 +299,15 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
   PreparedTrain p;
   LJ_ASSIGN_OR_RETURN(p.r, resolve(a, dist));
   LJ_ASSIGN_OR_RETURN(TrainData data, open_data(a, p.r.format));
+  if (!a.tokenizer.empty()) {
+    // What the run trains on, as text: a wrong tokenizer for the data is refused here.
+    LJ_ASSIGN_OR_RETURN(std::string train_text, decoded_sample(a.tokenizer, data.train));
+    p.samples.push_back("train: " + train_text);
+    if (data.val) {
+      LJ_ASSIGN_OR_RETURN(std::string val_text, decoded_sample(a.tokenizer, *data.val));
+      p.samples.push_back("validation: " + val_text);
+    }
+  }
   p.data.emplace(std::move(data));
   TrainerConfig& t = a.t;
   configure_trainer(a, p.r, &t);
@@ -324,6 +336,9 @@ Status run_train(TrainArgs& a, DistSession& dist) {
   // Every rank ready, or every rank stops (the others would wait in the first collective).
   LJ_RETURN_IF_ERROR(dist.agree(prepared.status()));
   PreparedTrain& p = *prepared;
+  for (const std::string& line : p.samples) {
+    fmt::print("data sample (first 64 tokens, decoded), {}\n", line);
+  }
   const LlamaConfig& model = p.r.model.config;
   TrainData& data = *p.data;
   TrainerConfig& t = a.t;
@@ -402,6 +417,8 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")
       ->capture_default_str();
   sub->add_option("--val-data", a->val_data, "Validation tokens");
+  sub->add_option("--tokenizer", a->tokenizer,
+                  "tokenizer.json (or its folder): print the first tokens of the data as text");
   sub->add_option("--val-every", a->t.val_every, "Evaluate every N steps (0: never)")
       ->capture_default_str();
   sub->add_option("--val-batches", a->t.val_batches, "Batches per evaluation")

@@ -57,6 +57,18 @@ pass "ljperf train ran 2 steps on the llm.c output"
   --seq-len 16 --max-batches 1 --threads 2 >eval.out 2>eval.err || { cat eval.err >&2; fail "eval --tokenizer"; }
 grep -q '^data sample (first 64 tokens, decoded): <|begin_of_text|>' eval.out || { cat eval.out >&2; fail "no decoded sample"; }
 pass "eval --tokenizer: $(grep '^data sample' eval.out | cut -c1-100)"
+"$LJ" train --model cfg3.json --data l3.bin --val-data l3_val.bin --val-every 1 --out "$TMP/run_s" \
+  --steps 1 --batch-size 2 --seq-len 32 --threads 2 --tokenizer "$FIX/llama3.tokenizer.json" \
+  >trs.out 2>trs.err || { cat trs.err >&2; fail "train --tokenizer"; }
+grep -q '^data sample (first 64 tokens, decoded), train: <|begin_of_text|>' trs.out &&
+  grep -q '^data sample (first 64 tokens, decoded), validation: <|begin_of_text|>' trs.out ||
+  { cat trs.out >&2; fail "train --tokenizer prints no decoded samples"; }
+rc=0
+"$LJ" train --model cfg3.json --data l3.bin --out "$TMP/run_w" --steps 1 --batch-size 2 \
+  --seq-len 32 --threads 2 --tokenizer "$FIX/gpt2.tokenizer.json" >trw.out 2>trw.err || rc=$?
+[ "$rc" -ne 0 ] && grep -q "past the tokenizer's vocabulary" trw.err && [ ! -e "$TMP/run_w" ] ||
+  { cat trw.err >&2; fail "the wrong tokenizer for the data is not refused (rc $rc)"; }
+pass "train --tokenizer prints the train and validation data as text; a wrong tokenizer is refused before --out is made"
 
 # Megatron output with the SentencePiece-style tokenizer, read back by train.
 "$LJ" tokenize --tokenizer "$FIX/llama2.tokenizer.json" --input docs.txt.gz --format megatron \
