@@ -258,6 +258,7 @@ void register_elementwise(KernelTable& t) {
   t[Op::lt] = lt_forward;
   t[Op::gt] = gt_forward;
   t[Op::where] = where_forward;
+  t.half[static_cast<int>(Op::cast)] = true;
 }
 
 }  // namespace lj::cpu
