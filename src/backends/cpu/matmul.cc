@@ -315,8 +315,8 @@ Status matmul_add_forward(KernelContext& c) {
 void register_matmul(KernelTable& t) {
   t[Op::matmul] = matmul_forward;
   t[Op::matmul_add] = matmul_add_forward;
-  t.half[static_cast<int>(Op::matmul)] = true;  // bf16; f16 is widened
-  t.half[static_cast<int>(Op::matmul_add)] = true;
+  t.bf16[static_cast<int>(Op::matmul)] = true;
+  t.bf16[static_cast<int>(Op::matmul_add)] = true;
 }
 
 }  // namespace lj::cpu

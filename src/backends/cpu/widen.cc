@@ -46,12 +46,22 @@ void from_f32(const float* x, const TensorView& y, int threads) {
   });
 }
 
+// Whether a kernel call on these dtypes goes through widening: f16 always, bf16 unless the
+// kernel takes bf16 itself.
+bool needs_widening(Op op, std::span<const TensorView> in, std::span<const TensorView> out) {
+  bool bf16 = false, f16 = false;
+  for (const auto* vs : {&in, &out}) {
+    for (const TensorView& v : *vs) {
+      bf16 = bf16 || v.dtype == DType::bf16;
+      f16 = f16 || v.dtype == DType::f16;
+    }
+  }
+  return f16 || (bf16 && !inner_table().bf16[static_cast<int>(op)]);
+}
+
 Status widened_forward(KernelContext& c) {
   const KernelFn inner = inner_table()[c.node.op];
-  bool any = false;
-  for (const TensorView& v : c.in) any = any || is_half(v.dtype);
-  for (const TensorView& v : c.out) any = any || is_half(v.dtype);
-  if (!any) return inner(c);
+  if (!needs_widening(c.node.op, c.in, c.out)) return inner(c);
   std::vector<TensorView> in(c.in.begin(), c.in.end());
   std::vector<TensorView> out(c.out.begin(), c.out.end());
   for (TensorView& v : in) {
@@ -81,24 +91,23 @@ size_t widened_workspace(const Node& n, std::span<const TensorView> in, int thre
   size_t bytes = 0;
   std::vector<TensorView> wide(in.begin(), in.end());
   std::vector<TypedShape> types;
-  bool any = false;
   for (TensorView& v : wide) {
     types.push_back(TypedShape{v.dtype, Shape::concrete(v.dims)});
     if (!is_half(v.dtype)) continue;
-    any = true;
     bytes += rounded_bytes(v.numel());
     v.dtype = DType::f32;
   }
   std::vector<TypedShape> outs;
+  std::vector<TensorView> out_views;
   if (def.infer(InferCtx{def, types, n.attrs}, &outs).ok()) {
     for (const TypedShape& t : outs) {
+      out_views.push_back(TensorView{nullptr, t.dtype, {}});
       if (!is_half(t.dtype)) continue;
-      any = true;
       // A shape attribute with symbols (fused_pointwise's loop) leaves it symbolic: uncounted.
       if (t.shape.is_concrete()) bytes += rounded_bytes(numel_of(t.shape.concrete_dims()));
     }
   }
-  if (!any) return inner ? inner(n, in, threads) : 0;
+  if (!needs_widening(n.op, in, out_views)) return inner ? inner(n, in, threads) : 0;
   return bytes + (inner ? inner(n, wide, threads) : 0);
 }
 
@@ -107,7 +116,7 @@ size_t widened_workspace(const Node& n, std::span<const TensorView> in, int thre
 void widen_half_kernels(KernelTable& t) {
   inner_table() = t;
   for (int i = 0; i < kNumOps; ++i) {
-    if (t.fn[i] == nullptr || t.half[i]) continue;
+    if (t.fn[i] == nullptr || t.bf16[i]) continue;
     t.fn[i] = widened_forward;
     t.ws[i] = widened_workspace;
   }
