@@ -110,17 +110,23 @@ Status check_cross_entropy(const InferCtx& c) {
 
 }  // namespace
 
-// cross_entropy: logits (N, V), labels (N) -> () in logits' dtype.
+// cross_entropy: logits (N, V), labels (N) -> () in logits' dtype (f32 for bf16 / f16 logits).
+// The loss is f32 for 16-bit logits (the kernel's softmax runs in f32, and a bf16 loss would
+// carry 3 significant digits); otherwise the logits' dtype.
+DType loss_dtype(DType logits) {
+  return logits == DType::bf16 || logits == DType::f16 ? DType::f32 : logits;
+}
+
 Status infer_cross_entropy(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_cross_entropy(c));
-  out->assign(1, TypedShape{c.in[0].dtype, Shape{}});
+  out->assign(1, TypedShape{loss_dtype(c.in[0].dtype), Shape{}});
   return ok_status();
 }
 
 // cross_entropy_backward: logits (N, V), labels (N), dloss () -> dlogits (N, V).
 Status infer_cross_entropy_backward(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_cross_entropy(c));
-  const TypedShape scalar{c.in[0].dtype, Shape{}};
+  const TypedShape scalar{loss_dtype(c.in[0].dtype), Shape{}};
   if (!(c.in[2] == scalar)) return shape_error(c, "dloss must be " + scalar.to_string());
   out->assign(1, c.in[0]);
   return ok_status();

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_util.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/simd.h"
 
@@ -172,6 +173,81 @@ Status cross_entropy_backward_impl(KernelContext& c) {
   return ok_status();
 }
 
+// bf16 logits (mixed precision): each row is loaded into an f32 buffer and goes through the f32
+// row functions above, so the loss is the f32 kernel's on the same values (in f32), and dlogits
+// are the f32 kernel's rounded once to bf16. Nothing of size (N, V) is made in f32.
+template <class L>
+Status cross_entropy_bf16(KernelContext& c) {
+  const TensorView& logits = c.in[0];
+  const int64_t n = logits.dim(0), vocab = logits.dim(1);
+  const auto* x = logits.as<uint16_t>();
+  const L* labels = c.in[1].as<L>();
+  const int64_t ignore = c.attrs().i_or("ignore_index", -100);
+  LJ_CHECK(c.out[0].dtype == DType::f32) << "cross_entropy of bf16 logits gives an f32 loss";
+  LJ_ASSIGN_OR_RETURN(const int64_t valid, count_valid(labels, n, vocab, ignore));
+  std::vector<float> row_loss(static_cast<size_t>(n), 0.0f);  // (N)
+#pragma omp parallel num_threads(std::max(1, c.threads))
+  {
+    std::vector<float> row(static_cast<size_t>(vocab));  // (V) one row in f32
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t y = static_cast<int64_t>(labels[i]);
+      if (y == ignore) continue;
+      bf16_to_f32_row(x + i * vocab, row.data(), vocab);
+      const float m = row_max(row.data(), vocab);
+      row_loss[static_cast<size_t>(i)] =
+          m + std::log(row_sum_exp<float>(row.data(), vocab, m, nullptr)) - row[y];
+    }
+  }
+  double total = 0;
+  for (float l : row_loss) total += static_cast<double>(l);
+  const double mean =
+      valid > 0 ? total / static_cast<double>(valid) : std::numeric_limits<double>::quiet_NaN();
+  *c.out[0].as<float>() = static_cast<float>(mean);
+  return ok_status();
+}
+
+template <class L>
+Status cross_entropy_backward_bf16(KernelContext& c) {
+  constexpr int W = simd::kWidth<float>;
+  const TensorView& logits = c.in[0];
+  const int64_t n = logits.dim(0), vocab = logits.dim(1);
+  const auto* x = logits.as<uint16_t>();
+  const L* labels = c.in[1].as<L>();
+  LJ_CHECK(c.in[2].dtype == DType::f32 && c.out[0].dtype == DType::bf16);
+  const float dloss = *c.in[2].as<float>();
+  auto* dx = c.out[0].as<uint16_t>();
+  const int64_t ignore = c.attrs().i_or("ignore_index", -100);
+  LJ_ASSIGN_OR_RETURN(const int64_t valid, count_valid(labels, n, vocab, ignore));
+  const float g = valid > 0
+                      ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(valid))
+                      : 0.0f;
+#pragma omp parallel num_threads(std::max(1, c.threads))
+  {
+    std::vector<float> row(static_cast<size_t>(vocab)), out(static_cast<size_t>(vocab));  // (V)
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t y = static_cast<int64_t>(labels[i]);
+      if (y == ignore) {
+        std::fill(dx + i * vocab, dx + (i + 1) * vocab, uint16_t{0});
+        continue;
+      }
+      bf16_to_f32_row(x + i * vocab, row.data(), vocab);
+      const float m = row_max(row.data(), vocab);
+      const float scale = g / row_sum_exp(row.data(), vocab, m, out.data());
+      const V<float> scale_v = simd::splat(scale);
+      int64_t j = 0;
+      for (; j + W <= vocab; j += W) {
+        simd::store(out.data() + j, simd::load(out.data() + j) * scale_v);
+      }
+      for (; j < vocab; ++j) out[static_cast<size_t>(j)] *= scale;
+      out[static_cast<size_t>(y)] -= g;
+      f32_to_bf16_row(out.data(), dx + i * vocab, vocab);
+    }
+  }
+  return ok_status();
+}
+
 // ---- linear_cross_entropy -------------------------------------------------------------------
 
 // Rows per chunk when the node does not say: 256, capped so one chunk of logits stays within
@@ -305,9 +381,17 @@ struct LinearForward {
 };
 
 Status cross_entropy_forward(KernelContext& c) {
+  if (c.in[0].dtype == DType::bf16) {
+    return dispatch_index(c.in[1].dtype,
+                          [&](auto l) { return cross_entropy_bf16<decltype(l)>(c); });
+  }
   return dispatch<Forward>(c, "cross_entropy");
 }
 Status cross_entropy_backward(KernelContext& c) {
+  if (c.in[0].dtype == DType::bf16) {
+    return dispatch_index(c.in[1].dtype,
+                          [&](auto l) { return cross_entropy_backward_bf16<decltype(l)>(c); });
+  }
   return dispatch<Backward>(c, "cross_entropy_backward");
 }
 Status linear_cross_entropy_forward(KernelContext& c) {
@@ -328,6 +412,8 @@ static size_t linear_cross_entropy_workspace(const Node& n, std::span<const Tens
 void register_loss(KernelTable& t) {
   t[Op::cross_entropy] = cross_entropy_forward;
   t[Op::cross_entropy_backward] = cross_entropy_backward;
+  t.bf16[static_cast<int>(Op::cross_entropy)] = true;
+  t.bf16[static_cast<int>(Op::cross_entropy_backward)] = true;
   t[Op::linear_cross_entropy] = linear_cross_entropy_forward;
   t.ws[static_cast<int>(Op::linear_cross_entropy)] = linear_cross_entropy_workspace;
 }

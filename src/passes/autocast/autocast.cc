@@ -21,7 +21,7 @@ constexpr AutocastRule kAutocastRules[] = {
     {Op::matmul_add,           P::low,    "GEMM with the residual add as epilogue, bf16"},
     {Op::sdpa,                 P::low,    "bf16 q, k, v; the softmax inside runs in f32"},
     // Losses and softmax: f32, as torch.autocast and DeepSpeed keep them.
-    {Op::cross_entropy,        P::f32,    "the loss and its softmax in f32"},
+    {Op::cross_entropy,        P::keep,   "bf16 logits; the kernel's softmax and the loss are f32"},
     {Op::linear_cross_entropy, P::f32,    "the loss and its softmax in f32 (its GEMMs too, for now)"},
     {Op::softmax,              P::f32,    "exp of large logits overflows bf16's precision"},
     {Op::log_softmax,          P::f32,    "as softmax"},

@@ -11,7 +11,8 @@
 //     stream and every activation between the GEMMs is bf16 (elementwise ops follow their
 //     inputs: one bf16 operand makes the op bf16);
 //   - reductions, softmax, the losses and rms_norm's statistics (square -> mean -> rsqrt) run
-//     in f32: their bf16 inputs are cast up first. Fused rms_norm computes its statistics in f32
+//     in f32: their bf16 inputs are cast up first; cross_entropy takes the bf16 logits as they
+//     are (no (N, V) f32 copy) and its kernel runs the softmax and the loss in f32. Fused rms_norm computes its statistics in f32
 //     inside the kernel (it follows x's dtype but accumulates in f32).
 //
 // Value ids: every value keeps its id and its type. A node whose output types change gets fresh
