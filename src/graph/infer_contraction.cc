@@ -113,7 +113,7 @@ Status check_cross_entropy(const InferCtx& c) {
 // cross_entropy: logits (N, V), labels (N) -> () in logits' dtype (f32 for bf16 / f16 logits).
 // The loss is f32 for 16-bit logits (the kernel's softmax runs in f32, and a bf16 loss would
 // carry 3 significant digits); otherwise the logits' dtype.
-DType loss_dtype(DType logits) {
+static DType loss_dtype(DType logits) {
   return logits == DType::bf16 || logits == DType::f16 ? DType::f32 : logits;
 }
 
@@ -167,10 +167,11 @@ Status check_linear_cross_entropy(const InferCtx& c) {
 
 }  // namespace
 
-// linear_cross_entropy: x (N, C), w (V, C), labels (N) -> loss (), dx (x's type), dw (w's).
+// linear_cross_entropy: x (N, C), w (V, C), labels (N) -> loss () (f32 for 16-bit x, as
+// cross_entropy), dx (x's type), dw (w's).
 Status infer_linear_cross_entropy(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_linear_cross_entropy(c));
-  out->assign({TypedShape{c.in[0].dtype, Shape{}}, c.in[0], c.in[1]});
+  out->assign({TypedShape{loss_dtype(c.in[0].dtype), Shape{}}, c.in[0], c.in[1]});
   return ok_status();
 }
 

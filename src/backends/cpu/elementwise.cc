@@ -142,6 +142,19 @@ Status cast_forward(KernelContext& c) {
     parallel_copy(c.threads, out.data, x.data, x.bytes());
     return ok_status();
   }
+  // The casts of mixed precision (passes/autocast), in vectorised rows.
+  if (x.dtype == DType::f32 && out.dtype == DType::bf16) {
+    parallel_for(c.threads, x.numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+      f32_to_bf16_row(x.as<float>() + b, out.as<uint16_t>() + b, e - b);
+    });
+    return ok_status();
+  }
+  if (x.dtype == DType::bf16 && out.dtype == DType::f32) {
+    parallel_for(c.threads, x.numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+      bf16_to_f32_row(x.as<uint16_t>() + b, out.as<float>() + b, e - b);
+    });
+    return ok_status();
+  }
   dispatch_all(x.dtype, [&](auto from) {
     dispatch_all(out.dtype, [&](auto to) {
       using S = decltype(from);

@@ -22,8 +22,6 @@
 #include <string>
 #include <vector>
 
-#include <dnnl.hpp>
-
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_util.h"
 #include "backends/cpu/gemm.h"
@@ -149,47 +147,13 @@ void matmul_f32(const KernelContext& c, const MatmulPlan& p, float beta) {
 
 // ---- bf16: oneDNN's matmul primitive -------------------------------------------------------
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// c (m, n) = op(a) (m, k) x op(b) (k, n) [+ c], a and b bf16 row-major and dense, c of `c_dt`
-// (bf16 or f32). oneDNN caches the primitive by its descriptor, so a shape seen before costs a
-// cache lookup.
-void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
-               const uint16_t* b, void* c, dnnl::memory::data_type c_dt, bool accumulate) {
-  using dnnl::memory;
-  const memory::desc a_md({m, k}, memory::data_type::bf16,
-                          ta ? memory::dims{1, m} : memory::dims{k, 1});
-  const memory::desc b_md({k, n}, memory::data_type::bf16,
-                          tb ? memory::dims{1, k} : memory::dims{n, 1});
-  const memory::desc c_md({m, n}, c_dt, memory::dims{n, 1});
-  dnnl::primitive_attr attr;
-  if (accumulate) {
-    dnnl::post_ops ops;
-    ops.append_sum(1.0f);
-    attr.set_post_ops(ops);
-  }
-  dnnl::engine& eng = cpu_engine();
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
-  const dnnl::matmul prim(pd);
-  dnnl::stream s(eng);
-  memory am(a_md, eng, const_cast<uint16_t*>(a));
-  memory bm(b_md, eng, const_cast<uint16_t*>(b));
-  memory cm(c_md, eng, c);
-  prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  s.wait();
-}
-
 // bf16 operands; out bf16 or f32. accumulate: out += (matmul_add, out holds the addend).
 void matmul_bf16(const KernelContext& c, const MatmulPlan& p, bool accumulate) {
   const auto* a = c.in[0].as<uint16_t>();
   const auto* b = c.in[1].as<uint16_t>();
   const bool f32_out = c.out[0].dtype == DType::f32;
-  const auto dt = f32_out ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
   const auto gemm = [&](int64_t m, const uint16_t* ai, const uint16_t* bi, auto* out) {
-    gemm_bf16(p.ta, p.tb, m, p.n, p.k, ai, bi, out, dt, accumulate);
+    gemm_bf16(p.ta, p.tb, m, p.n, p.k, ai, bi, out, f32_out, accumulate);
   };
   if (f32_out) {
     matmul_batched(c, p, a, b, c.out[0].as<float>(), gemm);

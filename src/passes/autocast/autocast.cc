@@ -22,7 +22,7 @@ constexpr AutocastRule kAutocastRules[] = {
     {Op::sdpa,                 P::low,    "bf16 q, k, v; the softmax inside runs in f32"},
     // Losses and softmax: f32, as torch.autocast and DeepSpeed keep them.
     {Op::cross_entropy,        P::keep,   "bf16 logits; the kernel's softmax and the loss are f32"},
-    {Op::linear_cross_entropy, P::f32,    "the loss and its softmax in f32 (its GEMMs too, for now)"},
+    {Op::linear_cross_entropy, P::low,    "bf16 GEMMs; the kernel's softmax, loss and dw sum are f32"},
     {Op::softmax,              P::f32,    "exp of large logits overflows bf16's precision"},
     {Op::log_softmax,          P::f32,    "as softmax"},
     // Reductions: f32 sums (a bf16 mean of C values loses log2(C) bits).

@@ -6,14 +6,16 @@
 // What a Llama graph looks like after it (DeepSpeed's bf16 recipe):
 //   - parameters stay f32 graph inputs (the master weights); each is cast to bf16 at its point of
 //     use, so its gradient comes out of cast's VJP in f32 and accumulation and AdamW stay f32;
-//   - matmul, matmul_add and sdpa take bf16 operands and give bf16 (oneDNN accumulates in f32);
+//   - matmul, matmul_add, sdpa and linear_cross_entropy take bf16 operands (oneDNN accumulates
+//     in f32); their outputs are bf16 but for the losses, which are f32;
 //   - the embedding gather reads the f32 table and its output is cast to bf16, so the residual
 //     stream and every activation between the GEMMs is bf16 (elementwise ops follow their
 //     inputs: one bf16 operand makes the op bf16);
 //   - reductions, softmax, the losses and rms_norm's statistics (square -> mean -> rsqrt) run
 //     in f32: their bf16 inputs are cast up first; cross_entropy takes the bf16 logits as they
-//     are (no (N, V) f32 copy) and its kernel runs the softmax and the loss in f32. Fused rms_norm computes its statistics in f32
-//     inside the kernel (it follows x's dtype but accumulates in f32).
+//     are (no (N, V) f32 copy) and its kernel runs the softmax and the loss in f32. Fused rms_norm
+//     computes its statistics in f32 inside the kernel (it follows x's dtype but accumulates in
+//     f32).
 //
 // Value ids: every value keeps its id and its type. A node whose output types change gets fresh
 // output values (readers are rewired to them); a graph output whose producer changed type is
