@@ -70,11 +70,17 @@ Status check_attention(const InferCtx& c) {
 
 }  // namespace
 
+// The dtype of a saved softmax statistic (sdpa's lse): f32 for 16-bit inputs, as flash attention
+// keeps it (a bf16 lse would perturb every recomputed probability by up to |lse| * 2^-9).
+static DType stat_dtype(DType t) {
+  return t == DType::bf16 || t == DType::f16 ? DType::f32 : t;
+}
+
 // sdpa: q (B, H, Tq, D), k (B, G, Tk, D), v (B, G, Tk, D) -> out (B, H, Tq, D), lse (B, H, Tq).
 Status infer_sdpa(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_attention(c));
   const Shape& q = c.in[0].shape;
-  out->assign({c.in[0], TypedShape{c.in[0].dtype, Shape{q[0], q[1], q[2]}}});
+  out->assign({c.in[0], TypedShape{stat_dtype(c.in[0].dtype), Shape{q[0], q[1], q[2]}}});
   return ok_status();
 }
 
@@ -83,7 +89,7 @@ Status infer_sdpa(const InferCtx& c, std::vector<TypedShape>* out) {
 Status infer_sdpa_backward(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_attention(c));
   const TypedShape& q = c.in[0];
-  const TypedShape lse{q.dtype, Shape{q.shape[0], q.shape[1], q.shape[2]}};
+  const TypedShape lse{stat_dtype(q.dtype), Shape{q.shape[0], q.shape[1], q.shape[2]}};
   if (!(c.in[3] == q)) return shape_error(c, "out must have q's type " + q.to_string());
   if (!(c.in[4] == lse)) return shape_error(c, "lse must be " + lse.to_string());
   if (!(c.in[5] == q)) return shape_error(c, "dout must have q's type " + q.to_string());
