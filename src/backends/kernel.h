@@ -65,6 +65,9 @@ using WorkspaceFn = size_t (*)(const Node& n, std::span<const TensorView> in, in
 struct KernelTable {
   KernelFn fn[kNumOps] = {};
   WorkspaceFn ws[kNumOps] = {};
+  // The kernel takes bf16 operands itself (loads bf16, computes in f32, stores bf16). A backend
+  // may run the others on bf16 (and every kernel on f16) by widening to f32 around the kernel.
+  bool bf16[kNumOps] = {};
   WorkspaceFn workspace(Op op) const { return ws[static_cast<int>(op)]; }
   KernelFn& operator[](Op op) { return fn[static_cast<int>(op)]; }
   KernelFn operator[](Op op) const { return fn[static_cast<int>(op)]; }

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/onednn_info.h"
 #include "cli/cli.h"
 #include "cli/dist_session.h"
 #include "cli/mfu_peak.h"
@@ -154,6 +155,8 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   r.step.adamw.lr = a.lr;
   r.step.graph.compile = compile_requested(a.compile);
   if (r.ds) apply_deepspeed(*r.ds, &r);
+  // bf16 (--precision bf16, DeepSpeed's bf16.enabled): mixed precision by the autocast pass.
+  if (r.precision == DType::bf16) r.step.graph.autocast = DType::bf16;
   r.seq_len = a.seq_len;
   r.steps = a.steps;
   if (r.seq_len > r.model.config.max_position_embeddings) {
@@ -256,6 +259,11 @@ void print_header(const Resolved& r, const HostInfo& host, const Device& dev,
       model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len,
       r.grad_accum, r.steps, r.warmup, dev.threads());
   if (!r.warmup_note.empty()) fmt::print("{}\n", r.warmup_note);
+  if (r.precision == DType::bf16) {
+    const cpu::OneDnnInfo dnnl = cpu::onednn_info();
+    fmt::print("precision: bf16 mixed (f32 master weights and gradients; oneDNN {} on {})\n",
+               dnnl.version, dnnl.cpu_isa);
+  }
   fmt::print("recompute: {}\n", recompute);
   fmt::print("host: {} ({} cores, {:.2f} GHz)\n", host.cpu_model, host.cores, host.ghz);
   if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
@@ -547,10 +555,11 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
       g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph, r.parallel()));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
-  if (r.precision != DType::f32) {
+  if (r.precision != DType::f32 && r.precision != DType::bf16) {
     return unimplemented(std::string(dtype_name(r.precision)) +
-                             " training needs the CUDA backend; the CPU trains in f32",
-                         "add --precision f32 (flags win over the DeepSpeed JSON)");
+                             " training (loss scaling) is not implemented; the CPU trains in f32 "
+                             "or bf16 mixed precision",
+                         "use bf16 (\"bf16\": {\"enabled\": true}) or --precision f32");
   }
   LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
   g.dev = std::make_unique<Device>(a.threads);
@@ -605,7 +614,8 @@ Command add_benchmark_command(CLI::App& app) {
   sub->add_option("--warmup-steps", args->warmup_steps,
                   "Steps excluded from the summary (default lowered to --steps - 1 for short runs)")
       ->capture_default_str();
-  sub->add_option("--precision", args->precision, "f32 or bf16 (bf16 needs the CUDA backend)")
+  sub->add_option("--precision", args->precision,
+                  "f32 or bf16 (mixed: f32 master weights, bf16 compute)")
       ->capture_default_str();
   sub->add_option("--threads", args->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", args->seed, "Seed for weights and data")->capture_default_str();

@@ -131,9 +131,14 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   s.step.seed = a.seed;
   s.step.graph.compile = compile_requested(a.compile);
   if (r.ds) apply_deepspeed(*r.ds, &s);
-  if (s.precision != DType::f32) {
-    return unimplemented("bf16 training needs the CUDA backend; the CPU trains in f32",
-                         "add --precision f32 (flags win over the DeepSpeed JSON)");
+  // bf16 (--precision bf16, DeepSpeed's bf16.enabled): mixed precision by the autocast pass
+  // (f32 master weights, so checkpoints stay f32).
+  if (s.precision == DType::bf16) s.step.graph.autocast = DType::bf16;
+  if (s.precision != DType::f32 && s.precision != DType::bf16) {
+    return unimplemented(std::string(dtype_name(s.precision)) +
+                             " training (loss scaling) is not implemented; the CPU trains in f32 "
+                             "or bf16 mixed precision",
+                         "use bf16 (\"bf16\": {\"enabled\": true}) or --precision f32");
   }
   return r;
 }
@@ -186,7 +191,7 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
   const double flops_per_token = model.flops_per_token(t.seq_len);
   // MFU's denominator: the measured peak on the run's threads (cached per host after the first);
   // one rank of several must not probe the cores the others share: it reads the cached figure.
-  const MfuPeak peak = mfu_peak(DType::f32, a.threads > 0 ? a.threads : host.cores,
+  const MfuPeak peak = mfu_peak(t.step.graph.autocast, a.threads > 0 ? a.threads : host.cores,
                                 dist.ranks_on_host(), dist.world_size(),
                                 /*may_probe=*/!dist.distributed());
   const double peak_flops = peak.flops;
@@ -352,6 +357,9 @@ Status run_train(TrainArgs& a, DistSession& dist) {
       t.batch_size, t.seq_len, t.grad_accum,
       dist.distributed() ? fmt::format(" x {} ranks", dist.world_size()) : "", t.steps, a.out);
   fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
+  if (t.step.graph.autocast == DType::bf16) {
+    fmt::print("precision: bf16 mixed (f32 master weights, gradients and checkpoints)\n");
+  }
   RunLogs logs;
   const TrainerCallbacks cb = make_callbacks(a, t, model, host, dist, &logs);
   install_stop_handlers();
@@ -409,7 +417,8 @@ Command add_train_command(CLI::App& app) {
                   "Preset, deepspeed/<preset>, config.json, or HF model folder to start from")
       ->capture_default_str();
   sub->add_option("--deepspeed", a->deepspeed, "DeepSpeed JSON config (flags win over it)");
-  sub->add_option("--precision", a->precision, "f32 or bf16 (bf16 needs the CUDA backend)")
+  sub->add_option("--precision", a->precision,
+                  "f32 or bf16 (mixed: f32 master weights, bf16 compute)")
       ->capture_default_str();
   sub->add_option("--data", a->data,
                   "Training tokens (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")

@@ -162,7 +162,8 @@ Val sum_to(Val g, Shape target);
 Val cross_entropy(Val logits, Val labels, int64_t ignore_index = -100);
 struct SdpaResult {
   Val out;  // (B, H, T, D)
-  Val lse;  // (B, H, T), q's dtype: log-sum-exp of each score row, saved for the backward pass
+  Val lse;  // (B, H, T), q's dtype (f32 for 16-bit q): log-sum-exp of each score row, saved
+            // for the backward pass
 };
 // scale <= 0 means 1/sqrt(D).
 SdpaResult sdpa(Val q, Val k, Val v, bool causal = true, double scale = 0.0);

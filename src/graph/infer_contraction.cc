@@ -70,11 +70,17 @@ Status check_attention(const InferCtx& c) {
 
 }  // namespace
 
+// The dtype of a saved softmax statistic (sdpa's lse): f32 for 16-bit inputs, as flash attention
+// keeps it (a bf16 lse would perturb every recomputed probability by up to |lse| * 2^-9).
+static DType stat_dtype(DType t) {
+  return t == DType::bf16 || t == DType::f16 ? DType::f32 : t;
+}
+
 // sdpa: q (B, H, Tq, D), k (B, G, Tk, D), v (B, G, Tk, D) -> out (B, H, Tq, D), lse (B, H, Tq).
 Status infer_sdpa(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_attention(c));
   const Shape& q = c.in[0].shape;
-  out->assign({c.in[0], TypedShape{c.in[0].dtype, Shape{q[0], q[1], q[2]}}});
+  out->assign({c.in[0], TypedShape{stat_dtype(c.in[0].dtype), Shape{q[0], q[1], q[2]}}});
   return ok_status();
 }
 
@@ -83,7 +89,7 @@ Status infer_sdpa(const InferCtx& c, std::vector<TypedShape>* out) {
 Status infer_sdpa_backward(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_attention(c));
   const TypedShape& q = c.in[0];
-  const TypedShape lse{q.dtype, Shape{q.shape[0], q.shape[1], q.shape[2]}};
+  const TypedShape lse{stat_dtype(q.dtype), Shape{q.shape[0], q.shape[1], q.shape[2]}};
   if (!(c.in[3] == q)) return shape_error(c, "out must have q's type " + q.to_string());
   if (!(c.in[4] == lse)) return shape_error(c, "lse must be " + lse.to_string());
   if (!(c.in[5] == q)) return shape_error(c, "dout must have q's type " + q.to_string());
@@ -110,17 +116,23 @@ Status check_cross_entropy(const InferCtx& c) {
 
 }  // namespace
 
-// cross_entropy: logits (N, V), labels (N) -> () in logits' dtype.
+// cross_entropy: logits (N, V), labels (N) -> () in logits' dtype (f32 for bf16 / f16 logits).
+// The loss is f32 for 16-bit logits (the kernel's softmax runs in f32, and a bf16 loss would
+// carry 3 significant digits); otherwise the logits' dtype.
+static DType loss_dtype(DType logits) {
+  return logits == DType::bf16 || logits == DType::f16 ? DType::f32 : logits;
+}
+
 Status infer_cross_entropy(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_cross_entropy(c));
-  out->assign(1, TypedShape{c.in[0].dtype, Shape{}});
+  out->assign(1, TypedShape{loss_dtype(c.in[0].dtype), Shape{}});
   return ok_status();
 }
 
 // cross_entropy_backward: logits (N, V), labels (N), dloss () -> dlogits (N, V).
 Status infer_cross_entropy_backward(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_cross_entropy(c));
-  const TypedShape scalar{c.in[0].dtype, Shape{}};
+  const TypedShape scalar{loss_dtype(c.in[0].dtype), Shape{}};
   if (!(c.in[2] == scalar)) return shape_error(c, "dloss must be " + scalar.to_string());
   out->assign(1, c.in[0]);
   return ok_status();
@@ -161,10 +173,11 @@ Status check_linear_cross_entropy(const InferCtx& c) {
 
 }  // namespace
 
-// linear_cross_entropy: x (N, C), w (V, C), labels (N) -> loss (), dx (x's type), dw (w's).
+// linear_cross_entropy: x (N, C), w (V, C), labels (N) -> loss () (f32 for 16-bit x, as
+// cross_entropy), dx (x's type), dw (w's).
 Status infer_linear_cross_entropy(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(check_linear_cross_entropy(c));
-  out->assign({TypedShape{c.in[0].dtype, Shape{}}, c.in[0], c.in[1]});
+  out->assign({TypedShape{loss_dtype(c.in[0].dtype), Shape{}}, c.in[0], c.in[1]});
   return ok_status();
 }
 

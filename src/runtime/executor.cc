@@ -63,22 +63,8 @@ Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options)
     for (ValueId v : g.nodes()[i].inputs) last_use_[static_cast<size_t>(v)] = static_cast<int>(i);
   }
   for (const auto& o : g.outputs()) is_output_[static_cast<size_t>(o.value)] = true;
-  // The CPU kernels compute in f32 and f64; bf16/f16 values may only be made, cast, fed or fetched.
-  for (const Node& n : g.nodes()) {
-    const OpDef& def = op_def(n.op);
-    if (n.op == Op::cast || def.category == OpCategory::source || def.has(kAlias) ||
-        !supported_.ok())
-      continue;
-    for (ValueId v : n.outputs) {
-      const DType t = g.type(v).dtype;
-      if (t == DType::bf16 || t == DType::f16) {
-        supported_ = unimplemented(std::string("the CPU backend computes in f32 or f64; ") +
-                                       op_name(n.op) + (n.scope.empty() ? "" : " at " + n.scope) +
-                                       " produces " + dtype_name(t),
-                                   "train in f32 on the CPU (--precision f32)");
-      }
-    }
-  }
+  // bf16 / f16 values: the CPU kernels load 16-bit and compute in f32 (natively, or widened
+  // around the f32 kernel: backends/cpu/widen.cc), so every op runs on them.
 }
 
 Executor::~Executor() {

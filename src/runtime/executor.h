@@ -85,7 +85,7 @@ class Executor {
   int64_t kernels_launched_ = 0;
   std::vector<OpProfile> profile_;
   std::unique_ptr<ArenaMemory> planned_;  // options_.planned only
-  Status supported_;           // why the CPU kernels cannot run this graph, if they cannot
+  Status supported_;           // why the CPU kernels cannot run this graph, if they cannot (ok)
   void* workspace_ = nullptr;  // kernel scratch, see ArenaWorkspace in executor.cc
   size_t workspace_bytes_ = 0;
   std::vector<NodeKernel> node_kernels_;  // per node index; empty: the backend's kernel

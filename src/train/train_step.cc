@@ -42,7 +42,8 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   LJ_CHECK(built.options.compile == config.graph.compile &&
            built.options.output_logits == config.graph.output_logits &&
            built.options.recompute == config.graph.recompute &&
-           built.options.dtype == config.graph.dtype)
+           built.options.dtype == config.graph.dtype &&
+           built.options.autocast == config.graph.autocast)
       << "TrainStep::create: the joint graph was built with other GraphOptions than the step's";
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;

@@ -129,8 +129,8 @@ run_case "eval with a missing model folder" absent no-such-model "no-such-model"
   "$LJ" eval --model no-such-model --data tok.bin
 run_case "eval --seq-len above max_position_embeddings" absent logits.safetensors "512" -- \
   "$LJ" eval --model "run/$(cat run/latest)" --data tok.bin --seq-len 512 --dump-logits logits.safetensors
-run_case "bf16 precision on the CPU" absent R.jsonl "bf16" -- \
-  "$LJ" benchmark --model tiny --precision bf16 --output R.jsonl
+run_case "f16 precision (no loss scaling on the CPU)" absent R.jsonl "f16" -- \
+  "$LJ" benchmark --model tiny --precision f16 --output R.jsonl
 run_case "--warmup-steps not below --steps" absent R.jsonl "--warmup-steps" -- \
   "$LJ" benchmark --model tiny --steps 4 --warmup-steps 4 --output R.jsonl
 run_case "unknown --recompute" absent R.jsonl "sometimes" -- \

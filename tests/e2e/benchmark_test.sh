@@ -174,4 +174,12 @@ rc=0
 grep -Fq -- '--warmup-steps must be in [0, --steps)' f3.err || { cat f3.err >&2; fail "no --warmup-steps error"; }
 pass "--steps 2 --warmup-steps 2: refused (exit $rc)"
 
+# --- bf16 mixed precision on the CPU (passes/autocast): runs, says so, and records it --------
+echo "check: --precision bf16 trains on the CPU in mixed precision"
+"$LJ" benchmark --model tiny --steps 2 --warmup-steps 1 --seq-len 64 --threads 2 --precision bf16 \
+  --output bf16.jsonl >h.out 2>h.err || { cat h.err >&2; fail "benchmark --precision bf16 failed"; }
+grep -Eq '^precision: bf16 mixed' h.out || { cat h.out >&2; fail "no 'precision: bf16 mixed' line"; }
+grep -Fq '"precision":"bf16"' bf16.jsonl || { cat bf16.jsonl >&2; fail "results do not record bf16"; }
+pass "$(grep -E '^precision:' h.out)"
+
 e2e_finish

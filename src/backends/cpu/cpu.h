@@ -25,5 +25,9 @@ void register_fused(KernelTable& t);      // fused.cc: fused_pointwise (the kern
 void register_norm(KernelTable& t);    // norm.cc: rms_norm, add_rms_norm, rms_norm_backward
 void register_swiglu(KernelTable& t);  // swiglu.cc: swiglu(_backward)
 void register_rope(KernelTable& t);    // rope.cc: rope
+// widen.cc: every kernel not marked `bf16` (and every kernel on f16) runs by widening: its 16-bit
+// inputs are converted into f32 workspace, it runs in f32, and its f32 results are rounded to
+// nearest even into the 16-bit outputs (so each op rounds once, as the 16-bit kernels do).
+void widen_half_kernels(KernelTable& t);
 
 }  // namespace lj::cpu

@@ -96,6 +96,24 @@ inline D convert(S s) {
   }
 }
 
+// Rows of bf16 <-> f32, the conversions every 16-bit path does at its edges. Branch-free so the
+// compiler vectorises them; bitwise what f32_to_bf16 / bf16_to_f32 (core/dtype.h) give.
+inline void bf16_to_f32_row(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(x[i]) << 16;
+    std::memcpy(y + i, &u, 4);
+  }
+}
+inline void f32_to_bf16_row(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t nan = (u >> 16) | 0x40u;
+    y[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  }
+}
+
 // Calls fn(T{}) with T the C++ type of `t` (float, double, bf16_t, f16_t, int32_t, int64_t,
 // uint8_t) and returns what it returns.
 template <class Fn>

@@ -2,13 +2,16 @@
 // dtypes, binary arithmetic (add, sub, mul, div) and comparisons (eq, lt, gt -> u8 1/0) with
 // numpy broadcasting, and where(cond u8, a, b) with all three broadcast.
 //
-// Math ops run on f32 and f64 (f64 for gradient checks); comparisons and where also take i32, i64
-// and u8 operands. exp, silu and sigmoid use simd::exp_vec on f32 (vectorised, ~2 ulp, results
-// below e^-87.3 flush to 0) and libm's exp on f64. Operands of a binary op share a dtype (the
-// builder enforces it). Every loop is a pure function per element, so the thread count never
-// changes a result. Broadcasting goes through BroadcastPlan (cpu_util.h): equal shapes become one
-// flat row per thread, and a broadcast operand (a bias (C) against (B, T, C), a scalar) is a row
-// with inner stride 0, each case specialised below so the inner loop vectorises.
+// Math ops run on f32 and f64 (f64 for gradient checks), and on bf16 (mixed precision): blocks
+// of bf16 are loaded into f32, computed exactly as the f32 kernel computes, and rounded once on
+// the store, so a bf16 result is the f32 result rounded to nearest even. Comparisons and where
+// also take i32, i64 and u8 operands. exp, silu and sigmoid use simd::exp_vec on f32 (vectorised,
+// ~2 ulp, results below e^-87.3 flush to 0) and libm's exp on f64. Operands of a binary op share a
+// dtype (the builder enforces it). Every loop is a pure function per element, so the thread count
+// never changes a result. Broadcasting goes through BroadcastPlan (cpu_util.h): equal shapes become
+// one flat row per thread, and a broadcast operand (a bias (C) against (B, T, C), a scalar) is a
+// row with inner stride 0, each case specialised below so the inner loop vectorises.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu.h"
@@ -17,14 +20,43 @@
 namespace lj::cpu {
 namespace {
 
+// Elements per f32 block of a bf16 loop (on the stack: 2 KiB per operand).
+constexpr int64_t kBf16Block = 512;
+
+// y = f(x) over bf16 rows in f32 blocks: block(const float* x, float* y, n) computes one block.
+template <class Block>
+void unary_bf16(KernelContext& c, Block block) {
+  const TensorView& x = c.in[0];
+  TensorView& out = c.out[0];
+  LJ_CHECK(out.dtype == DType::bf16 && x.numel() == out.numel());
+  const auto* in = x.as<uint16_t>();
+  auto* o = out.as<uint16_t>();
+  parallel_for(c.threads, x.numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+    float xf[kBf16Block], yf[kBf16Block];
+    for (int64_t i = b; i < e; i += kBf16Block) {
+      const int64_t n = std::min(kBf16Block, e - i);
+      bf16_to_f32_row(in + i, xf, n);
+      block(xf, yf, n);
+      f32_to_bf16_row(yf, o + i, n);
+    }
+  });
+}
+
 // ---- Unary ----
 
-// out[i] = f(x[i]) for the f32 / f64 input; f is a generic lambda.
+// out[i] = f(x[i]) for the f32 / f64 / bf16 input (bf16 computes f on float); f is a generic
+// lambda.
 template <class Fn>
 Status unary(KernelContext& c, Fn f) {
   const TensorView& x = c.in[0];
   TensorView& out = c.out[0];
   LJ_CHECK(x.dtype == out.dtype && x.numel() == out.numel());
+  if (x.dtype == DType::bf16) {
+    unary_bf16(c, [&](const float* xf, float* yf, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) yf[i] = f(xf[i]);
+    });
+    return ok_status();
+  }
   dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.as<T>();
@@ -42,6 +74,10 @@ template <class FV, class FS>
 Status unary_exp(KernelContext& c, FV fv, FS fs) {
   const TensorView& x = c.in[0];
   TensorView& out = c.out[0];
+  if (x.dtype == DType::bf16) {
+    unary_bf16(c, [&](const float* xf, float* yf, int64_t n) { map_f32(xf, yf, n, fv); });
+    return ok_status();
+  }
   if (x.dtype != DType::f32) return unary(c, fs);
   LJ_CHECK(out.dtype == DType::f32 && x.numel() == out.numel());
   const float* in = x.as<float>();
@@ -106,6 +142,19 @@ Status cast_forward(KernelContext& c) {
     parallel_copy(c.threads, out.data, x.data, x.bytes());
     return ok_status();
   }
+  // The casts of mixed precision (passes/autocast), in vectorised rows.
+  if (x.dtype == DType::f32 && out.dtype == DType::bf16) {
+    parallel_for(c.threads, x.numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+      f32_to_bf16_row(x.as<float>() + b, out.as<uint16_t>() + b, e - b);
+    });
+    return ok_status();
+  }
+  if (x.dtype == DType::bf16 && out.dtype == DType::f32) {
+    parallel_for(c.threads, x.numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+      bf16_to_f32_row(x.as<uint16_t>() + b, out.as<float>() + b, e - b);
+    });
+    return ok_status();
+  }
   dispatch_all(x.dtype, [&](auto from) {
     dispatch_all(out.dtype, [&](auto to) {
       using S = decltype(from);
@@ -155,9 +204,47 @@ void binary_apply(KernelContext& c, Fn f) {
   });
 }
 
+// binary_apply for bf16 operands and output: each row in f32 blocks, f on float, rounded once.
+template <class Fn>
+void binary_bf16(KernelContext& c, Fn f) {
+  const TensorView& a = c.in[0];
+  const TensorView& b = c.in[1];
+  TensorView& out = c.out[0];
+  const BroadcastPlan<2> plan(out.dims, {&a.dims, &b.dims});
+  const int64_t sa = plan.inner_stride(0);
+  const int64_t sb = plan.inner_stride(1);
+  const auto* pa = a.as<uint16_t>();
+  const auto* pb = b.as<uint16_t>();
+  auto* po = out.as<uint16_t>();
+  parallel_for(c.threads, plan.numel(), kPointwiseGrain, [&](int64_t begin, int64_t end) {
+    float xf[kBf16Block], yf[kBf16Block], zf[kBf16Block];
+    plan.for_rows(begin, end, [&](int64_t oo, const BroadcastPlan<2>::Offsets& io, int64_t n) {
+      for (int64_t j = 0; j < n; j += kBf16Block) {
+        const int64_t m = std::min(kBf16Block, n - j);
+        if (sa == 1) {
+          bf16_to_f32_row(pa + io[0] + j, xf, m);
+        } else {
+          std::fill(xf, xf + m, bf16_to_f32(pa[io[0]]));
+        }
+        if (sb == 1) {
+          bf16_to_f32_row(pb + io[1] + j, yf, m);
+        } else {
+          std::fill(yf, yf + m, bf16_to_f32(pb[io[1]]));
+        }
+        for (int64_t i = 0; i < m; ++i) zf[i] = f(xf[i], yf[i]);
+        f32_to_bf16_row(zf, po + oo + j, m);
+      }
+    });
+  });
+}
+
 template <class Fn>
 Status arith(KernelContext& c, Fn f) {
   LJ_CHECK(c.in[0].dtype == c.in[1].dtype && c.in[0].dtype == c.out[0].dtype);
+  if (c.in[0].dtype == DType::bf16) {
+    binary_bf16(c, f);
+    return ok_status();
+  }
   dispatch_float(c.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     binary_apply<T, T>(c, f);
@@ -258,6 +345,12 @@ void register_elementwise(KernelTable& t) {
   t[Op::lt] = lt_forward;
   t[Op::gt] = gt_forward;
   t[Op::where] = where_forward;
+  // Take bf16 themselves (f16 is widened by widen.cc).
+  for (Op op :
+       {Op::cast, Op::neg, Op::exp, Op::log, Op::sqrt, Op::rsqrt, Op::reciprocal, Op::square,
+        Op::silu, Op::sigmoid, Op::tanh, Op::pow_scalar, Op::add, Op::sub, Op::mul, Op::div}) {
+    t.bf16[static_cast<int>(op)] = true;
+  }
 }
 
 }  // namespace lj::cpu

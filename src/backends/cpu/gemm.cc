@@ -3,9 +3,45 @@
 
 #include <dnnl.h>
 
+#include <dnnl.hpp>
+
 #include "core/check.h"
 
 namespace lj::cpu {
+namespace {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+               const uint16_t* b, void* c, bool c_f32, bool accumulate) {
+  using dnnl::memory;
+  const memory::data_type c_dt = c_f32 ? memory::data_type::f32 : memory::data_type::bf16;
+  const memory::desc a_md({m, k}, memory::data_type::bf16,
+                          ta ? memory::dims{1, m} : memory::dims{k, 1});
+  const memory::desc b_md({k, n}, memory::data_type::bf16,
+                          tb ? memory::dims{1, k} : memory::dims{n, 1});
+  const memory::desc c_md({m, n}, c_dt, memory::dims{n, 1});
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  dnnl::engine& eng = cpu_engine();
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
+  const dnnl::matmul prim(pd);
+  dnnl::stream s(eng);
+  memory am(a_md, eng, const_cast<uint16_t*>(a));
+  memory bm(b_md, eng, const_cast<uint16_t*>(b));
+  memory cm(c_md, eng, c);
+  prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  s.wait();
+}
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

@@ -30,6 +30,11 @@ class ScopedOmpThreads {
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// bf16 operands a, b (dense row-major: lda = ta ? m : k, ldb = tb ? k : n), f32 accumulation,
+// c (m, n) dense in f32 (c_f32) or bf16, rounded once; accumulate: c += instead of c =. oneDNN's
+// matmul primitive (AMX or AVX512_BF16, as its dispatcher picks), cached by descriptor.
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+               const uint16_t* b, void* c, bool c_f32, bool accumulate);
 // `threads`: the OpenMP threads of the row loop.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,

@@ -17,6 +17,7 @@ const KernelTable& kernels() {
     register_norm(t);
     register_swiglu(t);
     register_rope(t);
+    widen_half_kernels(t);  // last: wraps what the others registered
     return t;
   }();
   return table;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_util.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/simd.h"
 
@@ -172,6 +173,81 @@ Status cross_entropy_backward_impl(KernelContext& c) {
   return ok_status();
 }
 
+// bf16 logits (mixed precision): each row is loaded into an f32 buffer and goes through the f32
+// row functions above, so the loss is the f32 kernel's on the same values (in f32), and dlogits
+// are the f32 kernel's rounded once to bf16. Nothing of size (N, V) is made in f32.
+template <class L>
+Status cross_entropy_bf16(KernelContext& c) {
+  const TensorView& logits = c.in[0];
+  const int64_t n = logits.dim(0), vocab = logits.dim(1);
+  const auto* x = logits.as<uint16_t>();
+  const L* labels = c.in[1].as<L>();
+  const int64_t ignore = c.attrs().i_or("ignore_index", -100);
+  LJ_CHECK(c.out[0].dtype == DType::f32) << "cross_entropy of bf16 logits gives an f32 loss";
+  LJ_ASSIGN_OR_RETURN(const int64_t valid, count_valid(labels, n, vocab, ignore));
+  std::vector<float> row_loss(static_cast<size_t>(n), 0.0f);  // (N)
+#pragma omp parallel num_threads(std::max(1, c.threads))
+  {
+    std::vector<float> row(static_cast<size_t>(vocab));  // (V) one row in f32
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t y = static_cast<int64_t>(labels[i]);
+      if (y == ignore) continue;
+      bf16_to_f32_row(x + i * vocab, row.data(), vocab);
+      const float m = row_max(row.data(), vocab);
+      row_loss[static_cast<size_t>(i)] =
+          m + std::log(row_sum_exp<float>(row.data(), vocab, m, nullptr)) - row[y];
+    }
+  }
+  double total = 0;
+  for (float l : row_loss) total += static_cast<double>(l);
+  const double mean =
+      valid > 0 ? total / static_cast<double>(valid) : std::numeric_limits<double>::quiet_NaN();
+  *c.out[0].as<float>() = static_cast<float>(mean);
+  return ok_status();
+}
+
+template <class L>
+Status cross_entropy_backward_bf16(KernelContext& c) {
+  constexpr int W = simd::kWidth<float>;
+  const TensorView& logits = c.in[0];
+  const int64_t n = logits.dim(0), vocab = logits.dim(1);
+  const auto* x = logits.as<uint16_t>();
+  const L* labels = c.in[1].as<L>();
+  LJ_CHECK(c.in[2].dtype == DType::f32 && c.out[0].dtype == DType::bf16);
+  const float dloss = *c.in[2].as<float>();
+  auto* dx = c.out[0].as<uint16_t>();
+  const int64_t ignore = c.attrs().i_or("ignore_index", -100);
+  LJ_ASSIGN_OR_RETURN(const int64_t valid, count_valid(labels, n, vocab, ignore));
+  const float g = valid > 0
+                      ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(valid))
+                      : 0.0f;
+#pragma omp parallel num_threads(std::max(1, c.threads))
+  {
+    std::vector<float> row(static_cast<size_t>(vocab)), out(static_cast<size_t>(vocab));  // (V)
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t y = static_cast<int64_t>(labels[i]);
+      if (y == ignore) {
+        std::fill(dx + i * vocab, dx + (i + 1) * vocab, uint16_t{0});
+        continue;
+      }
+      bf16_to_f32_row(x + i * vocab, row.data(), vocab);
+      const float m = row_max(row.data(), vocab);
+      const float scale = g / row_sum_exp(row.data(), vocab, m, out.data());
+      const V<float> scale_v = simd::splat(scale);
+      int64_t j = 0;
+      for (; j + W <= vocab; j += W) {
+        simd::store(out.data() + j, simd::load(out.data() + j) * scale_v);
+      }
+      for (; j < vocab; ++j) out[static_cast<size_t>(j)] *= scale;
+      out[static_cast<size_t>(y)] -= g;
+      f32_to_bf16_row(out.data(), dx + i * vocab, vocab);
+    }
+  }
+  return ok_status();
+}
+
 // ---- linear_cross_entropy -------------------------------------------------------------------
 
 // Rows per chunk when the node does not say: 256, capped so one chunk of logits stays within
@@ -274,6 +350,68 @@ Status linear_cross_entropy_impl(KernelContext& c) {
   return ok_status();
 }
 
+// bf16 x and w (mixed precision): the same chunks, with the three GEMMs on bf16 operands
+// (gemm_bf16: f32 accumulation). Each chunk's logits come out in f32 and go through the f32 row
+// function; its dlogits are rounded to bf16 for the two backward GEMMs. dx is rounded once per
+// row; dw accumulates over the chunks in f32 (workspace) and is rounded once at the end. The loss
+// is f32.
+template <class L>
+Status linear_cross_entropy_bf16(KernelContext& c) {
+  const TensorView& xv = c.in[0];
+  const int64_t n = xv.dim(0), dim = xv.dim(1), vocab = c.in[1].dim(0);
+  LJ_CHECK(c.in[1].dtype == DType::bf16 && c.out[0].dtype == DType::f32 &&
+           c.out[1].dtype == DType::bf16 && c.out[2].dtype == DType::bf16);
+  const auto* x = xv.as<uint16_t>();
+  const auto* w = c.in[1].as<uint16_t>();
+  const L* labels = c.in[2].as<L>();
+  auto* dx = c.out[1].as<uint16_t>();
+  auto* dw = c.out[2].as<uint16_t>();
+  const int64_t ignore = c.attrs().i_or("ignore_index", -100);
+  LJ_ASSIGN_OR_RETURN(const int64_t valid, count_valid(labels, n, vocab, ignore));
+  const float g = valid > 0 ? static_cast<float>(1.0 / static_cast<double>(valid)) : 0.0f;
+  const int threads = std::max(1, c.threads);
+  const int64_t rows = chunk_rows(c.attrs(), n, vocab, int64_t{4});
+  std::vector<float> row_loss(static_cast<size_t>(n), 0.0f);  // (N)
+  if (n == 0 || dim == 0 || vocab == 0) {
+    std::fill(dw, dw + vocab * dim, uint16_t{0});
+    std::fill(dx, dx + n * dim, uint16_t{0});
+  }
+  if (n > 0 && vocab > 0 && dim > 0) {
+    LJ_CHECK(c.workspace != nullptr) << "linear_cross_entropy needs a workspace";
+    auto* logits = static_cast<float*>(c.workspace->get(static_cast<size_t>(rows * vocab) * 4));
+    auto* dlogits = static_cast<uint16_t*>(c.workspace->get(static_cast<size_t>(rows * vocab) * 2));
+    auto* dw_acc = static_cast<float*>(c.workspace->get(static_cast<size_t>(vocab * dim) * 4));
+    ScopedOmpThreads scoped(threads);
+    for (int64_t r0 = 0; r0 < n; r0 += rows) {
+      const int64_t m = std::min(rows, n - r0);
+      const uint16_t* xc = x + r0 * dim;
+      gemm_bf16(false, true, m, vocab, dim, xc, w, logits, /*c_f32=*/true, false);
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t i = 0; i < m; ++i) {
+        float* row = logits + i * vocab;
+        const int64_t y = static_cast<int64_t>(labels[r0 + i]);
+        if (y == ignore) {
+          std::fill(row, row + vocab, 0.0f);
+        } else {
+          row_loss[static_cast<size_t>(r0 + i)] = loss_and_grad_row(row, vocab, y, g);
+        }
+        f32_to_bf16_row(row, dlogits + i * vocab, vocab);
+      }
+      // dx[chunk] (m, C) = dlogits (m, V) w (V, C); dw (V, C) += dlogits^T (V, m) x[chunk] (m, C).
+      gemm_bf16(false, false, m, dim, vocab, dlogits, w, dx + r0 * dim, /*c_f32=*/false, false);
+      gemm_bf16(true, false, vocab, dim, m, dlogits, xc, dw_acc, /*c_f32=*/true, r0 > 0);
+    }
+    parallel_for(threads, vocab * dim, kPointwiseGrain,
+                 [&](int64_t b, int64_t e) { f32_to_bf16_row(dw_acc + b, dw + b, e - b); });
+  }
+  double total = 0;
+  for (float l : row_loss) total += static_cast<double>(l);
+  const double mean =
+      valid > 0 ? total / static_cast<double>(valid) : std::numeric_limits<double>::quiet_NaN();
+  *c.out[0].as<float>() = static_cast<float>(mean);
+  return ok_status();
+}
+
 // `label_input`: which input holds the labels (1 for cross_entropy, 2 for the fused ops).
 template <template <class, class> class Impl>
 Status dispatch(KernelContext& c, const char* op, int label_input = 1) {
@@ -305,29 +443,51 @@ struct LinearForward {
 };
 
 Status cross_entropy_forward(KernelContext& c) {
+  if (c.in[0].dtype == DType::bf16) {
+    return dispatch_index(c.in[1].dtype,
+                          [&](auto l) { return cross_entropy_bf16<decltype(l)>(c); });
+  }
   return dispatch<Forward>(c, "cross_entropy");
 }
 Status cross_entropy_backward(KernelContext& c) {
+  if (c.in[0].dtype == DType::bf16) {
+    return dispatch_index(c.in[1].dtype,
+                          [&](auto l) { return cross_entropy_backward_bf16<decltype(l)>(c); });
+  }
   return dispatch<Backward>(c, "cross_entropy_backward");
 }
 Status linear_cross_entropy_forward(KernelContext& c) {
+  if (c.in[0].dtype == DType::bf16) {
+    return dispatch_index(c.in[2].dtype,
+                          [&](auto l) { return linear_cross_entropy_bf16<decltype(l)>(c); });
+  }
   return dispatch<LinearForward>(c, "linear_cross_entropy", 2);
 }
 
 }  // namespace
 
-// What linear_cross_entropy's get() asks for: one chunk of logits.
+// What linear_cross_entropy's get() asks for: one chunk of logits; for bf16 operands an f32
+// chunk, its bf16 copy and the f32 accumulator of dw (V, C).
 static size_t linear_cross_entropy_workspace(const Node& n, std::span<const TensorView> in, int) {
-  const int64_t rows_total = in[0].dim(0), vocab = in[1].dim(0);
-  const int64_t elem = dtype_size(in[0].dtype);
+  const auto round = [](int64_t bytes) { return (static_cast<size_t>(bytes) + 63) / 64 * 64; };
+  const int64_t rows_total = in[0].dim(0), dim = in[0].dim(1), vocab = in[1].dim(0);
   if (rows_total == 0 || vocab == 0) return 0;
+  if (in[0].dtype == DType::bf16) {
+    if (dim == 0) return 0;
+    const int64_t rows = chunk_rows(n.attrs, rows_total, vocab, 4);
+    return round(rows * vocab * 4) + round(rows * vocab * 2) + round(vocab * dim * 4);
+  }
+  const int64_t elem = dtype_size(in[0].dtype);
   const int64_t rows = chunk_rows(n.attrs, rows_total, vocab, elem);
-  return (static_cast<size_t>(rows * vocab * elem) + 63) / 64 * 64;
+  return round(rows * vocab * elem);
 }
 
 void register_loss(KernelTable& t) {
   t[Op::cross_entropy] = cross_entropy_forward;
   t[Op::cross_entropy_backward] = cross_entropy_backward;
+  t.bf16[static_cast<int>(Op::cross_entropy)] = true;
+  t.bf16[static_cast<int>(Op::cross_entropy_backward)] = true;
+  t.bf16[static_cast<int>(Op::linear_cross_entropy)] = true;
   t[Op::linear_cross_entropy] = linear_cross_entropy_forward;
   t.ws[static_cast<int>(Op::linear_cross_entropy)] = linear_cross_entropy_workspace;
 }

@@ -2,7 +2,10 @@
 // op() transposing the last two dims when ta / tb is set; batch dims broadcast numpy-style.
 // matmul_add(a, b, c) is the same GEMM accumulating into a copy of c (out's shape).
 // f32 goes through oneDNN's dnnl_sgemm (row-major API, OpenMP inside, thread count from the
-// kernel context). f64 exists for gradient checks and uses a cache-blocked loop kernel.
+// kernel context). bf16 (mixed precision, passes/autocast) goes through oneDNN's matmul
+// primitive: bf16 operands, f32 accumulation, the output rounded once to bf16 (AMX tiles or
+// AVX512_BF16 dot products, whichever oneDNN's dispatcher picks: ONEDNN_VERBOSE=1 names it).
+// f64 exists for gradient checks and uses a cache-blocked loop kernel.
 //
 // Batch handling, in order of preference:
 //   - a (batch..., M, K) with ta = false and b without batch (a linear layer's (out, in) weight):
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_util.h"
 #include "backends/cpu/gemm.h"
 
 namespace lj::cpu {
@@ -104,17 +108,17 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, co
   gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, beta, c, n);
 }
 
-// beta = 1 accumulates into out (matmul_add); 0 overwrites it.
-void matmul_f32(const KernelContext& c, const MatmulPlan& p, float beta) {
-  const float* a = c.in[0].as<float>();
-  const float* b = c.in[1].as<float>();
-  float* out = c.out[0].as<float>();
+// Runs gemm(a_i, b_i, out_i) for every output matrix i of the plan, one GEMM when the batch is
+// contiguous rows of a, else parallel over the batch or one after another (see the top).
+template <class T, class O, class Gemm>
+void matmul_batched(const KernelContext& c, const MatmulPlan& p, const T* a, const T* b, O* out,
+                    Gemm gemm) {
   const int threads = std::max(1, c.threads);
   ScopedOmpThreads scoped(threads);
   if (!p.b_batched && (!p.a_batched || !p.ta)) {
     // b is one matrix, so out's batch is a's (or 1), and a's rows are contiguous: one GEMM of
     // (batch * M, K) x op(b).
-    sgemm(p.ta, p.tb, p.batch * p.m, p.n, p.k, a, b, beta, out);
+    gemm(p.batch * p.m, a, b, out);
     return;
   }
   const int64_t mat_out = p.m * p.n;
@@ -122,14 +126,39 @@ void matmul_f32(const KernelContext& c, const MatmulPlan& p, float beta) {
   if (across_batch) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < p.batch; ++i) {
-      sgemm(p.ta, p.tb, p.m, p.n, p.k, a + p.a_off[static_cast<size_t>(i)],
-            b + p.b_off[static_cast<size_t>(i)], beta, out + i * mat_out);
+      gemm(p.m, a + p.a_off[static_cast<size_t>(i)], b + p.b_off[static_cast<size_t>(i)],
+           out + i * mat_out);
     }
   } else {
     for (int64_t i = 0; i < p.batch; ++i) {
-      sgemm(p.ta, p.tb, p.m, p.n, p.k, a + p.a_off[static_cast<size_t>(i)],
-            b + p.b_off[static_cast<size_t>(i)], beta, out + i * mat_out);
+      gemm(p.m, a + p.a_off[static_cast<size_t>(i)], b + p.b_off[static_cast<size_t>(i)],
+           out + i * mat_out);
     }
+  }
+}
+
+// beta = 1 accumulates into out (matmul_add); 0 overwrites it.
+void matmul_f32(const KernelContext& c, const MatmulPlan& p, float beta) {
+  matmul_batched(c, p, c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<float>(),
+                 [&](int64_t m, const float* a, const float* b, float* out) {
+                   sgemm(p.ta, p.tb, m, p.n, p.k, a, b, beta, out);
+                 });
+}
+
+// ---- bf16: oneDNN's matmul primitive -------------------------------------------------------
+
+// bf16 operands; out bf16 or f32. accumulate: out += (matmul_add, out holds the addend).
+void matmul_bf16(const KernelContext& c, const MatmulPlan& p, bool accumulate) {
+  const auto* a = c.in[0].as<uint16_t>();
+  const auto* b = c.in[1].as<uint16_t>();
+  const bool f32_out = c.out[0].dtype == DType::f32;
+  const auto gemm = [&](int64_t m, const uint16_t* ai, const uint16_t* bi, auto* out) {
+    gemm_bf16(p.ta, p.tb, m, p.n, p.k, ai, bi, out, f32_out, accumulate);
+  };
+  if (f32_out) {
+    matmul_batched(c, p, a, b, c.out[0].as<float>(), gemm);
+  } else {
+    matmul_batched(c, p, a, b, c.out[0].as<uint16_t>(), gemm);
   }
 }
 
@@ -194,10 +223,13 @@ void matmul_f64(const KernelContext& c, const MatmulPlan& p) {
 // the addend into out and accumulates the GEMM into it (beta = 1); f64 adds it after the GEMM.
 Status matmul_impl(KernelContext& c, const TensorView* addend) {
   const DType dt = c.out[0].dtype;
-  LJ_CHECK(c.in[0].dtype == dt && c.in[1].dtype == dt) << "matmul operand dtypes differ";
-  if (dt != DType::f32 && dt != DType::f64) {
+  const DType in_dt = c.in[0].dtype;
+  LJ_CHECK(c.in[1].dtype == in_dt) << "matmul operand dtypes differ";
+  const bool bf16 = in_dt == DType::bf16;
+  LJ_CHECK(dt == in_dt || (bf16 && dt == DType::f32)) << "matmul output dtype";
+  if (!bf16 && dt != DType::f32 && dt != DType::f64) {
     return unimplemented(std::string(op_name(c.node.op)) +
-                         " on the CPU supports f32 and f64, not " + dtype_name(dt));
+                         " on the CPU supports f32, f64 and bf16, not " + dtype_name(dt));
   }
   const MatmulPlan p = make_plan(c);
   if (addend != nullptr) {
@@ -210,6 +242,11 @@ Status matmul_impl(KernelContext& c, const TensorView* addend) {
     } else {
       std::memset(c.out[0].data, 0, c.out[0].bytes());
     }
+    return ok_status();
+  }
+  if (bf16) {
+    if (addend != nullptr) parallel_copy(c.threads, c.out[0].data, addend->data, c.out[0].bytes());
+    matmul_bf16(c, p, addend != nullptr);
     return ok_status();
   }
   if (dt == DType::f32) {
@@ -242,6 +279,8 @@ Status matmul_add_forward(KernelContext& c) {
 void register_matmul(KernelTable& t) {
   t[Op::matmul] = matmul_forward;
   t[Op::matmul_add] = matmul_add_forward;
+  t.bf16[static_cast<int>(Op::matmul)] = true;
+  t.bf16[static_cast<int>(Op::matmul_add)] = true;
 }
 
 }  // namespace lj::cpu

@@ -313,6 +313,11 @@ void register_movement(KernelTable& t) {
   t[Op::gather] = gather_forward;
   t[Op::scatter_add] = scatter_add_forward;
   // reshape aliases its input: the executor handles it without a kernel.
+  t.bf16[static_cast<int>(Op::permute)] = true;
+  t.bf16[static_cast<int>(Op::slice)] = true;
+  t.bf16[static_cast<int>(Op::concat)] = true;
+  t.bf16[static_cast<int>(Op::expand)] = true;
+  t.bf16[static_cast<int>(Op::gather)] = true;
 }
 
 }  // namespace lj::cpu

@@ -1,4 +1,4 @@
-// CPU kernels of the fused RMSNorm ops (f32 and f64):
+// CPU kernels of the fused RMSNorm ops (f32 and f64; the forwards also bf16, rows in f32):
 //
 //   rms_norm(x (N, C), w (C)) -> y (N, C), rstd (N, 1)        (leading dims flattened into N)
 //   add_rms_norm(x, r, w) -> s = x + r, y = rms_norm(s, w), rstd
@@ -174,12 +174,54 @@ void rms_norm_backward_impl(KernelContext& c) {
   });
 }
 
+// rms_norm / add_rms_norm on bf16 (mixed precision): each row is loaded into f32 and goes
+// through the f32 norm_row (statistics in f64 lanes, as in f32), then y, rstd (and s) are
+// rounded once: the f32 kernel's results on the same values, rounded. `residual`: add_rms_norm.
+void rms_norm_bf16(KernelContext& c, bool residual) {
+  const TensorView& x = c.in[0];
+  const int64_t cols = x.dim(-1);
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  const auto* xp = x.as<uint16_t>();
+  const auto* rp = residual ? c.in[1].as<uint16_t>() : nullptr;
+  const TensorView& wv = c.in[residual ? 2 : 1];
+  const size_t k = residual ? 1 : 0;  // outputs: [s,] y, rstd
+  auto* s = residual ? c.out[0].as<uint16_t>() : nullptr;
+  auto* y = c.out[k].as<uint16_t>();
+  auto* rstd = c.out[k + 1].as<uint16_t>();
+  const float eps = static_cast<float>(c.attrs().f("eps"));
+  std::vector<float> w(static_cast<size_t>(cols));  // (C)
+  bf16_to_f32_row(wv.as<uint16_t>(), w.data(), cols);
+  parallel_for(c.threads, rows, row_grain(cols), [&](int64_t b, int64_t e) {
+    std::vector<float> xf(static_cast<size_t>(cols)), rf(static_cast<size_t>(cols)),
+        yf(static_cast<size_t>(cols));  // (C) each
+    for (int64_t i = b; i < e; ++i) {
+      bf16_to_f32_row(xp + i * cols, xf.data(), cols);
+      if (residual) {
+        bf16_to_f32_row(rp + i * cols, rf.data(), cols);
+        for (int64_t j = 0; j < cols; ++j) xf[static_cast<size_t>(j)] += rf[static_cast<size_t>(j)];
+        f32_to_bf16_row(xf.data(), s + i * cols, cols);
+      }
+      const float r = norm_row(xf.data(), w.data(), yf.data(), cols, eps);
+      f32_to_bf16_row(yf.data(), y + i * cols, cols);
+      rstd[i] = f32_to_bf16(r);
+    }
+  });
+}
+
 Status rms_norm_forward(KernelContext& c) {
+  if (c.in[0].dtype == DType::bf16) {
+    rms_norm_bf16(c, /*residual=*/false);
+    return ok_status();
+  }
   dispatch_float(c.in[0].dtype, [&](auto tag) { rms_norm_impl<decltype(tag)>(c); });
   return ok_status();
 }
 
 Status add_rms_norm_forward(KernelContext& c) {
+  if (c.in[0].dtype == DType::bf16) {
+    rms_norm_bf16(c, /*residual=*/true);
+    return ok_status();
+  }
   dispatch_float(c.in[0].dtype, [&](auto tag) { add_rms_norm_impl<decltype(tag)>(c); });
   return ok_status();
 }
@@ -194,7 +236,9 @@ Status rms_norm_backward(KernelContext& c) {
 void register_norm(KernelTable& t) {
   t[Op::rms_norm] = rms_norm_forward;
   t[Op::add_rms_norm] = add_rms_norm_forward;
-  t[Op::rms_norm_backward] = rms_norm_backward;
+  t[Op::rms_norm_backward] = rms_norm_backward;  // bf16: widened (widen.cc)
+  t.bf16[static_cast<int>(Op::rms_norm)] = true;
+  t.bf16[static_cast<int>(Op::add_rms_norm)] = true;
 }
 
 }  // namespace lj::cpu

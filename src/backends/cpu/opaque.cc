@@ -60,6 +60,7 @@ Status opaque_forward(KernelContext& c) {
 
 void register_opaque(KernelTable& t) {
   t[Op::opaque] = opaque_forward;
+  t.bf16[static_cast<int>(Op::opaque)] = true;
 }
 
 }  // namespace cpu

@@ -124,6 +124,10 @@ void register_source(KernelTable& t) {
   t[Op::iota] = iota_forward;
   t[Op::random_normal] = random_normal_forward;
   t[Op::random_uniform] = random_uniform_forward;
+  t.bf16[static_cast<int>(Op::constant)] = true;
+  t.bf16[static_cast<int>(Op::iota)] = true;
+  t.bf16[static_cast<int>(Op::random_normal)] = true;
+  t.bf16[static_cast<int>(Op::random_uniform)] = true;
 }
 
 }  // namespace lj::cpu

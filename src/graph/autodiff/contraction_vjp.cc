@@ -96,8 +96,10 @@ Status vjp_linear_cross_entropy(VjpCtx& c) {
   }
   const Val dloss = c.dout[0];
   if (!dloss.valid()) return ok_status();
-  if (c.needs_grad[0]) c.din[0] = c.out[1] * dloss;
-  if (c.needs_grad[1]) c.din[1] = c.out[2] * dloss;
+  // The loss is f32 for 16-bit x (infer_linear_cross_entropy): dloss goes to dx's dtype first.
+  const Val scale = dloss.dtype() == c.out[1].dtype() ? dloss : cast(dloss, c.out[1].dtype());
+  if (c.needs_grad[0]) c.din[0] = c.out[1] * scale;
+  if (c.needs_grad[1]) c.din[1] = c.out[2] * scale;
   return ok_status();
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "graph/autodiff/autodiff.h"
+#include "passes/autocast/autocast.h"
 #include "passes/cse/cse.h"
 #include "passes/dce/dce.h"
 #include "passes/pattern_fusion/pattern_fusion.h"
@@ -36,6 +37,7 @@ Stages assemble(const PipelineOptions& options) {
     st.before_autodiff.add(make_linear_cross_entropy_fusion());
     st.before_autodiff.add(make_matmul_add_fusion());
   }
+  if (options.autocast != DType::f32) st.before_autodiff.add(make_autocast_pass(options.autocast));
   // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
   PassManager& pm = st.after_autodiff;
   if (options.compile) pm.add(std::make_unique<CsePass>());

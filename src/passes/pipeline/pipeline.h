@@ -1,9 +1,9 @@
 // The compiler driver: which passes turn a forward graph (a model with a scalar loss) into the
 // joint training graph, and in which order (DESIGN.md, "The pipeline"):
 //
-//   [pattern fusion]  ->  autodiff  ->  [cse] -> remat -> [dce -> pointwise fusion -> dce
-//    compile only         + "grad:"      compile only      -> schedule]  compile only
-//                         outputs
+//   [pattern fusion] -> [autocast] ->  autodiff  ->  [cse] -> remat -> [dce -> pointwise fusion
+//    compile only       bf16 only      + "grad:"      compile only      -> dce -> schedule]
+//                                      outputs                           compile only
 //
 // The order is not only written here: every pass list the driver assembles is checked against
 // kPassOrderRules (check_pass_order) before anything runs, and a list that breaks a rule is a
@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "graph/ir.h"
 #include "passes/pass.h"
@@ -29,6 +30,8 @@ struct PipelineOptions {
   bool compile = false;
   RecomputeConfig recompute;  // passes/remat; policy none: no remat pass
   int64_t num_layers = 0;     // the model's layers (what remat's regions index)
+  // bf16 (or f16): mixed precision, the autocast pass (passes/autocast) before autodiff. f32: off.
+  DType autocast = DType::f32;
 };
 
 // In a pass sequence, where autodiff (append_gradients) runs: not a Pass, but passes are ordered
@@ -48,6 +51,13 @@ inline constexpr PassOrderRule kPassOrderRules[] = {
     {"rope_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
     {"linear_cross_entropy_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
     {"matmul_add_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
+    {"rms_norm_fusion", "autocast", "fusion patterns are written over primitives of one dtype"},
+    {"swiglu_fusion", "autocast", "fusion patterns are written over primitives of one dtype"},
+    {"rope_fusion", "autocast", "fusion patterns are written over primitives of one dtype"},
+    {"linear_cross_entropy_fusion", "autocast",
+     "fusion patterns are written over primitives of one dtype"},
+    {"matmul_add_fusion", "autocast", "fusion patterns are written over primitives of one dtype"},
+    {"autocast", kAutodiffStep, "the backward gets the casts' VJPs (gradients cast back to f32)"},
     {kAutodiffStep, "remat", "remat rewires the backward's readers"},
     {kAutodiffStep, "pointwise_fusion", "fused_pointwise is not differentiable"},
     {"cse", "remat", "cse would merge remat's deliberate copies back (passes/cse/cse.h)"},

@@ -23,6 +23,10 @@ struct GraphOptions {
   // Compute dtype of the graph (parameters, activations). The CPU trains in f32; plan/ builds
   // bf16 graphs for GPU predictions (dry runs only).
   DType dtype = DType::f32;
+  // Mixed precision: bf16 runs the autocast pass (passes/autocast) on the f32 graph: f32
+  // parameters (master weights) cast to bf16 at their point of use, bf16 activations, f32
+  // losses, reductions and gradients. f32: off. Needs dtype f32.
+  DType autocast = DType::f32;
 };
 
 // The joint graph of one training step: the forward graph (build_llama) and the gradient of

@@ -1,0 +1,243 @@
+// Tier-2 tests of the bf16 paths (mixed precision, passes/autocast): every op family the Llama
+// graph runs in bf16, against the same op in f32 on the same (bf16-representable) inputs, its
+// result rounded to bf16. The kernels compute in f32 and round their outputs once, so the bound
+// is one bf16 rounding (relative 2^-9 = 0.2%; rtol 2^-8 leaves a factor 2 for f32 ops summed in
+// another order) plus the f32 kernel's own error (atol). Observed errors: LJ_OPS_VERBOSE=1.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "graph/builder_fused.h"
+#include "op_test_util.h"
+
+namespace lj::test {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// One bf16 rounding of a value computed in f32.
+constexpr double kBf16Rtol = 1.0 / 256;
+
+// Runs `build` twice: on the inputs as f32 (the reference) and as bf16 (integer inputs as they
+// are). Every bf16 output must match the f32 output rounded to bf16 within atol + rtol |want|.
+void expect_bf16_matches_f32(const std::string& what, const std::vector<GraphInput>& inputs,
+                             const BuildFn& build, double atol, double rtol = kBf16Rtol) {
+  std::vector<GraphInput> f32_in, bf16_in;
+  for (const GraphInput& in : inputs) {
+    const bool fl = is_float(in.value.dtype);
+    f32_in.push_back(
+        {in.name, fl ? rounded(rounded(in.value, DType::bf16), DType::f32) : in.value});
+    bf16_in.push_back({in.name, fl ? rounded(in.value, DType::bf16) : in.value});
+  }
+  auto want = run_graph(f32_in, build);
+  auto got = run_graph(bf16_in, build);
+  ASSERT_TRUE(want.ok()) << what << " (f32): " << want.status().to_string();
+  ASSERT_TRUE(got.ok()) << what << " (bf16): " << got.status().to_string();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < got->size(); ++i) {
+    const RefTensor& g = (*got)[i];
+    const RefTensor& w = (*want)[i];
+    const std::string name = what + " output " + std::to_string(i);
+    if (g.dtype == DType::bf16) {
+      expect_close(g, rounded(w, DType::bf16), atol, rtol, name);
+    } else {
+      expect_close(g, w, atol, rtol, name);
+    }
+  }
+}
+
+TEST(ForwardBf16, MatmulEveryLayoutAndBatch) {
+  struct Case {
+    Dims a_batch, b_batch;
+    int64_t m, k, n;
+  };
+  const std::vector<Case> cases = {
+      {{}, {}, 5, 7, 3},   {{}, {}, 37, 65, 29},   {{2, 5}, {}, 7, 33, 9},
+      {{4}, {4}, 5, 7, 3}, {{2, 1}, {3}, 4, 6, 5}, {{}, {}, 64, 288, 96},
+  };
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        Dims ad = c.a_batch, bd = c.b_batch;
+        ad.push_back(ta ? c.k : c.m);
+        ad.push_back(ta ? c.m : c.k);
+        bd.push_back(tb ? c.n : c.k);
+        bd.push_back(tb ? c.k : c.n);
+        const RefTensor a = random_tensor(DType::f32, ad, seed++);
+        const RefTensor b = random_tensor(DType::f32, bd, seed++);
+        // bf16 x bf16 products are exact in f32; oneDNN accumulates them in f32 in its own
+        // order, as sgemm does in its own: the f32 sum error (~1e-6 K at these magnitudes, as in
+        // Forward.Matmul) then one bf16 rounding. Observed: bitwise equal but for K = 288 with
+        // tb (max_abs 6.1e-5, one bf16 ulp of a small entry; bound 1e-6 K = 2.9e-4).
+        expect_bf16_matches_f32(
+            "bf16 matmul " + dims_to_string(ad) + " x " + dims_to_string(bd) +
+                " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb),
+            {{"a", a}, {"b", b}},
+            [&](Builder&, const std::vector<Val>& in) {
+              return std::vector<Val>{matmul(in[0], in[1], ta, tb)};
+            },
+            1e-6 * static_cast<double>(c.k));
+      }
+    }
+  }
+}
+
+TEST(ForwardBf16, MatmulAddAccumulatesIntoTheResidual) {
+  const RefTensor x = random_tensor(DType::f32, {2, 33, 48}, 1);
+  const RefTensor w = random_tensor(DType::f32, {70, 48}, 2);
+  const RefTensor r = random_tensor(DType::f32, {2, 33, 70}, 3);
+  // The GEMM accumulates into the bf16 residual in f32 and rounds once; observed max_rel ~2^-9.
+  expect_bf16_matches_f32(
+      "bf16 matmul_add", {{"x", x}, {"w", w}, {"r", r}},
+      [](Builder&, const std::vector<Val>& in) {
+        return std::vector<Val>{matmul_add(in[0], in[1], in[2], false, true)};
+      },
+      1e-6 * 48);
+}
+
+TEST(ForwardBf16, SdpaAndBackward) {
+  const RefTensor q = random_tensor(DType::f32, {2, 4, 19, 16}, 4);
+  const RefTensor k = random_tensor(DType::f32, {2, 2, 19, 16}, 5);
+  const RefTensor v = random_tensor(DType::f32, {2, 2, 19, 16}, 6);
+  const RefTensor dout = random_tensor(DType::f32, {2, 4, 19, 16}, 7);
+  // Softmax in f32 inside the kernel, outputs rounded once. Outputs are averages of v (|.| < 1)
+  // and may be near 0, so the bound is absolute at the scale of v: 2^-9 plus f32 noise.
+  // lse is f32 (as flash attention keeps it). Observed: out and lse bitwise equal; dq, dk, dv
+  // max_abs 9.8e-4, 2.0e-3, 0 (with a bf16 lse they were 2.0e-3, 2.0e-3, 7.8e-3); bound 1e-2.
+  expect_bf16_matches_f32(
+      "bf16 sdpa", {{"q", q}, {"k", k}, {"v", v}, {"dout", dout}},
+      [](Builder&, const std::vector<Val>& in) {
+        SdpaResult s = sdpa(in[0], in[1], in[2], true);
+        Builder& b = *in[0].b;
+        std::vector<Val> d = b.add(Op::sdpa_backward, {in[0], in[1], in[2], s.out, s.lse, in[3]},
+                                   {{"causal", true}, {"scale", 0.0}});
+        return std::vector<Val>{s.out, s.lse, d[0], d[1], d[2]};
+      },
+      // The backward reads a bf16 out: 2^-9 perturbations amplified by the softmax Jacobian.
+      1e-2, kBf16Rtol);
+}
+
+TEST(ForwardBf16, NormSwigluRope) {
+  const RefTensor x = random_tensor(DType::f32, {3, 17, 64}, 8);
+  const RefTensor r = random_tensor(DType::f32, {3, 17, 64}, 9);
+  const RefTensor w = random_tensor(DType::f32, {64}, 10, 0.5, 1.5);
+  const RefTensor dy = random_tensor(DType::f32, {3, 17, 64}, 11);
+  // rms_norm's statistics accumulate in f32; y and rstd are rounded once (max_rel ~2^-9). The
+  // backward reads a bf16 rstd: its dx, dw move by ~2^-9 of their scale; dw sums 51 rows (|dw|
+  // up to ~5). Observed: forward bitwise equal; dx max_abs 0.016, dw 0.031 (bound 2e-2 + 2^-8
+  // |dw|).
+  expect_bf16_matches_f32(
+      "bf16 rms_norm", {{"x", x}, {"w", w}, {"dy", dy}, {"r", r}},
+      [](Builder&, const std::vector<Val>& in) {
+        RmsNormResult n = rms_norm(in[0], in[1], 1e-5);
+        RmsNormGrads g = rms_norm_backward(in[2], in[0], in[1], n.rstd);
+        AddRmsNormResult a = add_rms_norm(in[0], in[3], in[1], 1e-5);
+        return std::vector<Val>{n.y, n.rstd, g.dx, g.dw, a.sum, a.y};
+      },
+      2e-2);
+  const RefTensor gate = random_tensor(DType::f32, {3, 17, 40}, 12, -4, 4);
+  const RefTensor up = random_tensor(DType::f32, {3, 17, 40}, 13);
+  const RefTensor dout = random_tensor(DType::f32, {3, 17, 40}, 14);
+  // Pointwise: one rounding per output; near-zero outputs (silu(0)) get an absolute 1e-6.
+  expect_bf16_matches_f32(
+      "bf16 swiglu", {{"g", gate}, {"u", up}, {"d", dout}},
+      [](Builder&, const std::vector<Val>& in) {
+        SwigluGrads g = swiglu_backward(in[2], in[0], in[1]);
+        return std::vector<Val>{swiglu(in[0], in[1]), g.dgate, g.dup};
+      },
+      1e-6);
+  const RefTensor hx = random_tensor(DType::f32, {2, 3, 17, 16}, 15);
+  const RefTensor cs = random_tensor(DType::f32, {17, 16}, 16);
+  const RefTensor sn = random_tensor(DType::f32, {17, 16}, 17);
+  // x*cos + rot(x)*sin: two products summed in f32, rounded once; cancellation makes small
+  // outputs, so an absolute 2^-9 at the inputs' scale (|x| < 1) as well.
+  expect_bf16_matches_f32(
+      "bf16 rope", {{"x", hx}, {"c", cs}, {"s", sn}},
+      [](Builder&, const std::vector<Val>& in) {
+        return std::vector<Val>{rope(in[0], in[1], in[2]), rope(in[0], in[1], in[2], true)};
+      },
+      1.0 / 512);
+}
+
+TEST(ForwardBf16, ElementwiseReductionsSoftmaxLoss) {
+  const RefTensor a = random_tensor(DType::f32, {4, 33, 48}, 20, -3, 3);
+  const RefTensor b = random_tensor(DType::f32, {48}, 21, 0.5, 2);
+  // Pointwise ops round once (max_rel <= 2^-9 observed); sums of 48 or 6336 terms accumulate in
+  // f32 (relative 1e-6) and round once; softmax rows are in (0, 1].
+  expect_bf16_matches_f32(
+      "bf16 elementwise", {{"a", a}, {"b", b}},
+      [](Builder&, const std::vector<Val>& in) {
+        return std::vector<Val>{in[0] + in[1],   in[0] * in[1],   exp(in[0]),
+                                silu(in[0]),     rsqrt(in[1]),    sum(in[0], {-1}),
+                                mean(in[0], {}), max(in[0], {1}), softmax(in[0])};
+      },
+      1e-6);
+  const RefTensor logits = random_tensor(DType::f32, {37, 50}, 22, -4, 4);
+  const RefTensor labels = random_ints(DType::i32, {37}, 23, 0, 50);
+  // bf16 logits: the kernel loads each row into f32 and runs the f32 kernel's row functions, so
+  // the (f32) loss equals the f32 kernel's and dlogits are its result rounded once. Observed:
+  // loss and dlogits bitwise equal.
+  expect_bf16_matches_f32(
+      "bf16 cross_entropy", {{"l", logits}, {"y", labels}},
+      [](Builder& b, const std::vector<Val>& in) {
+        const Val loss = cross_entropy(in[0], in[1]);
+        const Val dloss = constant(b, 0.5, DType::f32);
+        return std::vector<Val>{loss, b.add1(Op::cross_entropy_backward, {in[0], in[1], dloss},
+                                             {{"ignore_index", int64_t{-100}}})};
+      },
+      1e-7);
+}
+
+TEST(ForwardBf16, LinearCrossEntropyBf16Gemms) {
+  const RefTensor x = random_tensor(DType::f32, {70, 48}, 24);
+  const RefTensor w = random_tensor(DType::f32, {300, 48}, 25);
+  const RefTensor labels = random_ints(DType::i32, {70}, 26, 0, 300);
+  // The three GEMMs on bf16 operands, the softmax and loss in f32; chunk 32 rows (3 chunks, dw
+  // accumulated in f32 across them). The loss matches f32's bitwise here; dx and dw differ by the
+  // bf16 rounding of dlogits (2^-9 relative each, the target entry -1/N dominating) summed over
+  // V or N terms, then one bf16 rounding: as matmul + cross_entropy under torch.autocast.
+  // Observed: loss exact, dx and dw max_abs 1.2e-4 with entries up to ~1.4e-2 (under 1%);
+  // bound 2.5e-4 absolute + 2^-8 relative (a missing chunk or transposed GEMM is O(1e-2)).
+  expect_bf16_matches_f32(
+      "bf16 linear_cross_entropy", {{"x", x}, {"w", w}, {"y", labels}},
+      [](Builder&, const std::vector<Val>& in) {
+        LinearCrossEntropyResult r = linear_cross_entropy(in[0], in[1], in[2], -100, 32);
+        return std::vector<Val>{r.loss, r.dx, r.dw};
+      },
+      2.5e-4);
+}
+
+TEST(ForwardBf16, MovementAndCastAreExact) {
+  const RefTensor x = random_tensor(DType::f32, {3, 5, 8}, 30);
+  const RefTensor ids = random_ints(DType::i32, {7}, 31, 0, 3);
+  // Data movement copies 16-bit elements: exact (atol = rtol = 0).
+  expect_bf16_matches_f32(
+      "bf16 movement", {{"x", x}, {"ids", ids}},
+      [](Builder&, const std::vector<Val>& in) {
+        return std::vector<Val>{permute(in[0], {2, 0, 1}), slice(in[0], 1, 1, 4),
+                                concat({in[0], in[0]}, 2),
+                                expand(slice(in[0], 0, 0, 1), Shape{4, 5, 8}),
+                                gather(reshape(in[0], Shape{3, 40}), in[1])};
+      },
+      0.0, 0.0);
+  // f32 -> bf16 rounds to nearest even: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 -> 1 (even);
+  // 1 + 3 * 2^-8 is a tie -> 1 + 2^-6 (even); 1 + 2^-8 + 2^-20 is above the tie -> 1 + 2^-7.
+  const RefTensor t = make_tensor(DType::f32, {3},
+                                  {1 + std::ldexp(1.0, -8), 1 + 3 * std::ldexp(1.0, -8),
+                                   1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -20)});
+  auto r = run_graph({{"t", t}}, [](Builder&, const std::vector<Val>& in) {
+    return std::vector<Val>{cast(in[0], DType::bf16)};
+  });
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  expect_close(
+      (*r)[0],
+      make_tensor(DType::bf16, {3}, {1.0, 1 + std::ldexp(1.0, -6), 1 + std::ldexp(1.0, -7)}), 0.0,
+      0.0, "cast f32 -> bf16 ties to even");
+}
+
+}  // namespace
+}  // namespace lj::test
