@@ -7,20 +7,8 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
 
-if ! command -v mpirun >/dev/null 2>&1; then
-  echo "SKIP: no mpirun on PATH (install openmpi-bin)"
-  exit 0
-fi
-built=$("$LJ" doctor --json | perl -MJSON::PP -e 'my $j = decode_json(join "", <STDIN>); print $j->{facts}{mpi}{built_with_mpi} ? 1 : 0')
-if [ "$built" != 1 ]; then
-  echo "SKIP: this ljperf was built without MPI"
-  exit 0
-fi
-mpi_flags=()
-# Open MPI: root in containers, and more ranks than free cores on a shared 2-core host.
-if mpirun --version 2>&1 | grep -q "Open MPI"; then mpi_flags=(--allow-run-as-root --oversubscribe); fi
-# One OpenMP thread per rank, so the two ranks do not fight over the cores.
-export OMP_NUM_THREADS=1
+mpi_e2e_init
+mpi_flags=("${MPIRUN[@]:1}")
 run=(benchmark --model tiny --steps 3 --seq-len 64 --batch-size 2)
 
 echo "check: one process with --grad-accum 2 (the reference)"

@@ -8,26 +8,13 @@
 # SIGTERM to one rank (what a scheduler sends) stops every rank at the same step with a
 # checkpoint and exit 0. A third failure case stops a rank (SIGSTOP: alive, so the launcher sees nothing) to check that the
 # others end the job after --comm-timeout with one line naming their rank once.
-# Skips (exit 0, "SKIP: ...") without mpirun, or when `ljperf train --help` has no --comm-timeout.
+# Skips (exit 0, "SKIP: ...") without mpirun or an MPI build (lib.sh mpi_e2e_init).
 # Usage: bash dist_kill_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
 
-MPIRUN=$(command -v mpirun || true)
-if [ -z "$MPIRUN" ]; then
-  echo "SKIP: no mpirun on PATH"
-  exit 0
-fi
-if ! "$LJ" train --help 2>&1 | grep -q -- "--comm-timeout"; then
-  echo "SKIP: ljperf train does not run data-parallel under mpirun yet (no --comm-timeout flag);"
-  echo "      the library side is tested by dist_tests (ShardedResume, ReshardedResume)"
-  exit 0
-fi
-mpi=("$MPIRUN" -np 2)
-if "$MPIRUN" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
-  mpi+=(--allow-run-as-root --oversubscribe)
-fi
-export OMP_NUM_THREADS=1
+mpi_e2e_init
+mpi=("${MPIRUN[@]}" -np 2)
 
 readonly kSteps=40 kEvery=4 kTimeout=10
 make_llama_config cfg.json 4096 64 2 4 2 128 128

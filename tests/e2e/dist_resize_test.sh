@@ -5,25 +5,13 @@
 # and finishes. Its step-3 and step-4 losses match the uninterrupted 2-rank run's within fp32
 # reduction order (one process sums the two micro-batches' gradients in another order than the
 # all-reduce does).
-# Skips (exit 0, "SKIP: ...") without mpirun, or when `ljperf train --help` has no --comm-timeout.
+# Skips (exit 0, "SKIP: ...") without mpirun or an MPI build (lib.sh mpi_e2e_init).
 # Usage: bash dist_resize_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
 
-MPIRUN=$(command -v mpirun || true)
-if [ -z "$MPIRUN" ]; then
-  echo "SKIP: no mpirun on PATH"
-  exit 0
-fi
-if ! "$LJ" train --help 2>&1 | grep -q -- "--comm-timeout"; then
-  echo "SKIP: ljperf train does not run data-parallel under mpirun (no --comm-timeout flag)"
-  exit 0
-fi
-mpi=("$MPIRUN" -np 2)
-if "$MPIRUN" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
-  mpi+=(--allow-run-as-root --oversubscribe)
-fi
-export OMP_NUM_THREADS=1
+mpi_e2e_init
+mpi=("${MPIRUN[@]}" -np 2)
 
 make_llama_config cfg.json 4096 64 2 4 2 128 128
 make_llmc_tokens tok.bin 100000 4096

@@ -144,3 +144,25 @@ json_get() {
     }
     print defined $v ? (ref $v ? JSON::PP->new->canonical->encode($v) : $v) : "null", "\n";' "$@"
 }
+
+# Multi-process tests: exits 0 with "SKIP: ..." (CTest: skipped) without mpirun on PATH or when
+# this ljperf was built without MPI; otherwise sets MPIRUN=(mpirun and its flags: Open MPI runs
+# as root in containers, and with more ranks than free cores on a shared host) and one OpenMP
+# thread per rank, so the ranks do not fight over the cores. Usage: "${MPIRUN[@]}" -np 2 "$LJ" ...
+mpi_e2e_init() {
+  if ! command -v mpirun >/dev/null 2>&1; then
+    echo "SKIP: no mpirun on PATH (install openmpi-bin)"
+    exit 0
+  fi
+  local built
+  built=$("$LJ" doctor --json | perl -MJSON::PP -e 'my $j = decode_json(join "", <STDIN>); print $j->{facts}{mpi}{built_with_mpi} ? 1 : 0')
+  if [ "$built" != 1 ]; then
+    echo "SKIP: this ljperf was built without MPI"
+    exit 0
+  fi
+  MPIRUN=(mpirun)
+  if mpirun --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
+    MPIRUN+=(--allow-run-as-root --oversubscribe)
+  fi
+  export OMP_NUM_THREADS=1
+}
