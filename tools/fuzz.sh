@@ -54,13 +54,15 @@ run_target() {
   [ -f tests/fuzz/$name.dict ] && dict=(-dict=tests/fuzz/$name.dict)
   # -rss_limit_mb: memory is bounded by the limits (docs/limits.md), far below this.
   # -timeout: one input taking 10 s is a finding (a hostile file must not hang a parser).
-  local rc=0
+  local rc=0 t0
+  t0=$(date +%s)
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     "$build/tests/fuzz/${name}_fuzz" "$corpus" "${dict[@]}" -max_total_time="$seconds" \
     -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
     -artifact_prefix="$findings/" >"$log_dir/$name.log" 2>&1 || rc=$?
   echo "$rc" >"$log_dir/$name.rc"
+  echo $(($(date +%s) - t0)) >"$log_dir/$name.sec"
 }
 
 log_dir=$(mktemp -d)
@@ -79,7 +81,7 @@ done
 wait || true
 
 failed=0
-printf '%-18s %12s %8s %8s %8s  %s\n' target executions cov ft corpus findings
+printf '%-18s %12s %8s %8s %8s %8s  %s\n' target executions cov ft corpus seconds findings
 for name in "${targets[@]}"; do
   log=$log_dir/$name.log
   rc=$(cat "$log_dir/$name.rc" 2>/dev/null || echo 1)
@@ -93,10 +95,12 @@ for name in "${targets[@]}"; do
     failed=1
     what="$found (exit $rc): $(grep -m1 -E 'ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer)|runtime error' "$log" | cut -c1-120)"
   fi
-  printf '%-18s %12s %8s %8s %8s  %s\n' "$name" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$corpus" "$what"
+  secs=$(cat "$log_dir/$name.sec" 2>/dev/null || echo '?')
+  printf '%-18s %12s %8s %8s %8s %8s  %s\n' "$name" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$corpus" \
+    "$secs" "$what"
   if [ "$rc" -ne 0 ]; then
     echo "---- $name: last lines of the log ----"
-    tail -40 "$log"
+    grep -v '^    #' "$log" | tail -25
     ls "$root/findings/$name"
   fi
 done
