@@ -5,6 +5,8 @@
 #   tools/setup.sh test-asan  the same tests under AddressSanitizer + UBSan, without the e2e ones
 #                             and the multi-process ones (Open MPI's own allocations would drown
 #                             LeakSanitizer's report)
+#   tools/setup.sh fuzz   also install clang and libFuzzer (fuzz_packages); then tools/fuzz.sh
+#                         builds and runs the fuzz targets (tests/fuzz/)
 #   tools/setup.sh deps   only install what is missing
 # Environment: BUILD_DIR (default build; build-asan for test-asan), CI=true turns compiler
 # warnings into errors.
@@ -23,9 +25,15 @@ readonly packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
+# Fuzzing only (tools/fuzz.sh): clang and its runtime libraries, which hold libFuzzer and the
+# sanitizers' runtimes for clang (libclang-rt-14-dev is only a Recommends of clang).
+readonly fuzz_packages=(clang libclang-rt-14-dev)
+
+# install_missing [packages...] (default: the build and test packages)
 install_missing() {
-  local missing=()
-  for p in "${packages[@]}"; do
+  local missing=() want=("$@")
+  [ ${#want[@]} -eq 0 ] && want=("${packages[@]}")
+  for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -49,6 +57,10 @@ build() {
 
 case "${1:-}" in
   deps) install_missing ;;
+  fuzz)
+    install_missing
+    install_missing "${fuzz_packages[@]}"
+    ;;
   run)
     install_missing
     build
@@ -66,7 +78,7 @@ case "${1:-}" in
       ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" -LE "e2e|dist"
     ;;
   *)
-    echo "usage: tools/setup.sh run|test|test-asan|deps" >&2
+    echo "usage: tools/setup.sh run|test|test-asan|fuzz|deps" >&2
     exit 2
     ;;
 esac

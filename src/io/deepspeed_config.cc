@@ -489,6 +489,7 @@ std::string DeepSpeedConfig::describe() const {
 StatusOr<DeepSpeedConfig> parse_deepspeed_config(const std::string& json_text,
                                                  const std::string& source,
                                                  const RunSettings& run) {
+  LJ_RETURN_IF_ERROR(check_input_size(json_text.size(), kMaxDeepSpeedConfigBytes, source));
   Raw raw;
   LJ_RETURN_IF_ERROR(read_deepspeed_json(json_text, source, &raw));
   DeepSpeedConfig c;
@@ -511,8 +512,9 @@ StatusOr<DeepSpeedConfig> parse_deepspeed_config(const std::string& json_text,
 }
 
 StatusOr<DeepSpeedConfig> load_deepspeed_config(const std::string& path, const RunSettings& run) {
-  LJ_ASSIGN_OR_RETURN(std::string text,
-                      read_text_file(path, "give the path of a DeepSpeed JSON config"));
+  LJ_ASSIGN_OR_RETURN(
+      std::string text,
+      read_text_file(path, "give the path of a DeepSpeed JSON config", kMaxDeepSpeedConfigBytes));
   return parse_deepspeed_config(text, path, run);
 }
 

@@ -175,6 +175,9 @@ struct DeepSpeedConfig {
   std::string describe() const;
 };
 
+// Hostile files: a DeepSpeed JSON larger than this is refused before parsing (real ones ~2 KiB).
+constexpr uint64_t kMaxDeepSpeedConfigBytes = 16ull << 20;
+
 StatusOr<DeepSpeedConfig> parse_deepspeed_config(const std::string& json_text,
                                                  const std::string& source, const RunSettings& run);
 StatusOr<DeepSpeedConfig> load_deepspeed_config(const std::string& path, const RunSettings& run);

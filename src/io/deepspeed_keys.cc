@@ -327,7 +327,7 @@ Status read_deepspeed_json(const std::string& text, const std::string& src, Raw*
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error; out_of_range for numbers such as 2e308
     std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 3, ..."
     const size_t p = what.find("] ");
     if (p != std::string::npos) what = what.substr(p + 2);

@@ -14,8 +14,6 @@
 namespace lj {
 namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-
 struct StDType {
   const char* name;
   int size;
@@ -70,7 +68,7 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
                " bytes, shorter than the 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[static_cast<size_t>(i)];
-  if (n > kMaxHeaderBytes)
+  if (n > kSafetensorsMaxHeaderBytes)
     return bad("header length " + std::to_string(n) + " is above the 100,000,000-byte limit");
   if (n > bytes.size() - 8) {
     return bad("header length " + std::to_string(n) + " runs past the end of the " +
@@ -81,6 +79,10 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad("header is not valid JSON");
   if (!j.is_object()) return bad("header is not a JSON object");
+  if (j.size() > kSafetensorsMaxTensors + 1) {
+    return bad("header names " + std::to_string(j.size()) + " entries, above the limit of " +
+               std::to_string(kSafetensorsMaxTensors) + " tensors");
+  }
 
   SafetensorsHeader h;
   h.data_offset = 8 + n;
@@ -109,6 +111,10 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
     if (e.dtype_size == 0)
       return bad("tensor '" + name + "' has unknown dtype '" + e.dtype_name + "'");
     if (!v["shape"].is_array()) return bad("tensor '" + name + "' shape is not an array");
+    if (v["shape"].size() > static_cast<size_t>(kSafetensorsMaxRank)) {
+      return bad("tensor '" + name + "' has rank " + std::to_string(v["shape"].size()) +
+                 ", above the limit of " + std::to_string(kSafetensorsMaxRank));
+    }
     uint64_t elems = 1;
     for (const auto& d : v["shape"]) {
       if (!d.is_number_unsigned())

@@ -2,10 +2,10 @@
 // Format (REFERENCE.md): u64 little-endian header length N, N bytes of UTF-8 JSON mapping names
 // to {"dtype", "shape", "data_offsets": [begin, end)} relative to the data buffer, an optional
 // "__metadata__" of string -> string, then the data buffer.
-// A reader enforces: N <= 100,000,000 and inside the file; valid JSON object; known dtype;
-// shape of non-negative ints; (end - begin) = elements x dtype size computed with overflow
-// checks; offsets contiguous from 0 with no gap or overlap; last end = buffer length = file
-// length - 8 - N; no duplicate names.
+// A reader enforces: N <= 100,000,000 and inside the file; valid JSON object; at most 1,000,000
+// tensors of rank <= 8; known dtype; shape of non-negative ints; (end - begin) = elements x dtype
+// size computed with overflow checks; offsets contiguous from 0 with no gap or overlap; last end =
+// buffer length = file length - 8 - N; no duplicate names.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,13 @@
 #include "core/status.h"
 
 namespace lj {
+
+// Limits a hostile file cannot exceed (docs/limits.md). The header length is the format's own
+// bound; the tensor count and rank are ljperf's (Llama checkpoints hold ~300 tensors of rank <= 2).
+// Tensor sizes are bounded by the file: every byte range must lie inside it.
+constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+constexpr size_t kSafetensorsMaxTensors = 1'000'000;
+constexpr int kSafetensorsMaxRank = 8;
 
 struct SafetensorsEntry {
   std::string name;

@@ -17,6 +17,8 @@ namespace {
 constexpr int32_t kLlmcGpt2Magic = 20240520;
 constexpr int32_t kLlmcLlama3Magic = 20240801;
 constexpr size_t kLlmcHeaderBytes = 256 * 4;
+// Megatron .idx: magic (9), version (8), dtype code (1), sequence count (8), document count (8).
+constexpr size_t kMegatronIdxHeaderBytes = 34;
 
 Status bad(const std::string& path, const std::string& what, const std::string& hint = "") {
   return invalid_argument(path + ": " + what,
@@ -28,29 +30,54 @@ bool file_exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-// Megatron .idx: "MMIDIDX\0\0", u64 version, u8 dtype code, u64 sequences, u64 documents, ...
+// Megatron .idx: "MMIDIDX\0\0", u64 version, u8 dtype code, u64 sequences, u64 documents, then
+// int32[sequences] lengths, int64[sequences] offsets, int64[documents] document indices. The
+// counts are checked against the index's size (with overflow checks) before anything trusts them.
 StatusOr<int> megatron_token_width(const std::string& idx_path) {
-  std::ifstream f(idx_path, std::ios::binary);
+  std::ifstream f(idx_path, std::ios::binary | std::ios::ate);
   if (!f) return not_found("cannot read " + idx_path);
-  char magic[9];
-  uint64_t version = 0;
-  uint8_t code = 0;
-  f.read(magic, 9);
-  f.read(reinterpret_cast<char*>(&version), 8);
-  f.read(reinterpret_cast<char*>(&code), 1);
-  if (!f || std::memcmp(magic, "MMIDIDX\0\0", 9) != 0)
+  const auto end = f.tellg();
+  if (end < 0) return io_error("cannot read " + idx_path);
+  const uint64_t idx_bytes = static_cast<uint64_t>(end);
+  f.seekg(0);
+  uint8_t h[kMegatronIdxHeaderBytes] = {};
+  if (idx_bytes < kMegatronIdxHeaderBytes || !f.read(reinterpret_cast<char*>(h), sizeof h)) {
+    return bad(idx_path, "not a Megatron index (" + std::to_string(idx_bytes) +
+                             " bytes, shorter than its " + std::to_string(kMegatronIdxHeaderBytes) +
+                             "-byte header)");
+  }
+  if (std::memcmp(h, "MMIDIDX\0\0", 9) != 0)
     return bad(idx_path, "not a Megatron index (wrong magic)");
+  uint64_t version = 0, sequences = 0, documents = 0;
+  const uint8_t code = h[17];
+  std::memcpy(&version, h + 9, 8);
+  std::memcpy(&sequences, h + 18, 8);
+  std::memcpy(&documents, h + 26, 8);
   if (version != 1)
     return bad(idx_path, "Megatron index version " + std::to_string(version) + ", expected 1");
+  int width = 0;
   switch (code) {
     case 8:
-      return 2;  // uint16
+      width = 2;  // uint16
+      break;
     case 4:
-      return 4;  // int32
+      width = 4;  // int32
+      break;
     default:
       return bad(idx_path, "token dtype code " + std::to_string(code) +
                                " is not supported (uint16 or int32)");
   }
+  // 12 bytes per sequence (int32 length, int64 offset) and 8 per document.
+  uint64_t seq_bytes = 0, doc_bytes = 0, want = 0;
+  if (__builtin_mul_overflow(sequences, uint64_t{12}, &seq_bytes) ||
+      __builtin_mul_overflow(documents, uint64_t{8}, &doc_bytes) ||
+      __builtin_add_overflow(seq_bytes, doc_bytes, &want) ||
+      __builtin_add_overflow(want, uint64_t{kMegatronIdxHeaderBytes}, &want) || want != idx_bytes) {
+    return bad(idx_path, "the header says " + std::to_string(sequences) + " sequences and " +
+                             std::to_string(documents) + " documents, which do not fit its " +
+                             std::to_string(idx_bytes) + " bytes (truncated index?)");
+  }
+  return width;
 }
 
 }  // namespace

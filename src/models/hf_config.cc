@@ -1,4 +1,5 @@
 #include "models/hf_config.h"
+
 #include "core/text_file.h"
 
 #include <nlohmann/json.hpp>
@@ -59,6 +60,7 @@ Status parse_rope(const json& r, const std::string& src, LlamaConfig* c) {
 }  // namespace
 
 StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string& src) {
+  LJ_RETURN_IF_ERROR(check_input_size(text.size(), kMaxHfConfigBytes, src));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad(src, "not valid JSON");
   if (!j.is_object()) return bad(src, "not a JSON object");
@@ -118,7 +120,8 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
 StatusOr<LlamaConfig> load_hf_config(const std::string& path) {
   LJ_ASSIGN_OR_RETURN(
       std::string text,
-      read_text_file(path, "give a model folder holding config.json, or a preset name"));
+      read_text_file(path, "give a model folder holding config.json, or a preset name",
+                     kMaxHfConfigBytes));
   return parse_hf_config(text, path);
 }
 

@@ -4,11 +4,15 @@
 // implemented (biases, other activations, other rope types), with a clear error.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "models/config.h"
 
 namespace lj {
+
+// Hostile files: a config.json larger than this is refused before parsing (real ones are ~1 KiB).
+constexpr uint64_t kMaxHfConfigBytes = 16ull << 20;
 
 StatusOr<LlamaConfig> parse_hf_config(const std::string& json_text, const std::string& source_name);
 StatusOr<LlamaConfig> load_hf_config(const std::string& path);

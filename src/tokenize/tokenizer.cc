@@ -96,7 +96,8 @@ StatusOr<std::shared_ptr<const Tokenizer>> Tokenizer::load(const std::string& pa
     return out_of_range(file + " is " + std::to_string(st.st_size >> 20) +
                         " MiB, more than a tokenizer.json can sensibly be (" +
                         std::to_string(kMaxTokenizerFileBytes >> 20) + " MiB)");
-  LJ_ASSIGN_OR_RETURN(const std::string text, read_text_file(file, "check --tokenizer"));
+  LJ_ASSIGN_OR_RETURN(const std::string text,
+                      read_text_file(file, "check --tokenizer", kMaxTokenizerFileBytes));
   return from_json(text, file);
 }
 

@@ -70,38 +70,6 @@ StatusOr<std::vector<Tensor>> read_checkpoint_tensors(const std::string& path,
   return out;
 }
 
-std::string trainer_state_json(const TrainerState& state) {
-  nlohmann::ordered_json j;
-  j["step"] = state.step;
-  j["optimizer_steps"] = state.optimizer_steps;
-  j["data_position"] = state.data_position;
-  j["skipped_steps"] = state.skipped_steps;
-  j["seed"] = state.seed;
-  j["fingerprint"] = state.fingerprint;
-  return j.dump(2);
-}
-
-StatusOr<TrainerState> parse_trainer_state(const std::string& text, const std::string& where) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return invalid_argument(where + " is not a valid JSON object", "the checkpoint is damaged");
-  for (const char* key : {"step", "optimizer_steps", "data_position", "skipped_steps", "seed"}) {
-    if (!j.contains(key) || !j[key].is_number_integer()) {
-      return invalid_argument(where + ": missing or non-integer '" + key + "'",
-                              "the checkpoint is damaged");
-    }
-  }
-  TrainerState state;
-  state.step = j["step"].get<int64_t>();
-  state.optimizer_steps = j["optimizer_steps"].get<int64_t>();
-  state.data_position = j["data_position"].get<int64_t>();
-  state.skipped_steps = j["skipped_steps"].get<int64_t>();
-  state.seed = j["seed"].get<uint64_t>();
-  if (j.contains("fingerprint") && j["fingerprint"].is_string())
-    state.fingerprint = j["fingerprint"].get<std::string>();
-  return state;
-}
-
 std::string latest_checkpoint_dir(const std::string& dir) {
   auto text = read_text_file(dir + "/latest");
   if (!text.ok()) return "";
@@ -179,7 +147,7 @@ StatusOr<Checkpoint> load_checkpoint(const std::string& step_dir,
   }
   Checkpoint c;
   const std::string state_path = step_dir + "/trainer_state.json";
-  LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(state_path));
+  LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(state_path, "", kMaxCheckpointJsonBytes));
   LJ_ASSIGN_OR_RETURN(c.state, parse_trainer_state(text, state_path));
   LJ_ASSIGN_OR_RETURN(c.params, read_checkpoint_tensors(step_dir + "/model.safetensors", specs, "",
                                                         MemCategory::weights, dev));

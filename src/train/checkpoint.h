@@ -13,17 +13,9 @@
 
 #include "models/llama.h"
 #include "runtime/tensor.h"
+#include "train/checkpoint_files.h"
 
 namespace lj {
-
-struct TrainerState {
-  int64_t step = 0;             // optimizer steps completed
-  int64_t optimizer_steps = 0;  // AdamW's t (skipped steps do not count)
-  int64_t data_position = 0;    // windows consumed by the data loader
-  int64_t skipped_steps = 0;    // non-finite loss or gradient, update skipped
-  uint64_t seed = 0;
-  std::string fingerprint;  // model + batch shape: resuming with another run is refused
-};
 
 struct Checkpoint {
   TrainerState state;
@@ -56,8 +48,4 @@ StatusOr<std::vector<Tensor>> read_checkpoint_tensors(const std::string& path,
                                                       const std::vector<ParamSpec>& specs,
                                                       const std::string& prefix,
                                                       MemCategory category, Device& dev);
-// TrainerState as trainer_state.json holds it, and back (`where` names the file in errors).
-std::string trainer_state_json(const TrainerState& state);
-StatusOr<TrainerState> parse_trainer_state(const std::string& text, const std::string& where);
-
 }  // namespace lj

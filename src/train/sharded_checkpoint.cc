@@ -30,9 +30,6 @@ void test_kill_at_checkpoint(int rank, int world, int64_t step) {
   if (std::string(at) == "checkpoint:" + std::to_string(step)) std::raise(SIGKILL);
 }
 
-constexpr const char* kFormat = "ljperf-sharded-checkpoint";
-constexpr int kVersion = 1;
-
 std::string shard_file_name(int rank, int world) {
   char name[64];
   std::snprintf(name, sizeof(name), "optimizer-rank-%05d-of-%05d.safetensors", rank, world);
@@ -60,14 +57,14 @@ StatusOr<FileSum> file_sum(const std::string& path) {
   return s;
 }
 
-// The file's size and checksum against the manifest's entry `e` ("bytes", "crc32c").
-Status verify_file(const std::string& path, const nlohmann::json& e) {
+// The file's size and checksum against the manifest's entry `e`.
+Status verify_file(const std::string& path, const ManifestFile& e) {
   LJ_ASSIGN_OR_RETURN(FileSum s, file_sum(path));
-  if (s.bytes != e["bytes"].get<int64_t>() || s.crc32c != e["crc32c"].get<uint32_t>()) {
+  if (s.bytes != e.bytes || s.crc32c != e.crc32c) {
     return invalid_argument(path + " does not match the manifest (" + std::to_string(s.bytes) +
                                 " bytes, CRC-32C " + std::to_string(s.crc32c) + "; expected " +
-                                std::to_string(e["bytes"].get<int64_t>()) + " bytes, " +
-                                std::to_string(e["crc32c"].get<uint32_t>()) + ")",
+                                std::to_string(e.bytes) + " bytes, " + std::to_string(e.crc32c) +
+                                ")",
                             "the checkpoint is damaged; resume from an earlier step-N folder");
   }
   return ok_status();
@@ -203,8 +200,8 @@ Status save_sharded_checkpoint(Communicator& comm, const std::string& dir,
   Status committed;
   if (rank == 0) {
     nlohmann::ordered_json j;
-    j["format"] = kFormat;
-    j["version"] = kVersion;
+    j["format"] = kShardedCheckpointFormat;
+    j["version"] = kShardedCheckpointVersion;
     j["step"] = c.state.step;
     j["world_size"] = world;
     j["zero_stage"] = c.zero_stage;
@@ -296,76 +293,51 @@ StatusOr<RankCheckpoint> load_checkpoint_for_rank(const std::string& step_dir,
   }
 
   const std::string manifest_path = step_dir + "/manifest.json";
-  LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(manifest_path));
-  const auto j = nlohmann::json::parse(text, nullptr, false);
-  auto damaged = [&](const std::string& what) {
-    return invalid_argument(manifest_path + ": " + what, "the checkpoint is damaged");
-  };
-  if (j.is_discarded() || !j.is_object()) return damaged("not valid JSON");
-  if (j.value("format", "") != kFormat || !j.contains("version") ||
-      !j["version"].is_number_integer() || j["version"].get<int>() != kVersion) {
-    return damaged("not a version " + std::to_string(kVersion) + " " + kFormat + " manifest");
+  LJ_ASSIGN_OR_RETURN(std::string text, read_text_file(manifest_path, "", kMaxCheckpointJsonBytes));
+  LJ_ASSIGN_OR_RETURN(const ShardedManifest manifest, parse_sharded_manifest(text, manifest_path));
+  out.state = manifest.state;
+  out.sharded = true;
+  out.saved_world_size = manifest.world_size;
+  out.saved_zero_stage = manifest.zero_stage;
+  const int64_t numel = manifest.numel;
+  if (numel != layout.numel()) {
+    return invalid_argument(manifest_path + " holds " + std::to_string(numel) +
+                                " parameters, this model has " + std::to_string(layout.numel()),
+                            "resume with the model the checkpoint was trained with");
   }
-  try {
-    LJ_ASSIGN_OR_RETURN(out.state, parse_trainer_state(j.at("trainer_state").dump(),
-                                                       manifest_path + " trainer_state"));
-    out.sharded = true;
-    out.saved_world_size = j.at("world_size").get<int>();
-    out.saved_zero_stage = j.at("zero_stage").get<int>();
-    const int64_t numel = j.at("flat_layout").at("numel").get<int64_t>();
-    if (numel != layout.numel()) {
-      return invalid_argument(manifest_path + " holds " + std::to_string(numel) +
-                                  " parameters, this model has " + std::to_string(layout.numel()),
-                              "resume with the model the checkpoint was trained with");
-    }
 
-    // Parameters: whole, from rank 0's file.
-    const auto& pe = j.at("parameters");
-    const std::string params_path = step_dir + "/" + pe.at("file").get<std::string>();
-    LJ_RETURN_IF_ERROR(verify_file(params_path, pe));
-    LJ_ASSIGN_OR_RETURN(out.params,
-                        read_checkpoint_tensors(params_path, specs, "", MemCategory::weights, dev));
+  // Parameters: whole, from rank 0's file.
+  const std::string params_path = step_dir + "/" + manifest.parameters.file;
+  LJ_RETURN_IF_ERROR(verify_file(params_path, manifest.parameters));
+  LJ_ASSIGN_OR_RETURN(out.params,
+                      read_checkpoint_tensors(params_path, specs, "", MemCategory::weights, dev));
 
-    // Optimizer states: the shards must tile [0, numel) in order.
-    const auto& shards = j.at("optimizer_shards");
-    int64_t covered = 0;
-    for (const auto& e : shards) {
-      if (e.at("begin").get<int64_t>() != covered || e.at("end").get<int64_t>() <= covered)
-        return damaged("optimizer shards do not tile the flat vector at element " +
-                       std::to_string(covered));
-      covered = e.at("end").get<int64_t>();
-    }
-    if (covered != numel) {
-      return damaged("optimizer shards cover " + std::to_string(covered) + " of " +
-                     std::to_string(numel) + " elements");
-    }
-    const size_t n = static_cast<size_t>(std::max<int64_t>(want.size(), 0));
-    std::vector<float> m(n), v(n);
-    for (const auto& e : shards) {
-      const FlatRange have{e.at("begin").get<int64_t>(), e.at("end").get<int64_t>()};
-      const FlatRange both{std::max(have.begin, want.begin), std::min(have.end, want.end)};
-      if (both.size() <= 0) continue;
-      const std::string path = step_dir + "/" + e.at("file").get<std::string>();
-      LJ_RETURN_IF_ERROR(verify_file(path, e));
-      LJ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
-      std::vector<float> buf(static_cast<size_t>(have.size()));
-      for (auto [tensor, dst] : {std::pair{"m", &m}, std::pair{"v", &v}}) {
-        const SafetensorsEntry* t = f.find(tensor);
-        if (t == nullptr || t->dtype_name != "F32" ||
-            t->shape != std::vector<int64_t>{have.size()}) {
-          return invalid_argument(path + ": no F32 tensor '" + tensor + "' of " +
-                                      std::to_string(have.size()) + " elements",
-                                  "the checkpoint is damaged");
-        }
-        LJ_RETURN_IF_ERROR(f.read_f32(*t, buf));
-        std::memcpy(dst->data() + (both.begin - want.begin), buf.data() + (both.begin - have.begin),
-                    static_cast<size_t>(both.size()) * sizeof(float));
+  // Optimizer states: the manifest's shards tile [0, numel) in order (parse_sharded_manifest).
+  const size_t n = static_cast<size_t>(std::max<int64_t>(want.size(), 0));
+  std::vector<float> m(n), v(n);
+  for (const ManifestShard& e : manifest.optimizer_shards) {
+    const FlatRange have{e.begin, e.end};
+    const FlatRange both{std::max(have.begin, want.begin), std::min(have.end, want.end)};
+    if (both.size() <= 0) continue;
+    const std::string path = step_dir + "/" + e.file;
+    LJ_RETURN_IF_ERROR(verify_file(path, e));
+    LJ_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+    std::vector<float> buf;
+    for (auto [tensor, dst] : {std::pair{"m", &m}, std::pair{"v", &v}}) {
+      const SafetensorsEntry* t = f.find(tensor);
+      if (t == nullptr || t->dtype_name != "F32" || t->shape != std::vector<int64_t>{have.size()}) {
+        return invalid_argument(path + ": no F32 tensor '" + tensor + "' of " +
+                                    std::to_string(have.size()) + " elements",
+                                "the checkpoint is damaged");
       }
+      // Sized only now that the file holds that many elements.
+      buf.resize(static_cast<size_t>(have.size()));
+      LJ_RETURN_IF_ERROR(f.read_f32(*t, buf));
+      std::memcpy(dst->data() + (both.begin - want.begin), buf.data() + (both.begin - have.begin),
+                  static_cast<size_t>(both.size()) * sizeof(float));
     }
-    shape_states(m.data(), v.data(), &out);
-  } catch (const nlohmann::json::exception& e) {
-    return damaged(std::string("unexpected content (") + e.what() + ")");
   }
+  shape_states(m.data(), v.data(), &out);
   return out;
 }
 

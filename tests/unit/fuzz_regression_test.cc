@@ -1,0 +1,152 @@
+// Regression cases from fuzzing the parsers of untrusted files (tests/fuzz/, tools/fuzz.sh), and
+// the limits of docs/limits.md: each hostile input, as bytes, must give a clean Status error.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/text_file.h"
+#include "io/deepspeed_config.h"
+#include "io/safetensors.h"
+#include "io/tokens.h"
+#include "models/hf_config.h"
+#include "train/checkpoint_files.h"
+
+namespace lj {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> safetensors_bytes(const std::string& header, size_t data_bytes) {
+  std::vector<uint8_t> b(8);
+  for (int i = 0; i < 8; ++i)
+    b[static_cast<size_t>(i)] = static_cast<uint8_t>(header.size() >> (8 * i));
+  b.insert(b.end(), header.begin(), header.end());
+  b.resize(b.size() + data_bytes);
+  return b;
+}
+
+std::string temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("lj_fuzz_regression_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+bool has(const Status& s, const std::string& text) {
+  return s.message().find(text) != std::string::npos;
+}
+
+// Finding (deepspeed_config, 15 s): a number beyond double's range made nlohmann-json throw
+// out_of_range, which only parse_error was caught for: std::terminate.
+TEST(FuzzRegression, DeepSpeedNumberOverflowIsAnError) {
+  auto c = parse_deepspeed_config("{\"fp16\": {\"enabled\": \"auto\", \"loss_scale\": 2e308}}",
+                                  "ds.json", RunSettings());
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(has(c.status(), "ds.json: not valid JSON")) << c.status().message();
+}
+
+TEST(FuzzRegression, SafetensorsRankAndTensorCountAreBounded) {
+  auto rank9 = parse_safetensors(safetensors_bytes(
+      R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}})", 1));
+  ASSERT_FALSE(rank9.ok());
+  EXPECT_TRUE(has(rank9.status(), "rank 9, above the limit of 8")) << rank9.status().message();
+  auto rank8 = parse_safetensors(safetensors_bytes(
+      R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1],"data_offsets":[0,1]}})", 1));
+  EXPECT_TRUE(rank8.ok()) << rank8.status().message();
+  // A product of dimensions past 2^64 is an overflow, not a wrapped small size.
+  auto overflow = parse_safetensors(safetensors_bytes(
+      R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})", 4));
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_TRUE(has(overflow.status(), "overflows")) << overflow.status().message();
+  std::vector<uint8_t> huge(8, 0);
+  huge[0] = 0x01, huge[1] = 0xe1, huge[2] = 0xf5, huge[3] = 0x05;  // 100,000,001
+  auto header = parse_safetensors(huge);
+  ASSERT_FALSE(header.ok());
+  EXPECT_TRUE(has(header.status(), "above the 100,000,000-byte limit"));
+}
+
+TEST(FuzzRegression, JsonFilesAreBoundedBeforeParsing) {
+  const std::string big(kMaxHfConfigBytes + 1, ' ');
+  auto c = parse_hf_config(big, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(has(c.status(), "above the 16777216-byte limit")) << c.status().message();
+  EXPECT_FALSE(parse_deepspeed_config(big, "ds.json", RunSettings()).ok());
+  EXPECT_FALSE(parse_trainer_state(big, "trainer_state.json").ok());
+  EXPECT_FALSE(parse_sharded_manifest(big, "manifest.json").ok());
+  const std::string dir = temp_dir("json");
+  write_bytes(dir + "/config.json", big);
+  auto read = read_text_file(dir + "/config.json", "", kMaxHfConfigBytes);
+  ASSERT_FALSE(read.ok());
+  EXPECT_TRUE(has(read.status(), "larger than the 16777216-byte limit"));
+  auto loaded = load_hf_config(dir + "/config.json");
+  EXPECT_FALSE(loaded.ok());
+  fs::remove_all(dir);
+}
+
+// Megatron .idx counts are checked against the index's size (with overflow checks).
+TEST(FuzzRegression, MegatronIndexCountsMustFitTheIndex) {
+  const std::string dir = temp_dir("megatron");
+  std::string idx("MMIDIDX\0\0", 9);
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) idx.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  put(1, 8);                  // version
+  put(8, 1);                  // uint16
+  put(uint64_t{1} << 62, 8);  // sequences: 12 x 2^62 overflows
+  put(uint64_t{1} << 62, 8);  // documents
+  write_bytes(dir + "/c.idx", idx);
+  write_bytes(dir + "/c.bin", std::string(8, '\0'));
+  auto t = TokenFile::open(dir + "/c.bin");
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(has(t.status(), "do not fit its 34 bytes")) << t.status().message();
+  write_bytes(dir + "/c.idx", idx.substr(0, 20));
+  auto short_idx = TokenFile::open(dir + "/c.bin");
+  ASSERT_FALSE(short_idx.ok());
+  EXPECT_TRUE(has(short_idx.status(), "shorter than its 34-byte header"));
+  fs::remove_all(dir);
+}
+
+// Integers out of range (or floats where integers belong) in checkpoint JSON are errors, never a
+// conversion (a float such as 1e300 converted to int is undefined behaviour).
+TEST(FuzzRegression, CheckpointJsonFieldsAreRangeChecked) {
+  auto neg = parse_trainer_state(
+      R"({"step":-1,"optimizer_steps":0,"data_position":0,"skipped_steps":0,"seed":1})", "ts");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_TRUE(has(neg.status(), "'step' is out of range")) << neg.status().message();
+  auto real = parse_trainer_state(
+      R"({"step":1.5,"optimizer_steps":0,"data_position":0,"skipped_steps":0,"seed":1})", "ts");
+  EXPECT_FALSE(real.ok());
+
+  const std::string state =
+      R"("trainer_state":{"step":1,"optimizer_steps":1,"data_position":0,"skipped_steps":0,"seed":1})";
+  auto manifest = [&](const std::string& world, const std::string& file, const std::string& fmt) {
+    return "{\"format\":" + fmt + ",\"version\":1," + state + ",\"world_size\":" + world +
+           ",\"zero_stage\":1,\"flat_layout\":{\"numel\":4},\"parameters\":{\"file\":\"" + file +
+           "\",\"rank\":0,\"bytes\":10,\"crc32c\":1},\"optimizer_shards\":[{\"file\":\"o\","
+           "\"rank\":0,\"begin\":0,\"end\":4,\"bytes\":1,\"crc32c\":2}]}";
+  };
+  const std::string fmt = "\"ljperf-sharded-checkpoint\"";
+  auto good = parse_sharded_manifest(manifest("1", "model.safetensors", fmt), "m");
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(good->optimizer_shards.size(), 1u);
+  auto world = parse_sharded_manifest(manifest("1e300", "model.safetensors", fmt), "m");
+  ASSERT_FALSE(world.ok());
+  EXPECT_TRUE(has(world.status(), "world_size")) << world.status().message();
+  // A non-string "format" used to throw type_error out of load_checkpoint_for_rank.
+  EXPECT_FALSE(parse_sharded_manifest(manifest("1", "model.safetensors", "1"), "m").ok());
+  // A file outside the step folder is refused before anything is opened.
+  auto escape = parse_sharded_manifest(manifest("1", "../../etc/passwd", fmt), "m");
+  ASSERT_FALSE(escape.ok());
+  EXPECT_TRUE(has(escape.status(), "not a file name inside the step folder"));
+}
+
+}  // namespace
+}  // namespace lj

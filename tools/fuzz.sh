@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Fuzzes every parser of files from other people (tests/fuzz/, issue 18):
+#   tools/fuzz.sh [--jobs N] [SECONDS]
+#   tools/fuzz.sh --replay [--jobs N]
+# builds the libFuzzer targets with clang in build-fuzz (LJ_FUZZ=ON), then runs each target for
+# SECONDS (default 60), N targets at a time (default 1; CI passes $(nproc)). The grown corpus
+# lives outside the repository, in ${LJ_FUZZ_CORPUS:-${XDG_CACHE_HOME:-~/.cache}/ljperf/fuzz}/<target>,
+# seeded from tests/fuzz/corpus/<target> (and, for the tokenizer, the tokenizer.json fixtures).
+# Prints per target: executions, coverage (cov/ft from -print_final_stats=1), corpus size and
+# findings; exits non-zero on any finding. A finding's input is kept under
+# <corpus root>/findings/<target>/ (crash-*, leak-*, timeout-*, oom-*) — turn it into a unit test.
+# --replay (what CI runs): every target runs each input of its checked-in seed corpus once
+# (libFuzzer -runs=0) and nothing more — deterministic, a minute at most, and it fails on any
+# crash or sanitizer report; exploring (SECONDS) is for tools/fuzz.sh by hand or a nightly job.
+# Environment: BUILD_DIR (default build-fuzz), CXX (default clang++).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=1
+seconds=60
+replay=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --replay) replay=1; shift ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --jobs=*) jobs=${1#--jobs=}; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) seconds=$1; shift ;;
+  esac
+done
+[[ "$jobs" =~ ^[1-9][0-9]*$ && "$seconds" =~ ^[1-9][0-9]*$ ]] || {
+  echo "usage: tools/fuzz.sh [--jobs N] [SECONDS]" >&2
+  exit 2
+}
+
+build=${BUILD_DIR:-build-fuzz}
+root=${LJ_FUZZ_CORPUS:-${XDG_CACHE_HOME:-$HOME/.cache}/ljperf/fuzz}
+cmake -S . -B "$build" -G Ninja -DLJ_FUZZ=ON -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="${CXX:-clang++}" >/dev/null
+cmake --build "$build" -j "$(nproc)" --target fuzz_targets
+
+targets=()
+for src in tests/fuzz/*_fuzz.cc; do
+  name=$(basename "$src" _fuzz.cc)
+  targets+=("$name")
+done
+
+# run_target NAME: fuzzes one target for $seconds; writes $log_dir/NAME.log and NAME.rc.
+run_target() {
+  local name=$1 corpus=$root/$name findings=$root/findings/$name
+  # Replay: a corpus of the seeds alone, in the run's own temporary folder.
+  [ "$replay" -eq 1 ] && corpus=$log_dir/corpus-$name
+  mkdir -p "$corpus" "$findings"
+  local seeds=(tests/fuzz/corpus/"$name")
+  [ "$name" = tokenizer ] && seeds+=(tests/fixtures/tokenize)
+  # Seeds go into the grown corpus (libFuzzer merges, keeping what adds coverage on later runs).
+  for d in "${seeds[@]}"; do
+    find "$d" -maxdepth 1 -type f \( -name '*tokenizer.json' -o ! -path '*/tokenize/*' \) \
+      -exec cp -n -t "$corpus" {} +
+  done
+  local dict=()
+  [ -f tests/fuzz/$name.dict ] && dict=(-dict=tests/fuzz/$name.dict)
+  # -rss_limit_mb: memory is bounded by the limits (docs/limits.md), far below this.
+  # -timeout: one input taking 10 s is a finding (a hostile file must not hang a parser).
+  local rc=0 t0 length=(-max_total_time="$seconds")
+  [ "$replay" -eq 1 ] && length=(-runs=0)
+  t0=$(date +%s)
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    "$build/tests/fuzz/${name}_fuzz" "$corpus" "${dict[@]}" "${length[@]}" \
+    -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
+    -artifact_prefix="$findings/" >"$log_dir/$name.log" 2>&1 || rc=$?
+  echo "$rc" >"$log_dir/$name.rc"
+  echo $(($(date +%s) - t0)) >"$log_dir/$name.sec"
+  # Keep the cache small: merge the grown corpus down to the inputs that give its coverage
+  # (seconds; every input runs once). Skipped after a finding, whose corpus is kept as it is.
+  if [ "$rc" -eq 0 ] && [ "$replay" -eq 0 ]; then
+    rm -rf "$corpus.min" && mkdir -p "$corpus.min"
+    if "$build/tests/fuzz/${name}_fuzz" -merge=1 -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
+      "$corpus.min" "$corpus" >"$log_dir/$name.merge.log" 2>&1; then
+      rm -rf "$corpus" && mv "$corpus.min" "$corpus"
+    else
+      rm -rf "$corpus.min"
+    fi
+  fi
+}
+
+log_dir=$(mktemp -d)
+trap 'rm -rf "$log_dir"' EXIT
+touch "$log_dir/start"
+if [ "$replay" -eq 1 ]; then
+  echo "replaying the seed corpora of ${#targets[@]} targets, $jobs at a time"
+else
+  echo "fuzzing ${#targets[@]} targets for ${seconds} s each, $jobs at a time; corpus in $root"
+fi
+running=0
+for name in "${targets[@]}"; do
+  run_target "$name" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait || true
+
+failed=0
+printf '%-18s %12s %8s %8s %8s %8s  %s\n' target executions cov ft corpus seconds findings
+for name in "${targets[@]}"; do
+  log=$log_dir/$name.log
+  rc=$(cat "$log_dir/$name.rc" 2>/dev/null || echo 1)
+  execs=$(sed -n "s/^stat::number_of_executed_units: *//p" "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  corpus=$(find "$([ "$replay" -eq 1 ] && echo "$log_dir/corpus-$name" || echo "$root/$name")" -type f | wc -l)
+  found=$(find "$root/findings/$name" -type f -newer "$log_dir/start" | wc -l)
+  what=none
+  if [ "$rc" -ne 0 ] || [ "$found" -gt 0 ]; then
+    failed=1
+    what="$found (exit $rc): $(grep -m1 -E 'ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer)|runtime error' "$log" | cut -c1-120)"
+  fi
+  secs=$(cat "$log_dir/$name.sec" 2>/dev/null || echo '?')
+  printf '%-18s %12s %8s %8s %8s %8s  %s\n' "$name" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$corpus" \
+    "$secs" "$what"
+  if [ "$rc" -ne 0 ]; then
+    echo "---- $name: last lines of the log ----"
+    grep -v '^    #' "$log" | tail -25
+    ls "$root/findings/$name"
+  fi
+done
+exit "$failed"
