@@ -34,7 +34,7 @@ done
 }
 
 build=${BUILD_DIR:-build-fuzz}
-root=${LJ_FUZZ_CORPUS:-${XDG_CACHE_HOME:-$HOME/.cache}/ljperf/fuzz}
+root=${LJ_FUZZ_CORPUS:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ljperf/fuzz}
 cmake -S . -B "$build" -G Ninja -DLJ_FUZZ=ON -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="${CXX:-clang++}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target fuzz_targets
