@@ -62,13 +62,26 @@ echo "check: reference run (2 ranks, $kSteps steps, ZeRO 1)"
 [ "$(ls ref/tb | wc -l)" = 1 ] || fail "tb/ has $(ls ref/tb | wc -l) event files (rank 0 alone writes one)"
 pass "reference: latest step-$kSteps, sharded, one metrics line per step, one event file"
 
+# start_until_committed NAME ARGS...: starts the job in the background with --out $TMP/NAME (stdout
+# NAME.out, stderr NAME.err), waits up to 30 s for its first committed checkpoint, and sets
+# `victim` to rank 1's process.
+start_until_committed() {
+  local name=$1
+  shift
+  "${mpi[@]}" "$LJ" "$@" --out "$TMP/$name" >"$name.out" 2>"$name.err" &
+  E2E_BG_PID=$!
+  for _ in $(seq 600); do
+    [ -f "$name/latest" ] && break
+    kill -0 "$E2E_BG_PID" 2>/dev/null || break  # ended early: its output says why
+    sleep 0.05
+  done
+  [ -f "$name/latest" ] || { tail -n 5 "$name.err" "$name.out" >&2; fail "no checkpoint committed within 30 s"; }
+  victim=$(rank_pid 1 "$E2E_BG_PID")
+  [ -n "$victim" ] || fail "could not find rank 1's process"
+}
+
 echo "check: kill -9 of rank 1 after the first checkpoint ends the job"
-"${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/run" >run1.out 2>run1.err &
-E2E_BG_PID=$!
-for _ in $(seq 600); do [ -f run/latest ] && break; sleep 0.05; done
-[ -f run/latest ] || fail "no checkpoint committed within 30 s"
-victim=$(rank_pid 1 "$E2E_BG_PID")
-[ -n "$victim" ] || fail "could not find rank 1's process"
+start_until_committed run "${ARGS[@]}"
 kill -9 "$victim"
 t0=$(now_ms)
 set +e
@@ -111,16 +124,7 @@ echo "check: SIGTERM to rank 1 stops every rank at one step, with a checkpoint, 
 HANG_ARGS=("${ARGS[@]}")
 [ "${HANG_ARGS[5]}" = --steps ] || fail "ARGS changed: --steps is not its 6th word"
 HANG_ARGS[6]=100000  # runs until stopped
-"${mpi[@]}" "$LJ" "${HANG_ARGS[@]}" --out "$TMP/term" >term.out 2>term.err &
-E2E_BG_PID=$!
-for _ in $(seq 600); do
-  [ -f term/latest ] && break
-  kill -0 "$E2E_BG_PID" 2>/dev/null || break  # ended early: its output says why
-  sleep 0.05
-done
-[ -f term/latest ] || { tail -n 5 term.err term.out >&2; fail "no checkpoint committed within 30 s"; }
-victim=$(rank_pid 1 "$E2E_BG_PID")
-[ -n "$victim" ] || fail "could not find rank 1's process"
+start_until_committed term "${HANG_ARGS[@]}"
 kill -TERM "$victim"
 set +e
 wait "$E2E_BG_PID"
@@ -134,16 +138,7 @@ stopped=$(sed -n 's/^stopped by signal at step \([0-9]*\);.*/\1/p' term.err)
 pass "every rank stopped at step $stopped, checkpoint step-$stopped committed, exit 0"
 
 echo "check: a hung rank (SIGSTOP) ends the job after --comm-timeout $kTimeout"
-"${mpi[@]}" "$LJ" "${HANG_ARGS[@]}" --out "$TMP/hang" >hang.out 2>hang.err &
-E2E_BG_PID=$!
-for _ in $(seq 600); do
-  [ -f hang/latest ] && break
-  kill -0 "$E2E_BG_PID" 2>/dev/null || break  # ended early: its output says why
-  sleep 0.05
-done
-[ -f hang/latest ] || { tail -n 5 hang.err hang.out >&2; fail "no checkpoint committed within 30 s"; }
-victim=$(rank_pid 1 "$E2E_BG_PID")
-[ -n "$victim" ] || fail "could not find rank 1's process"
+start_until_committed hang "${HANG_ARGS[@]}"
 kill -STOP "$victim"
 t0=$(now_ms)
 set +e
