@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Accuracy of the planner's CPU memory predictor: runs `ljperf benchmark --steps 3` over a list of
-# configurations, fits the CPU overhead coefficients (ljperf calibrate --results) on every other
-# run and checks the fit on the rest, then prints predicted against measured peak RSS (VmHWM,
+# configurations, fits what the causes leave (ljperf calibrate --results --per-node-term: a
+# residual and bytes per graph node) on every other run and checks the fit on the rest, then prints predicted against measured peak RSS (VmHWM,
 # what the kernel saw) with relative errors, median and max. Two runs are cross-checked against
 # /usr/bin/time -v. accuracy_report.py writes $out/table.md: the per-run table and the median and
 # max errors by set (fit, held out) and by compile on/off.
@@ -86,7 +86,7 @@ done <<< "$list"
 
 echo
 echo "== fit on $(wc -l < "$fit") runs (every other one) =="
-"$ljperf" calibrate --results "$fit" --out "$out/predictor_coefficients.json"
+"$ljperf" calibrate --results "$fit" --per-node-term --out "$out/predictor_coefficients.json"
 echo
 echo "== held-out check on $(wc -l < "$check") runs =="
 "$ljperf" calibrate --coefficients "$out/predictor_coefficients.json" --check "$check"

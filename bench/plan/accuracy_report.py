@@ -17,6 +17,16 @@ m = json.load(open(os.path.join(out, "predictor_coefficients.json")))
 c = m["cpu_memory"]
 coef = [c["reserved_factor"], m["host"]["baseline_rss_bytes"], c["per_node_bytes"],
         c["per_param_bytes"], c.get("gemm_pack_bytes", 0.0)]
+gemm_factor = c.get("gemm_buffer_factor", 1.0)
+
+
+def predict(feats):
+    """memory_model.h: resident blocks, residual, nodes, params, packing (0/1), then (7-feature
+    records) the measured process baseline and oneDNN's GEMM buffer bytes."""
+    p = sum(a * b for a, b in zip(coef, feats[:5] + [0.0] * (5 - len(feats[:5]))))
+    if len(feats) >= 7:
+        p += feats[5] + gemm_factor * feats[6]
+    return p
 
 
 def fmt_bytes(b):
@@ -28,16 +38,19 @@ for path in glob.glob(os.path.join(out, "run*.jsonl")):
     i = int(re.search(r"run(\d+)\.jsonl$", path).group(1))
     with open(path) as f:
         rec = json.loads(f.readline())
-    feats = rec["plan"]["features"] + [0.0] * (5 - len(rec["plan"]["features"]))
-    pred = sum(a * b for a, b in zip(coef, feats))
+    pred = predict(rec["plan"]["features"])
     meas = rec["summary"]["peak_rss_bytes"]
     runs.append((i, rec, pred, meas, (pred - meas) / meas))
 runs.sort(key=lambda r: r[0])
 
-print(f"Fitted (calibrate --results on the {sum(1 for r in runs if r[0] % 2 == 0)} even-numbered "
-      f"runs): rss = {coef[0]:.5f} x allocator reserved peak + {coef[1] / MiB:.1f} MiB + "
-      f"{coef[2]:.0f} B/node + {coef[3]:.4f} B/param + {coef[4] / MiB:.1f} MiB when oneDNN packs "
-      f"a GEMM\n")
+baseline = next((r[1]["plan"]["features"][5] for r in runs
+                 if len(r[1]["plan"]["features"]) >= 7), 0.0)
+print(f"Fitted (calibrate --results --per-node-term on the "
+      f"{sum(1 for r in runs if r[0] % 2 == 0)} even-numbered runs): rss = {coef[0]:.4f} x "
+      f"allocator blocks (glibc-priced) + measured process baseline ({baseline / MiB:.2f} MiB) + "
+      f"{gemm_factor:.2f} x oneDNN GEMM buffers (modelled) + residual {coef[1] / 1024:.1f} KiB + "
+      f"{coef[2]:.0f} B/node (+ {coef[4] / MiB:.1f} MiB when oneDNN packs a GEMM, hosts without "
+      f"the GEMM buffer model only)\n")
 print("| # | set | model | batch | seq | recompute | compile | predicted | measured | error |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for i, rec, pred, meas, err in runs:
@@ -52,12 +65,17 @@ def summary(name, rows):
     if not rows:
         return
     e = sorted(abs(r[4]) for r in rows)
-    print(f"| {name} | {len(rows)} | {100 * statistics.median(e):.2f}% | {100 * e[-1]:.2f}% |")
+    under = min(0.0, min(r[4] for r in rows))
+    print(f"| {name} | {len(rows)} | {100 * statistics.median(e):.2f}% | {100 * e[-1]:.2f}% | "
+          f"{100 * under:+.2f}% |")
 
 
-print("\n| runs | n | median abs error | max abs error |")
-print("|---|---|---|---|")
+print("\n| runs | n | median abs error | max abs error | largest under-prediction |")
+print("|---|---|---|---|---|")
 summary("held out (odd)", [r for r in runs if r[0] % 2 == 1])
+shape = lambda r: "shape" in str(r[1]["config"]["model"])
+summary("held out, random shapes (never fitted)", [r for r in runs if r[0] % 2 == 1 and shape(r)])
+summary("held out, presets", [r for r in runs if r[0] % 2 == 1 and not shape(r)])
 summary("fit (even)", [r for r in runs if r[0] % 2 == 0])
 summary("all", runs)
 summary("all, compile off (eager)", [r for r in runs if not r[1]["config"]["compile"]])

@@ -504,12 +504,8 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                {"predicted_peak_rss_bytes", predicted.memory.total},
                {"predicted", pred},
                {"predicted_step_seconds", predicted.step_seconds},
-               // cpu_memory_features: allocator reserved peak, 1, graph nodes, parameters, GEMM
-               // packing (0/1).
-               {"features", cpu_memory_features(
-                                static_cast<double>(figures.stats.bytes_reserved_peak),
-                                static_cast<double>(figures.nodes),
-                                static_cast<double>(model.num_params()), figures.gemm_packing)}};
+               // cpu_memory_features (plan/memory_model.h): what calibrate --results fits on.
+               {"features", cpu_memory_features(figures, model, prepared.process_baseline_bytes)}};
   LJ_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(a.output, /*append=*/true));
   LJ_RETURN_IF_ERROR(w.write(j.dump()));
   LJ_RETURN_IF_ERROR(w.flush());

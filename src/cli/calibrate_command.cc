@@ -14,6 +14,7 @@
 #include "cli/report.h"
 #include "core/units.h"
 #include "plan/calibrate.h"
+#include "plan/host_baseline.h"
 #include "plan/host_peak.h"
 #include "plan/memory_model.h"
 #include "runtime/host.h"
@@ -31,16 +32,6 @@ struct CalibrateArgs {
   int threads = 0;
   bool per_node_term = false;
 };
-
-// VmRSS of this process now, in bytes (0 when unknown).
-double current_rss_bytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return 1024.0 * std::atof(line.c_str() + 6);
-  }
-  return 0;
-}
 
 StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>& files) {
   std::vector<MemoryRecord> recs;
@@ -97,21 +88,23 @@ Status run_calibrate(const CalibrateArgs& a) {
                  nominal);
     }
     fmt::print("  peak cache              {}\n", host_peak_cache_path());
-    // The process once the micro-runs' tensors are gone: binary, libraries, OpenMP threads.
-    if (m.fitted_records == 0) m.host.baseline_rss_bytes = current_rss_bytes();
-    fmt::print("  baseline RSS            {} ({})\n", format_bytes(m.host.baseline_rss_bytes),
-               m.fitted_records > 0 ? "kept: fitted from results" : "measured");
+    // The process baseline the memory model adds (plan/host_baseline.h): remeasured, cached.
+    LJ_ASSIGN_OR_RETURN(HostBaseline b, host_baseline(h.threads, /*remeasure=*/true));
+    fmt::print("  process baseline        {} (tiny preset in a child, {:.1f} s; cache {})\n",
+               format_bytes(b.bytes), b.probe_seconds, host_baseline_cache_path());
   }
   if (!a.results.empty()) {
     LJ_ASSIGN_OR_RETURN(std::vector<MemoryRecord> recs, read_records(a.results));
     LJ_ASSIGN_OR_RETURN(MemoryFit fit, fit_cpu_memory(recs, m, a.per_node_term));
     m = fit.model;
     fmt::print(
-        "fitted on {} records: rss = {:.5f} x allocator reserved + {} + {:.1f} B/node x "
-        "nodes + {:.4f} B/param x params + {} when oneDNN packs a GEMM\n",
-        recs.size(), m.cpu_memory.reserved_factor, format_bytes(m.host.baseline_rss_bytes),
-        m.cpu_memory.per_node_bytes, m.cpu_memory.per_param_bytes,
-        format_bytes(m.cpu_memory.gemm_pack_bytes));
+        "fitted on {} records: rss = allocator blocks (resident) + measured process baseline + "
+        "oneDNN GEMM buffers + residual {} + {:.1f} B/node x nodes{}\n",
+        recs.size(), format_bytes(m.host.baseline_rss_bytes), m.cpu_memory.per_node_bytes,
+        m.cpu_memory.gemm_pack_bytes > 0
+            ? " (hosts without the GEMM buffer model: + " +
+                  format_bytes(m.cpu_memory.gemm_pack_bytes) + " when oneDNN packs a GEMM)"
+            : std::string());
     fmt::print("  relative error: median {:.2f}%, max {:.2f}%\n", 100 * fit.median_rel_error,
                100 * fit.max_rel_error);
   }

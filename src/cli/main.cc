@@ -6,12 +6,15 @@
 #include "cli/dist_session.h"
 #include "cli/doctor.h"
 #include "core/log.h"
+#include "runtime/malloc_policy.h"
 
 #ifndef LJ_VERSION
 #define LJ_VERSION "dev"
 #endif
 
 int main(int argc, char** argv) {
+  // First: every later allocation is priced by the planner under these thresholds.
+  lj::pin_malloc_thresholds();
   lj::init_log_level_from_env();
   lj::cli::label_errors_by_launch_rank();
   CLI::App app{"ljperf: train Llama-family language models and measure how fast they train"};

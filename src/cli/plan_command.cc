@@ -11,6 +11,7 @@
 #include "core/units.h"
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
+#include "plan/host_baseline.h"
 #include "plan/plan.h"
 #include "runtime/launch_env.h"
 
@@ -56,6 +57,8 @@ Status run_plan(const PlanArgs& a) {
   const int stage = a.zero >= 0 ? a.zero : (!host && gpus > 1 ? 3 : 0);
   req.zero = ZeroSetup::for_model(req.model, stage, gpus);
   if (host) {
+    // The process baseline measured on this host (cached; probed once).
+    LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs));
     // As `ljperf benchmark` runs without a DeepSpeed JSON: DeepSpeed's code defaults.
     const ZeroConfig defaults;
     req.zero.reduce_bucket_size = defaults.reduce_bucket_size;

@@ -45,6 +45,7 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
       req.budget_bytes > 0 ? "--memory-limit"
                            : default_budget_percent() + " of " + gib(req.device.memory_bytes),
       req.coeffs.source);
+  s += "  (" + safety_margin_note() + ")\n";
   const Candidate* best = r.best();
   const Candidate& shown = best ? *best : r.ranked.front();
   s += fmt::format("\nmemory per {} ({}: {}):\n", gpu ? "rank" : "process",
@@ -145,6 +146,7 @@ void print_ckpt_choice(const CkptChoice& c, int64_t num_layers) {
   fmt::print(
       "checkpoint optimization (CHECKPOINT_OPTIMIZATION): budget {} ({}), {} choices priced\n",
       format_bytes(c.budget.bytes), c.budget.source, r.ranked.size());
+  fmt::print("  ({})\n", safety_margin_note());
   fmt::print("  chosen:    {} — {} layers recomputed, predicted peak {}, predicted step {}\n",
              best->recompute.to_string(L), best->layers, format_bytes(best->memory.total),
              format_seconds(best->step_seconds));

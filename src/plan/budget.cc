@@ -10,6 +10,15 @@ std::string default_budget_percent() {
   return text;
 }
 
+std::string safety_margin_note() {
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "a choice fits when its predicted peak is at most the budget less %g%%, the "
+                "largest under-prediction measured on shapes never fitted",
+                100.0 * kBudgetSafetyMargin);
+  return text;
+}
+
 MemoryBudget default_budget(double available_bytes, const std::string& of) {
   return MemoryBudget{kDefaultBudgetFraction * available_bytes,
                       default_budget_percent() + " of " + of};

@@ -5,6 +5,7 @@
 
 #include "core/units.h"
 #include "graph/builder.h"
+#include "plan/memory_model.h"
 #include "runtime/executor.h"
 
 namespace lj {
@@ -111,9 +112,11 @@ StatusOr<std::vector<double>> least_squares(const std::vector<std::vector<double
 }
 
 double predict_cpu_rss(const std::vector<double>& f, const PredictorCoefficients& m) {
-  return m.cpu_memory.reserved_factor * f[0] + m.host.baseline_rss_bytes * f[1] +
-         m.cpu_memory.per_node_bytes * f[2] + m.cpu_memory.per_param_bytes * f[3] +
-         (f.size() > 4 ? m.cpu_memory.gemm_pack_bytes * f[4] : 0.0);
+  const CpuMemoryCoefficients& c = m.cpu_memory;
+  double r = c.reserved_factor * f[0] + m.host.baseline_rss_bytes * f[1] + c.per_node_bytes * f[2] +
+             c.per_param_bytes * f[3] + c.gemm_pack_bytes * f[4];
+  if (f.size() >= kCpuMemoryFeatures) r += f[5] + c.gemm_buffer_factor * f[6];
+  return r;
 }
 
 std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records,
@@ -126,33 +129,30 @@ std::vector<double> cpu_memory_errors(const std::vector<MemoryRecord>& records,
 
 StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
                                    const PredictorCoefficients& base, bool per_node_term) {
+  // Everything priced from its cause stays as priced (factors 1): the fit is the residual
+  // constant, with --per-node-term also bytes per graph node, and the GEMM packing step where
+  // the GEMM buffers are not modelled (hosts without AVX-512).
   std::vector<std::vector<double>> a;
   std::vector<double> y;
+  const CpuMemoryCoefficients& c = base.cpu_memory;
   for (const auto& r : records) {
-    // 4 features: records from before the GEMM packing term (taken as no packing).
-    if (r.features.size() < 4 || r.features.size() > 5 || !(r.measured_bytes > 0))
-      return invalid_argument("a result record has no plan features or no measured peak RSS",
-                              "use results written by this ljperf's benchmark --output");
-    a.push_back(r.features);
-    a.back().resize(5, 0.0);
-    if (!per_node_term) a.back()[2] = 0;  // a zero column gets coefficient 0
-    y.push_back(r.measured_bytes);
+    if (r.features.size() != kCpuMemoryFeatures || !(r.measured_bytes > 0))
+      return invalid_argument("a result record has no plan features of this ljperf (" +
+                                  std::to_string(kCpuMemoryFeatures) + ") or no measured peak RSS",
+                              "rerun the benchmarks with this ljperf's benchmark --output");
+    const auto& f = r.features;
+    a.push_back({1.0, per_node_term ? f[2] : 0.0, f[4]});
+    y.push_back(r.measured_bytes - c.reserved_factor * f[0] - f[5] - c.gemm_buffer_factor * f[6]);
   }
-  // Records of one or two presets do not separate the per-node and per-parameter terms from
-  // the constant: those coefficients are dropped (last first) until the system is determined.
-  StatusOr<std::vector<double>> x = least_squares(a, y);
-  for (size_t keep = 3; !x.ok() && keep >= 2; --keep) {
-    for (auto& row : a) row[keep] = 0;
-    x = least_squares(a, y);
-  }
-  LJ_RETURN_IF_ERROR(x.status());
+  LJ_ASSIGN_OR_RETURN(std::vector<double> x, least_squares(a, y));
   MemoryFit fit;
   fit.model = base;
-  fit.model.cpu_memory.reserved_factor = (*x)[0];
-  fit.model.host.baseline_rss_bytes = (*x)[1];
-  fit.model.cpu_memory.per_node_bytes = (*x)[2];
-  fit.model.cpu_memory.per_param_bytes = (*x)[3];
-  fit.model.cpu_memory.gemm_pack_bytes = (*x)[4];  // 0 when no record packs
+  fit.model.host.baseline_rss_bytes = x[0];
+  fit.model.cpu_memory.per_node_bytes = x[1];
+  fit.model.cpu_memory.per_param_bytes = 0;
+  bool packs = false;
+  for (const auto& row : a) packs = packs || row[2] != 0;
+  if (packs) fit.model.cpu_memory.gemm_pack_bytes = x[2];  // else kept
   fit.model.fitted_records = static_cast<int>(records.size());
   std::vector<double> e = cpu_memory_errors(records, fit.model);
   std::sort(e.begin(), e.end());

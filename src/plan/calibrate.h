@@ -25,23 +25,20 @@ StatusOr<HostMeasurement> measure_host(int threads = 0);
 StatusOr<std::vector<double>> least_squares(const std::vector<std::vector<double>>& a,
                                             const std::vector<double>& y);
 
-// One measured run for the CPU memory fit: the dry-run features (cpu_memory_features order) and
-// the process's measured peak RSS.
+// One measured run for the CPU memory fit: the dry-run features (memory_model.h
+// cpu_memory_features order) and the process's measured peak RSS.
 struct MemoryRecord {
   std::vector<double> features;
   double measured_bytes = 0;
 };
 struct MemoryFit {
-  PredictorCoefficients model;  // `base` with the CPU memory coefficients replaced
+  PredictorCoefficients model;  // `base` with the fitted CPU memory terms replaced
   double median_rel_error = 0, max_rel_error = 0;  // over the records fitted
 };
-// Fits rss = reserved_factor·reserved + baseline + per_node·nodes + per_param·params
-//           + gemm_pack·packing.
-// The per-node term is fitted only with `per_node_term` (its coefficient is 0 otherwise): on
-// this host the process's RSS above the reserved peak does not follow the node count (eager
-// small, ~1000 nodes, and compiled, ~650, at 384 tokens: 17.3 and 17.2 MiB; tiny eager and
-// compiled: 14.1-14.6 MiB), and fitting it traded tiny's eager runs against its compiled ones
-// (held-out max 4.27% with it, 2.32% without, bench/plan/RESULTS.md).
+// Fits what the causes leave: measured − (allocator blocks' resident peak + measured process
+// baseline + oneDNN's GEMM buffers) = residual [+ per_node · nodes] [+ gemm_pack · packing, on
+// hosts whose GEMM buffers are not modelled]. The per-node term only with `per_node_term`.
+// Records from before the resident pricing (5 features) are refused.
 StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
                                    const PredictorCoefficients& base, bool per_node_term = false);
 // The model's peak RSS for one record's features.

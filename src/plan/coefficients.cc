@@ -17,6 +17,13 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// 2: the CPU memory model prices the allocator's blocks, oneDNN's GEMM buffers and the measured
+// process baseline from their causes; baseline_rss_bytes is the residual over them.
+constexpr const char* kFormat = "ljperf plan model 2";
+// 1: baseline_rss_bytes was the whole process, fitted with the other terms on one host. Read
+// for its host profile and efficiencies; its CPU memory terms give way to the defaults.
+constexpr const char* kFormatV1 = "ljperf plan model 1";
+
 json eff_to_json(const Efficiency& e) {
   json c = json::object();
   for (int i = 0; i < kPlanOpCategories; ++i)
@@ -43,7 +50,7 @@ Status eff_from_json(const json& j, const std::string& where, Efficiency* e) {
 
 std::string PredictorCoefficients::to_json() const {
   json j;
-  j["format"] = "ljperf plan model 1";
+  j["format"] = kFormat;
   j["host"] = {{"cpu", host.cpu},
                {"threads", host.threads},
                {"gemm_flops", host.gemm_flops},
@@ -53,6 +60,7 @@ std::string PredictorCoefficients::to_json() const {
                      {"per_node_bytes", cpu_memory.per_node_bytes},
                      {"per_param_bytes", cpu_memory.per_param_bytes},
                      {"gemm_pack_bytes", cpu_memory.gemm_pack_bytes},
+                     {"gemm_buffer_factor", cpu_memory.gemm_buffer_factor},
                      {"fitted_records", fitted_records}};
   j["gpu_memory"] = {{"cuda_context_bytes", gpu_memory.cuda_context_bytes},
                      {"fragmentation", gpu_memory.fragmentation},
@@ -69,9 +77,10 @@ StatusOr<PredictorCoefficients> parse_coefficients(const std::string& text,
   const std::string hint = "rewrite it with ljperf calibrate --device, or delete it";
   if (j.is_discarded() || !j.is_object())
     return invalid_argument("coefficients file " + source + " is not a JSON object", hint);
-  if (j.value("format", "") != "ljperf plan model 1")
+  const std::string format = j.value("format", "");
+  if (format != kFormat && format != kFormatV1)
     return invalid_argument(
-        "coefficients file " + source + " has no \"format\": \"ljperf plan model 1\"", hint);
+        "coefficients file " + source + " has no \"format\": \"" + kFormat + "\"", hint);
   PredictorCoefficients m;
   m.source = source;
   try {
@@ -86,6 +95,7 @@ StatusOr<PredictorCoefficients> parse_coefficients(const std::string& text,
     m.cpu_memory.per_node_bytes = c.value("per_node_bytes", 0.0);
     m.cpu_memory.per_param_bytes = c.value("per_param_bytes", 0.0);
     m.cpu_memory.gemm_pack_bytes = c.value("gemm_pack_bytes", 0.0);
+    m.cpu_memory.gemm_buffer_factor = c.value("gemm_buffer_factor", 1.0);
     m.fitted_records = c.value("fitted_records", 0);
     const json& g = j.at("gpu_memory");
     m.gpu_memory.cuda_context_bytes = g.at("cuda_context_bytes").get<double>();
@@ -99,6 +109,12 @@ StatusOr<PredictorCoefficients> parse_coefficients(const std::string& text,
     m.comm_overlap = j.at("comm").at("overlap").get<bool>();
   } catch (const json::exception& e) {
     return invalid_argument("coefficients file " + source + ": " + e.what(), hint);
+  }
+  if (format == kFormatV1 && source != "embedded defaults") {
+    const PredictorCoefficients d = default_coefficients();
+    m.cpu_memory = d.cpu_memory;
+    m.host.baseline_rss_bytes = d.host.baseline_rss_bytes;
+    m.fitted_records = 0;
   }
   if (m.host.gemm_flops <= 0 || m.host.mem_bandwidth <= 0 || m.comm_efficiency <= 0 ||
       m.comm_efficiency > 1 || m.gpu_memory.fragmentation < 1) {

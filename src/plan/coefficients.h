@@ -16,19 +16,27 @@ inline constexpr int kPlanOpCategories = static_cast<int>(OpCategory::opaque) + 
 
 // Measured profile of the CPU host the file was calibrated on.
 struct HostProfile {
-  std::string cpu;                // /proc/cpuinfo model name at calibration
-  int threads = 0;                // threads the micro-runs used
-  double gemm_flops = 0;          // sustained fp32 GEMM FLOP/s (matmul kernel)
-  double mem_bandwidth = 0;       // sustained copy bandwidth, bytes/s (read + write)
-  double baseline_rss_bytes = 0;  // the process before it allocates tensors (binary, libraries,
-                                  // OpenMP thread stacks)
+  std::string cpu;           // /proc/cpuinfo model name at calibration
+  int threads = 0;           // threads the micro-runs used
+  double gemm_flops = 0;     // sustained fp32 GEMM FLOP/s (matmul kernel)
+  double mem_bandwidth = 0;  // sustained copy bandwidth, bytes/s (read + write)
+  // What the peak RSS holds beyond everything priced from its causes (the allocator's blocks,
+  // oneDNN's GEMM buffers, the measured process baseline): a fitted residual, near 0.
+  double baseline_rss_bytes = 0;
+  // Not in the file: the process baseline measured on this host (plan/host_baseline.h), set by
+  // attach_host_baseline for a plan on this host; 0 until then.
+  double process_baseline_bytes = 0;
+  bool process_baseline_measured = false;
 };
 
-// The CPU process's peak resident set, as a linear model of the dry run's figures:
-//   rss = reserved_factor · allocator_reserved_peak + baseline_rss_bytes
+// The CPU process's peak resident set from the dry run's figures (plan/memory_model.h
+// predict_cpu_memory):
+//   rss = reserved_factor · allocator blocks' resident bytes (glibc-priced, malloc_policy.h)
+//         + measured process baseline (host_baseline.h) + baseline_rss_bytes (fitted residual)
 //         + per_node_bytes · graph_nodes + per_param_bytes · num_params
-//         + gemm_pack_bytes · [the step has a GEMM oneDNN packs, GraphFigures::gemm_packing]
-// (baseline in HostProfile). Fitted by `ljperf calibrate --results`.
+//         + gemm_buffer_factor · oneDNN's largest GEMM buffers (sgemm_buffers.h), or, on hosts
+//           that model does not cover, gemm_pack_bytes · [a GEMM oneDNN packs]
+// calibrate --results fits the residual (and the per-node term when asked); the factors stay 1.
 struct CpuMemoryCoefficients {
   double reserved_factor = 1.0;
   double per_node_bytes = 0;
@@ -37,6 +45,7 @@ struct CpuMemoryCoefficients {
   // for large GEMMs (on this host: small's LM head once a micro-batch has more than 384 tokens,
   // a step of ~21 MiB with 2 threads).
   double gemm_pack_bytes = 0;
+  double gemm_buffer_factor = 1.0;
 };
 
 // GPU runtime overheads (per rank) on top of the dry run and the ZeRO model states.

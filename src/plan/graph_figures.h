@@ -38,6 +38,9 @@ struct GraphFigures {
   // yet the process shows the same step above 384 rows (17 MiB over the reserved peak at 384,
   // 25-34 MiB at 448-2048; source not pinned down): the fused loss counts with all its rows.
   bool gemm_packing = false;
+  // oneDNN's largest GEMM buffers in the step (plan/sgemm_buffers.h), resident bytes; -1 where
+  // the model does not cover this host's oneDNN kernels (then gemm_packing stands in).
+  int64_t gemm_buffer_bytes = -1;
 };
 inline constexpr int64_t kGemmPackRows = 384;
 inline constexpr int64_t kGemmPackElements = int64_t{1} << 21;
@@ -62,6 +65,8 @@ struct DryRunOptions {
   // all-reduce allocates one on every rank, its reduce-scatter on rank 0, the worst rank, which
   // this predicts). Off: the dry run holds exactly what ljperf's own accounting sees.
   bool mpi_temporaries = true;
+  // The threads the step's GEMMs run on (oneDNN's buffers are per thread); 0: all.
+  int threads = 0;
 };
 
 // Builds the joint graph for `options` and dry-runs it with micro-batch `batch` and sequence

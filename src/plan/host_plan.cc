@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/units.h"
+#include "plan/host_baseline.h"
 #include "runtime/host.h"
 
 namespace lj {
@@ -13,6 +14,8 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   PlanRequest req;
   req.model = model;
   LJ_ASSIGN_OR_RETURN(req.coeffs, load_coefficients());
+  LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs, /*threads=*/0,
+                                          /*may_probe=*/parallel.world_size <= 1));
   LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
   req.gpus = parallel.world_size;
   req.zero = ZeroSetup::for_model(model, parallel.zero.stage, parallel.world_size);
@@ -76,6 +79,7 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
                                                   .world_size = parallel.world_size,
                                                   .zero = parallel.zero}));
   r.predicted.memory = predict_cpu_memory(r.figures, model, req.coeffs);
+  r.process_baseline_bytes = req.coeffs.host.process_baseline_bytes;
   r.predicted.step_seconds = r.figures.compute_seconds;
   return r;
 }

@@ -22,7 +22,8 @@ struct HostParallel {
   ZeroConfig zero = {};
 };
 
-// A PlanRequest for this host: the predictor coefficients (load_coefficients), device "host",
+// A PlanRequest for this host: the predictor coefficients (load_coefficients) with this host's
+// measured process baseline (host_baseline.h: cached, else probed once), device "host",
 // `parallel`'s ranks, stage and bucket sizes (figures per rank).
 StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_batch,
                                         int64_t seq_len, bool compile,
@@ -52,6 +53,7 @@ struct PreparedRun {
   double build_seconds = 0;  // building the joint graph (the compile passes included)
   GraphFigures figures;      // the dry run (f32, AdamW states), timed on the host profile
   Pricing predicted;         // predict_cpu_memory and the compute time of `figures`: per rank
+  double process_baseline_bytes = 0;  // the measured baseline in `predicted` (host_baseline.h)
 };
 // With several ranks the prediction is one rank's: its ZeRO shard of the optimizer states and
 // the step's collective buffers (graph_figures.h DryRunOptions::world_size).

@@ -36,38 +36,6 @@ double MemoryPrediction::get(const std::string& name) const {
   return 0;
 }
 
-std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, double params,
-                                        bool gemm_packing) {
-  return {reserved_bytes, 1.0, nodes, params, gemm_packing ? 1.0 : 0.0};
-}
-
-MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& model,
-                                    const PredictorCoefficients& coeffs) {
-  const MemoryStats& s = f.stats;
-  const auto at = [&](MemCategory c) { return static_cast<double>(s.at_peak(c)); };
-  const auto reserved = static_cast<double>(s.bytes_reserved_peak);
-  const std::vector<double> x =
-      cpu_memory_features(reserved, static_cast<double>(f.nodes),
-                          static_cast<double>(model.num_params()), f.gemm_packing);
-  const CpuMemoryCoefficients& c = coeffs.cpu_memory;
-  const double packing = c.gemm_pack_bytes * x[4];
-  const double total = c.reserved_factor * x[0] + coeffs.host.baseline_rss_bytes * x[1] +
-                       c.per_node_bytes * x[2] + c.per_param_bytes * x[3] + packing;
-  MemoryPrediction p;
-  p.items = {{"weights", at(MemCategory::weights)},
-             {"grads", at(MemCategory::grads)},
-             {"optimizer", at(MemCategory::optimizer)},
-             {"activations", at(MemCategory::activations)},
-             {"temporaries", at(MemCategory::temporaries) + at(MemCategory::workspace)},
-             {"allocator cache", reserved - static_cast<double>(s.bytes_total_peak)},
-             {"GEMM packing buffers (oneDNN)", packing}};
-  double listed = 0;
-  for (const auto& i : p.items) listed += i.bytes;
-  p.items.push_back({"process (binary, libraries, threads, slack)", total - listed});
-  p.total = total;
-  return p;
-}
-
 MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& model,
                                     const ZeroSetup& zero, const PredictorCoefficients& coeffs) {
   const MemoryStats& s = f.stats;

@@ -49,15 +49,19 @@ struct MemoryPrediction {
   double get(const std::string& name) const;
 };
 
-// CPU, one process: the dry run with f32 weights, gradients and AdamW states, and the process
-// around it: rss = reserved_factor · reserved + baseline + per_node · nodes + per_param · Ψ
-//                 + gemm_pack · [a GEMM oneDNN packs].
+// CPU, one process (plan/cpu_memory_model.cc): the dry run with f32 weights, gradients and
+// AdamW states, and the process around it, each part from its cause (coefficients.h
+// CpuMemoryCoefficients): the allocator's blocks at glibc's resident price, oneDNN's largest GEMM
+// buffers, the process baseline measured on this host (coeffs.host.process_baseline_bytes), and
+// the fitted residual.
 MemoryPrediction predict_cpu_memory(const GraphFigures& f, const LlamaConfig& model,
                                     const PredictorCoefficients& coeffs);
-// The features of that linear model, in coefficient order (reserved bytes, 1, nodes, params,
-// GEMM packing 0/1): what calibrate --results regresses the measured peak RSS on.
-std::vector<double> cpu_memory_features(double reserved_bytes, double nodes, double params,
-                                        bool gemm_packing = false);
+// The features of that model, in order: allocator blocks' resident peak, 1, graph nodes,
+// parameters, GEMM packing (0/1; only where the GEMM buffers are not modelled), the measured
+// process baseline, oneDNN's GEMM buffer bytes. What calibrate --results fits the residual on.
+inline constexpr size_t kCpuMemoryFeatures = 7;
+std::vector<double> cpu_memory_features(const GraphFigures& f, const LlamaConfig& model,
+                                        double process_baseline_bytes);
 
 // GPU rank: `f` is the dry run of the bf16 graph with the parameters as inputs and no optimizer
 // states. Stage 0/1 keep every gradient until the step (the dry run's peak has them); stage 2/3

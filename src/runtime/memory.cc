@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/units.h"
+#include "runtime/malloc_policy.h"
 
 namespace lj {
 
@@ -54,6 +55,8 @@ void* CachingAllocator::system_alloc(size_t size) {
   }
   stats_.bytes_reserved += static_cast<int64_t>(size);
   stats_.bytes_reserved_peak = std::max(stats_.bytes_reserved_peak, stats_.bytes_reserved);
+  stats_.bytes_resident += block_resident_bytes(static_cast<int64_t>(size));
+  stats_.bytes_resident_peak = std::max(stats_.bytes_resident_peak, stats_.bytes_resident);
   ++stats_.num_system_allocs;
   return p;
 }
@@ -122,6 +125,7 @@ void CachingAllocator::deallocate_uncached(void* p, size_t bytes, MemCategory ca
   const size_t size = round_up(bytes);
   count_free(size, category);
   stats_.bytes_reserved -= static_cast<int64_t>(size);
+  stats_.bytes_resident -= block_resident_bytes(static_cast<int64_t>(size));
   if (!virtual_) std::free(p);
 }
 
@@ -150,6 +154,7 @@ void CachingAllocator::deallocate_uncached_split(void* p, const CategoryBytes& b
     total += b;
   }
   stats_.bytes_reserved -= total;
+  stats_.bytes_resident -= block_resident_bytes(total);
   if (!virtual_) std::free(p);
 }
 
@@ -157,6 +162,7 @@ void CachingAllocator::release_cached() {
   for (auto& [size, p] : free_) {
     if (!virtual_) std::free(p);
     stats_.bytes_reserved -= static_cast<int64_t>(size);
+    stats_.bytes_resident -= block_resident_bytes(static_cast<int64_t>(size));
   }
   free_.clear();
 }
@@ -166,6 +172,7 @@ void CachingAllocator::reset_peaks() {
   stats_.bytes_total_peak = stats_.bytes_total_current;
   stats_.bytes_at_peak = stats_.bytes_current;
   stats_.bytes_reserved_peak = stats_.bytes_reserved;
+  stats_.bytes_resident_peak = stats_.bytes_resident;
   stats_.bytes_transient_peak = stats_.bytes_total_current - stats_.bytes_current[0] -
                                 stats_.bytes_current[1] - stats_.bytes_current[2];
 }

@@ -27,6 +27,10 @@ struct MemoryStats {
   int64_t bytes_transient_peak = 0;
   int64_t bytes_reserved = 0;  // held from the system, in use or cached
   int64_t bytes_reserved_peak = 0;
+  // What those blocks cost in resident memory: each priced by runtime/malloc_policy.h's
+  // block_resident_bytes (glibc's headers, alignment slack, whole pages for mmapped blocks).
+  int64_t bytes_resident = 0;
+  int64_t bytes_resident_peak = 0;
   int64_t num_allocs = 0;         // requests served
   int64_t num_system_allocs = 0;  // requests that reached the system allocator
 

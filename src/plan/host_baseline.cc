@@ -1,0 +1,171 @@
+#include "plan/host_baseline.h"
+
+#include <fcntl.h>
+#include <omp.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/log.h"
+#include "core/text_file.h"
+#include "io/atomic_file.h"
+#include "runtime/host.h"
+
+extern char** environ;
+
+namespace lj {
+namespace {
+
+constexpr const char* kFormat = "ljperf host baseline 1";
+
+// The running binary, as a cache key: a rebuilt ljperf touches other pages.
+std::string binary_identity() {
+  struct stat st {};
+  if (::stat("/proc/self/exe", &st) != 0) return "unknown";
+  return std::to_string(st.st_size) + "@" + std::to_string(st.st_mtim.tv_sec);
+}
+
+bool same_key(const nlohmann::json& e, const HostInfo& h, int threads, const std::string& bin) {
+  return e.value("cpu", "") == h.cpu_model && e.value("hostname", "") == h.hostname &&
+         e.value("threads", 0) == threads && e.value("binary", "") == bin;
+}
+
+nlohmann::json read_entries(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return nlohmann::json::array();
+  auto text = read_text_file(path);
+  if (!text.ok()) return nlohmann::json::array();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFormat ||
+      !j.contains("entries") || !j["entries"].is_array())
+    return nlohmann::json::array();
+  return j["entries"];
+}
+
+// Runs `ljperf benchmark` on the tiny preset in a child and reads its record.
+StatusOr<double> probe(int threads) {
+  char dir_template[] = "/tmp/ljperf_baseline.XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr)
+    return internal_error("baseline probe: cannot create a temporary directory");
+  const std::string dir = dir_template;
+  const std::string record = dir + "/probe.jsonl";
+  const std::string t = std::to_string(threads);
+  std::vector<std::string> args = {
+      "ljperf",  "benchmark", "--model",        "tiny", "--batch-size", "1", "--seq-len", "32",
+      "--steps", "2",         "--warmup-steps", "1",    "--threads",    t,   "--output",  record};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e != nullptr; ++e) {
+    // Not a rank of the launcher that started this process.
+    const std::string v = *e;
+    if (v.rfind("OMPI_", 0) == 0 || v.rfind("PMIX_", 0) == 0 || v.rfind("PMI_", 0) == 0) continue;
+    env_store.push_back(v);
+  }
+  env_store.push_back(std::string(kBaselineProbeEnv) + "=1");
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  const bool ran =
+      rc == 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  auto text = read_text_file(record);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!ran || !text.ok())
+    return internal_error("baseline probe: the child ljperf benchmark --model tiny failed");
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
+  try {
+    const double rss = j.at("summary").at("peak_rss_bytes").get<double>();
+    // The child priced itself with baseline 0: the rest of its peak is the baseline.
+    const double priced = j.at("plan").at("predicted_peak_rss_bytes").get<double>();
+    return rss - priced;
+  } catch (const nlohmann::json::exception& e) {
+    return internal_error(std::string("baseline probe: unexpected record: ") + e.what());
+  }
+}
+
+}  // namespace
+
+std::string host_baseline_cache_path() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/ljperf/host_baseline.json";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.cache/ljperf/host_baseline.json";
+}
+
+StatusOr<HostBaseline> host_baseline(int threads, bool remeasure, bool may_probe) {
+  HostBaseline b;
+  b.threads = threads > 0 ? threads : omp_get_max_threads();
+  const char* in_probe = std::getenv(kBaselineProbeEnv);
+  if (in_probe != nullptr && *in_probe != '\0') return b;  // the probe's child: 0
+  // Only ljperf itself can run the probe (not a test binary that links the planner).
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec).filename().string();
+  if (ec || exe.rfind("ljperf", 0) != 0) may_probe = false;
+  const HostInfo h = host_info();
+  const std::string bin = binary_identity();
+  const std::string path = host_baseline_cache_path();
+  nlohmann::json entries = read_entries(path);
+  if (!remeasure) {
+    for (const auto& e : entries) {
+      if (same_key(e, h, b.threads, bin) && e.value("bytes", 0.0) > 0) {
+        b.bytes = e["bytes"].get<double>();
+        b.cached = true;
+        b.measured = true;
+        return b;
+      }
+    }
+  }
+  if (!may_probe) return b;  // 0: not measured
+  const auto t0 = std::chrono::steady_clock::now();
+  LJ_ASSIGN_OR_RETURN(b.bytes, probe(b.threads));
+  b.measured = true;
+  b.probe_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& e : entries) {
+    if (!same_key(e, h, b.threads, bin)) kept.push_back(e);
+  }
+  kept.push_back({{"cpu", h.cpu_model},
+                  {"hostname", h.hostname},
+                  {"threads", b.threads},
+                  {"binary", bin},
+                  {"bytes", b.bytes},
+                  {"probe_seconds", b.probe_seconds},
+                  {"time", static_cast<int64_t>(std::time(nullptr))}});
+  const std::string text = nlohmann::json{{"format", kFormat}, {"entries", kept}}.dump(2) + "\n";
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  (void)write_file_atomic(path, [&](FileWriter& w) { return w.write(text.data(), text.size()); });
+  return b;
+}
+
+Status attach_host_baseline(PredictorCoefficients* coeffs, int threads, bool may_probe) {
+  StatusOr<HostBaseline> got = host_baseline(threads, /*remeasure=*/false, may_probe);
+  if (!got.ok()) {
+    // A prediction without the baseline is still a prediction (low by ~20 MiB): say so.
+    LJ_LOG(warning) << got.status().message() << "; predicting without the process baseline";
+    return ok_status();
+  }
+  const HostBaseline& b = *got;
+  coeffs->host.process_baseline_bytes = b.bytes;
+  coeffs->host.process_baseline_measured = b.measured;
+  return ok_status();
+}
+
+}  // namespace lj

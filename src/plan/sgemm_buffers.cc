@@ -1,0 +1,216 @@
+#include "plan/sgemm_buffers.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "runtime/malloc_policy.h"
+
+namespace lj {
+namespace {
+
+// oneDNN's f32 blocking for avx512_core (gemm_info.cpp).
+constexpr int64_t kUm = 48, kUn = 8, kBm = 9984, kBn = 384, kBk = 384, kBkTraditional = 384;
+constexpr int64_t kSmallK = 48, kBnSmallK = 24;
+constexpr int64_t kPage = 4096;
+constexpr int64_t kAlign = 128;  // the driver's malloc(size, 128)
+
+int64_t rnd_up(int64_t v, int64_t u) {
+  return (v + u - 1) / u * u;
+}
+int64_t div_up(int64_t v, int64_t u) {
+  return (v + u - 1) / u;
+}
+
+int64_t k_padd(int64_t k) {
+  if (k <= kBkTraditional) return std::max<int64_t>(128, k);
+  if (k < 2 * kBk) return (k + 1) / 2;
+  return kBk;
+}
+int64_t m_padd(int64_t m) {
+  return rnd_up(std::min(std::max(m, kUm), kBm), kUm);
+}
+int64_t n_padd(int64_t n, int64_t k) {
+  const int64_t bn = k < kSmallK ? kBnSmallK : kBn;
+  return rnd_up(std::min(std::max(n, kUn), bn), kUn);
+}
+
+// The internal (column-major) problem the row-major call becomes: oneDNN swaps the operands.
+struct Internal {
+  bool transa, transb;
+  int64_t m, n, k, lda, ldb, ldc;
+};
+
+// gemm_driver's adjust_thread_count for avx512 f32.
+int thread_count(const Internal& p, int threads) {
+  if (threads <= 1) return 1;
+  if (p.n > 50 && p.m <= 10) return threads;
+  const double cycles =
+      2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) / 64.0;
+  int i = threads;
+  if (threads <= 4) {
+    constexpr double kOmp = 3.0e3;
+    if (cycles < kOmp) return 1;
+    while (i > 1 && !(kOmp * i < cycles * (i - 1))) --i;
+  } else {
+    if (cycles < 4.0e3 + 2 * 5.0e2) return 1;
+    while (i > 1) {
+      const double omp = 4.0e3 + i * 5.0e2;
+      if (omp * i < cycles * (i - 1)) break;
+      i -= i < 10 ? 2 : (i < 30 ? 4 : 8);
+    }
+  }
+  return std::max(i, 1);
+}
+
+// gemm_driver's nocopy_checker_avx512: true when the no-copy kernels run (no packing buffers).
+bool no_copy(const Internal& p, int nthr) {
+  const bool nn = !p.transa && !p.transb, nt = !p.transa && p.transb, tn = p.transa && !p.transb;
+  const bool lda_bad = p.lda % 256 == 0, ldb_bad = p.ldb % 256 == 0, ldc_bad = p.ldc % 256 == 0;
+  const bool lda_verybad = p.lda % 1024 == 0;
+  const int64_t m = p.m, n = p.n, k = p.k;
+  if (nthr == 1 && tn && m > 100 && ((m < 1200 && n < 200 && k < 1200) || (lda_bad && ldb_bad)))
+    return false;
+  if (nthr <= 8 && nn && lda_verybad && k > 500 && n > 100) return false;
+  if (1.0 / static_cast<double>(m) + 1.0 / static_cast<double>(n) >= 0.00196 &&
+      !(lda_verybad && nt))
+    return true;
+  if (lda_bad || ldb_bad || ldc_bad) {
+    if (m >= 32 && n > 16) return false;
+    if (m >= 32 && n == 16 && (k >= 6400 || p.transa || m == 4096)) return false;
+  }
+  if (m <= 378 && n <= 378 && k >= nthr * 378) return false;
+  if (m >= nthr * 378 && k >= nthr * 378) return false;
+  if (!p.transb) {
+    if (m <= nthr * 28) return true;
+    if (n <= nthr * 28) return true;
+    if (k <= nthr * 1) return true;
+  } else {
+    if (m <= nthr * 28 && m >= n) return true;
+    if (n <= nthr * 28) return true;
+    if (k <= nthr * 1) return true;
+  }
+  return false;
+}
+
+int64_t resident(int64_t bytes) {
+  return block_resident_bytes(bytes, kAlign);
+}
+
+// One thread's buffer in the copy-based kernel driver: A block, B block, two offset vectors.
+int64_t driver_buffer(int64_t m, int64_t n, int64_t k) {
+  const int64_t kp = k_padd(k);
+  const int64_t mp = m_padd(m), np = n_padd(n, k);
+  return resident(4 * (mp * kp + kp * np + mp + np) + 4 * kPage);
+}
+
+int64_t call_bytes(const SgemmShape& s, int threads) {
+  // dnnl_sgemm (row-major) computes cᵀ = op(b)ᵀ op(a)ᵀ in column-major terms.
+  const Internal p{s.tb, s.ta, s.n, s.m, s.k, s.tb ? s.k : s.n, s.ta ? s.m : s.k, s.n};
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0) return 0;
+  if (p.m == 1 || p.n == 1) return 0;  // gemv
+  const int nthr = thread_count(p, threads);
+  if (no_copy(p, nthr)) return 0;
+  if (nthr == 1) return driver_buffer(p.m, p.n, p.k);
+  // set_thread_opts_nopack for sgemm.
+  bool two_d = ((p.n > nthr * 384) || (p.n <= nthr * 192)) && (p.m >= 768);
+  bool shared_a = false;
+  if (p.m >= 1000 && p.n >= nthr * 96) {
+    two_d = false;
+    shared_a = true;
+  }
+  int64_t thr_m = 1, thr_n = 1;
+  if (two_d) {
+    thr_n = nthr;
+    while (thr_n % 2 == 0 && (p.n / nthr > 384 || p.n / thr_n <= 192) && p.m / thr_m >= 768 &&
+           thr_m < 4) {
+      thr_m *= 2;
+      thr_n /= 2;
+    }
+  } else if (shared_a) {
+    // One packed copy of A for every thread (allocated by the first), B blocks per thread.
+    int64_t mp = m_padd(p.m) * std::min(nthr, 10);
+    if (mp > p.m) mp = rnd_up(p.m, kUm);
+    const int64_t kp = k_padd(p.k);
+    const int64_t n_thr = div_up(p.n, nthr);
+    const int64_t np = n_padd(n_thr, p.k);
+    const int64_t shared = resident(4 * mp * kp + kPage);
+    // The B block holds the k rows of this k block (not padded to 128).
+    const int64_t own = resident(4 * (std::min(p.k, kp) * np + mp + np) + 3 * kPage);
+    return shared + nthr * own;
+  } else if (p.m > p.n && (p.m >= nthr * 16 || p.n < nthr)) {
+    thr_m = nthr;
+  } else {
+    thr_n = nthr;
+  }
+  return thr_m * thr_n * driver_buffer(div_up(p.m, thr_m), div_up(p.n, thr_n), p.k);
+}
+
+bool eval(const Graph& g, ValueId v, const SymEnv& env, std::vector<int64_t>* dims) {
+  return g.type(v).shape.eval(env, dims) && dims->size() >= 2;
+}
+
+int64_t batch_of(const std::vector<int64_t>& d) {
+  int64_t b = 1;
+  for (size_t i = 0; i + 2 < d.size(); ++i) b *= d[i];
+  return b;
+}
+
+}  // namespace
+
+std::optional<int64_t> sgemm_buffer_bytes(const SgemmShape& s, int threads, bool avx512) {
+  if (!avx512) return std::nullopt;
+  return call_bytes(s, std::max(threads, 1));
+}
+
+std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env, int threads,
+                                                bool avx512) {
+  if (!avx512) return std::nullopt;
+  threads = std::max(threads, 1);
+  int64_t most = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.inputs.size() < 2 || n.outputs.empty()) continue;
+    std::vector<int64_t> a, b, out;
+    if (n.op == Op::linear_cross_entropy) {
+      // x (N, C), w (V, C); chunks of kChunkRows rows (at most 32 MiB of f32 logits), each:
+      // logits = x wᵀ, dx = dlogits w, dw += dlogitsᵀ x (backends/cpu/loss.cc).
+      if (!eval(g, n.inputs[0], env, &a) || !eval(g, n.inputs[1], env, &b)) continue;
+      if (g.type(n.inputs[0]).dtype != DType::f32) continue;
+      const int64_t rows_total = a[0], dim = a[1], vocab = b[0];
+      int64_t rows = n.attrs.i_or("chunk", 0);
+      if (rows <= 0)
+        rows = std::min<int64_t>(256, (int64_t{32} << 20) / std::max<int64_t>(1, 4 * vocab));
+      rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, rows_total));
+      for (int64_t m : {rows, rows_total % rows}) {
+        if (m <= 0) continue;
+        most = std::max({most, call_bytes({false, true, m, vocab, dim}, threads),
+                         call_bytes({false, false, m, dim, vocab}, threads),
+                         call_bytes({true, false, vocab, dim, m}, threads)});
+      }
+      continue;
+    }
+    if (n.op != Op::matmul && n.op != Op::matmul_add) continue;
+    if (g.type(n.inputs[0]).dtype != DType::f32) continue;
+    if (!eval(g, n.inputs[0], env, &a) || !eval(g, n.inputs[1], env, &b) ||
+        !eval(g, n.outputs[0], env, &out))
+      continue;
+    SgemmShape s;
+    s.ta = n.attrs.b_or("ta", false);
+    s.tb = n.attrs.b_or("tb", false);
+    s.m = s.ta ? a[a.size() - 1] : a[a.size() - 2];
+    s.k = s.ta ? a[a.size() - 2] : a[a.size() - 1];
+    s.n = s.tb ? b[b.size() - 2] : b[b.size() - 1];
+    const int64_t batch = batch_of(out);
+    const bool a_batched = batch_of(a) > 1, b_batched = batch_of(b) > 1;
+    if (!b_batched && (!a_batched || !s.ta)) {
+      s.m *= batch;  // one GEMM over the batch rows
+      most = std::max(most, call_bytes(s, threads));
+    } else if (threads > 1 && (batch % threads == 0 || batch >= 4 * threads)) {
+      most = std::max(most, threads * call_bytes(s, 1));  // one per thread, at once
+    } else {
+      most = std::max(most, call_bytes(s, threads));
+    }
+  }
+  return most;
+}
+
+}  // namespace lj

@@ -1,0 +1,43 @@
+// The memory oneDNN's dnnl_sgemm takes outside ljperf's allocator: its copy-based kernels pack
+// blocks of A and B into buffers it mallocs on every call and frees before returning (oneDNN
+// 2.x, src/cpu/x64/gemm/gemm_driver.cpp). Under the pinned malloc thresholds
+// (runtime/malloc_policy.h) each buffer is an mmap resident exactly while the call runs, so a
+// step's peak RSS holds the largest call's buffers on top of everything the allocator keeps.
+//
+// The model follows the driver's decisions for the AVX-512 (avx512_core) f32 kernels, from the
+// shapes alone: the thread count it settles on (tiny GEMMs run on one thread), the no-copy
+// kernels (no buffer), and for the copy-based ones the partition (rows, columns, 2-D, or one
+// A copy shared by every thread) and the blocking (um 48, bm 9984, bn 384, bk 384). Checked
+// against oneDNN 2.6.3's own allocations (an LD_PRELOAD trace of posix_memalign) on shapes of
+// the random validation set: exact for the shared copies (e.g. 1280 x 16666 x 128: 8,556,544 B)
+// and within 2 KiB per thread for the rest. Other ISAs (AVX2 hosts) have other blocking and
+// thresholds: there the model returns nullopt and the planner falls back to the fitted
+// `gemm_pack_bytes` (plan/coefficients.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "graph/ir.h"
+
+namespace lj {
+
+// One row-major call as the CPU kernels make it: c (m, n) = op(a) (m, k) op(b) (k, n).
+struct SgemmShape {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// Resident bytes oneDNN's buffers hold during the call on `threads` threads (all threads'
+// buffers together: they live at the same time). nullopt when this host's oneDNN does not run
+// the AVX-512 kernels (`avx512` false).
+std::optional<int64_t> sgemm_buffer_bytes(const SgemmShape& s, int threads, bool avx512);
+
+// The largest of those over every f32 GEMM the graph's nodes make (matmul, matmul_add, the fused
+// linear cross-entropy's chunked GEMMs), as the CPU kernels issue them (backends/cpu/matmul.cc:
+// one GEMM over the batch rows, or one per matrix; per-matrix GEMMs spread over the threads run
+// single-threaded, `threads` of them at once).
+std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env, int threads,
+                                                bool avx512);
+
+}  // namespace lj

@@ -1,0 +1,36 @@
+// The process's malloc policy and what it costs in resident memory, so that the planner can price
+// every block the system allocator hands out (plan/, issue 14).
+//
+// glibc's malloc serves a request from its heap below M_MMAP_THRESHOLD and with a fresh mmap at
+// or above it. By default that threshold is dynamic: each free() of an mmapped block raises it to
+// that block's size (up to 32 MiB), and the trim threshold to twice that. A process that once
+// frees an 8 MiB block then serves later 8 MiB requests (oneDNN's GEMM packing buffers among them)
+// from the heap, where a freed block stays resident until the heap's top is trimmed: the peak RSS
+// then depends on the history of frees, and the same run measured 4 MiB apart (bench/plan/hosts/).
+// ljperf pins both thresholds at start-up (pin_malloc_thresholds), which turns the dynamic
+// adjustment off: every request of kMmapThreshold bytes or more is its own mmap, resident exactly
+// while it lives, and its cost is a function of its size alone (block_resident_bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace lj {
+
+// glibc's own default initial threshold (128 KiB), now fixed.
+inline constexpr size_t kMmapThreshold = size_t{128} << 10;
+inline constexpr size_t kPageBytes = 4096;
+
+// mallopt(M_MMAP_THRESHOLD, kMmapThreshold) and mallopt(M_TRIM_THRESHOLD, kMmapThreshold): call
+// once, first thing in main(). Returns false when glibc refused (the prediction then carries the
+// dynamic threshold's uncertainty).
+bool pin_malloc_thresholds();
+
+// Resident bytes of one live block of `bytes` from aligned_alloc / posix_memalign(`alignment`)
+// under the pinned thresholds, once every byte was written: glibc's request grows by its chunk
+// header (8 B, rounded to 16), `alignment` + 32 B of slack for an aligned block; at or above the
+// threshold it is an mmap of that request plus the 8 B mmap header, rounded up to whole pages;
+// below, a heap chunk of the size plus its 16 B header (the alignment slack returns to the heap).
+int64_t block_resident_bytes(int64_t bytes, int64_t alignment = 64);
+
+}  // namespace lj
