@@ -113,8 +113,9 @@ StatusOr<std::vector<double>> least_squares(const std::vector<std::vector<double
 
 double predict_cpu_rss(const std::vector<double>& f, const PredictorCoefficients& m) {
   const CpuMemoryCoefficients& c = m.cpu_memory;
-  double r = c.reserved_factor * f[0] + m.host.baseline_rss_bytes * f[1] + c.per_node_bytes * f[2] +
-             c.per_param_bytes * f[3] + c.gemm_pack_bytes * f[4];
+  const auto at = [&](size_t i) { return i < f.size() ? f[i] : 0.0; };  // older records: fewer
+  double r = c.reserved_factor * at(0) + m.host.baseline_rss_bytes * at(1) +
+             c.per_node_bytes * at(2) + c.per_param_bytes * at(3) + c.gemm_pack_bytes * at(4);
   if (f.size() >= kCpuMemoryFeatures) r += f[5] + c.gemm_buffer_factor * f[6];
   return r;
 }
