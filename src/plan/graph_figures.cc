@@ -111,9 +111,12 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
     f.stats = dev.memory();
     if (dry.device) f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);
     for (const Node& n : g.nodes()) f.gemm_packing = f.gemm_packing || packs_gemm(g, n, ex.env());
-    static const bool avx512 = cpu::onednn_info().isa_avx512;
+    static const SgemmIsa isa = [] {
+      const cpu::OneDnnInfo i = cpu::onednn_info();
+      return i.isa_avx512 ? SgemmIsa::avx512_core : i.isa_avx2 ? SgemmIsa::avx2 : SgemmIsa::other;
+    }();
     const int threads = dry.threads > 0 ? dry.threads : omp_get_max_threads();
-    if (auto b = graph_sgemm_buffer_bytes(g, ex.env(), threads, avx512)) f.gemm_buffer_bytes = *b;
+    if (auto b = graph_sgemm_buffer_bytes(g, ex.env(), threads, isa)) f.gemm_buffer_bytes = *b;
     if (const ArenaMemory* pm = ex.arena_memory()) f.plan = pm->plan();
   }
   f.bytes_peak = f.stats.bytes_total_peak;

@@ -8,8 +8,14 @@
 namespace lj {
 namespace {
 
-// oneDNN's f32 blocking for avx512_core (gemm_info.cpp).
-constexpr int64_t kUm = 48, kUn = 8, kBm = 9984, kBn = 384, kBk = 384, kBkTraditional = 384;
+// oneDNN's f32 blocking per ISA (gemm_info.cpp).
+struct Blocking {
+  int64_t um, un, bm, bn, bk, bk_traditional;
+  double fp_per_cycle;  // 2 FMA ports x 2 FLOPs x vector length (adjust_thread_count)
+  int64_t veclen;
+};
+constexpr Blocking kAvx512{48, 8, 9984, 384, 384, 384, 64.0, 16};
+constexpr Blocking kAvx2{24, 4, 10000, 384, 192, 256, 32.0, 8};
 constexpr int64_t kSmallK = 48, kBnSmallK = 24;
 constexpr int64_t kPage = 4096;
 constexpr int64_t kAlign = 128;  // the driver's malloc(size, 128)
@@ -21,17 +27,17 @@ int64_t div_up(int64_t v, int64_t u) {
   return (v + u - 1) / u;
 }
 
-int64_t k_padd(int64_t k) {
-  if (k <= kBkTraditional) return std::max<int64_t>(128, k);
-  if (k < 2 * kBk) return (k + 1) / 2;
-  return kBk;
+int64_t k_padd(const Blocking& b, int64_t k) {
+  if (k <= b.bk_traditional) return std::max<int64_t>(128, k);
+  if (k < 2 * b.bk) return (k + 1) / 2;
+  return b.bk;
 }
-int64_t m_padd(int64_t m) {
-  return rnd_up(std::min(std::max(m, kUm), kBm), kUm);
+int64_t m_padd(const Blocking& b, int64_t m) {
+  return rnd_up(std::min(std::max(m, b.um), b.bm), b.um);
 }
-int64_t n_padd(int64_t n, int64_t k) {
-  const int64_t bn = k < kSmallK ? kBnSmallK : kBn;
-  return rnd_up(std::min(std::max(n, kUn), bn), kUn);
+int64_t n_padd(const Blocking& b, int64_t n, int64_t k) {
+  const int64_t bn = k < kSmallK ? kBnSmallK : b.bn;
+  return rnd_up(std::min(std::max(n, b.un), bn), b.un);
 }
 
 // The internal (column-major) problem the row-major call becomes: oneDNN swaps the operands.
@@ -40,12 +46,14 @@ struct Internal {
   int64_t m, n, k, lda, ldb, ldc;
 };
 
-// gemm_driver's adjust_thread_count for avx512 f32.
-int thread_count(const Internal& p, int threads) {
+// gemm_driver's adjust_thread_count for f32.
+int thread_count(const Blocking& b, bool avx512, const Internal& p, int threads) {
   if (threads <= 1) return 1;
-  if (p.n > 50 && p.m <= 10) return threads;
-  const double cycles =
-      2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) / 64.0;
+  if (p.n > 50 && (avx512 ? p.m <= 10 : p.m <= 3)) return threads;
+  if (!avx512 && p.m > 10 * p.n && p.n < threads && p.m / threads < b.veclen * 3)
+    threads = static_cast<int>(std::max<int64_t>(p.m / b.veclen / 3, 1));
+  const double cycles = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) *
+                        static_cast<double>(p.k) / b.fp_per_cycle;
   int i = threads;
   if (threads <= 4) {
     constexpr double kOmp = 3.0e3;
@@ -60,6 +68,25 @@ int thread_count(const Internal& p, int threads) {
     }
   }
   return std::max(i, 1);
+}
+
+// gemm_driver's nocopy_checker_avx2.
+bool no_copy_avx2(const Internal& p, int nthr) {
+  const int64_t m = p.m, n = p.n, k = p.k;
+  if (1.0 / static_cast<double>(m) + 1.0 / static_cast<double>(n) >= 0.0038) return true;
+  if (m <= 378 && n <= 378 && k >= nthr * 378) return false;
+  if (m >= nthr * 378 && k >= nthr * 378) return false;
+  if (!p.transb) {
+    if (m <= 128 && n <= 128) return true;
+    if (n <= nthr * 16) return true;
+    if (k <= nthr * 2) return true;
+    if (m <= 64 && n >= nthr * 16) return true;
+  } else {
+    if (m <= 128 && n <= 128) return true;
+    if (n <= nthr * 1) return true;
+    if (k <= nthr * 1) return true;
+  }
+  return false;
 }
 
 // gemm_driver's nocopy_checker_avx512: true when the no-copy kernels run (no packing buffers).
@@ -96,25 +123,31 @@ int64_t resident(int64_t bytes) {
   return block_resident_bytes(bytes, kAlign);
 }
 
-// One thread's buffer in the copy-based kernel driver: A block, B block, two offset vectors.
-int64_t driver_buffer(int64_t m, int64_t n, int64_t k) {
-  const int64_t kp = k_padd(k);
-  const int64_t mp = m_padd(m), np = n_padd(n, k);
-  return resident(4 * (mp * kp + kp * np + mp + np) + 4 * kPage);
+// One thread's buffer in the copy-based kernel driver: A block, B block, two offset vectors. The
+// driver fills the whole A block only when B takes several column blocks (n above n_padd);
+// otherwise it packs one um-row strip at a time into the block's start, and only those pages are
+// ever touched.
+int64_t driver_buffer(const Blocking& b, int64_t m, int64_t n, int64_t k) {
+  const int64_t kp = k_padd(b, k);
+  const int64_t mp = m_padd(b, m), np = n_padd(b, n, k);
+  const int64_t a_touched = n > np ? mp * kp : std::min(mp, b.um) * kp;
+  return resident(4 * (a_touched + kp * np) + 2 * kPage);
 }
 
-int64_t call_bytes(const SgemmShape& s, int threads) {
+int64_t call_bytes(const SgemmShape& s, int threads, bool avx512) {
+  const Blocking& b = avx512 ? kAvx512 : kAvx2;
   // dnnl_sgemm (row-major) computes cᵀ = op(b)ᵀ op(a)ᵀ in column-major terms.
   const Internal p{s.tb, s.ta, s.n, s.m, s.k, s.tb ? s.k : s.n, s.ta ? s.m : s.k, s.n};
   if (p.m <= 0 || p.n <= 0 || p.k <= 0) return 0;
   if (p.m == 1 || p.n == 1) return 0;  // gemv
-  const int nthr = thread_count(p, threads);
-  if (no_copy(p, nthr)) return 0;
-  if (nthr == 1) return driver_buffer(p.m, p.n, p.k);
+  const int nthr = thread_count(b, avx512, p, threads);
+  if (avx512 ? no_copy(p, nthr) : no_copy_avx2(p, nthr)) return 0;
+  if (nthr == 1) return driver_buffer(b, p.m, p.n, p.k);
   // set_thread_opts_nopack for sgemm.
   bool two_d = ((p.n > nthr * 384) || (p.n <= nthr * 192)) && (p.m >= 768);
+  if (!avx512 && p.n <= 384 && p.m >= nthr * 384) two_d = false;
   bool shared_a = false;
-  if (p.m >= 1000 && p.n >= nthr * 96) {
+  if (avx512 ? (p.m >= 1000 && p.n >= nthr * 96) : (p.m >= 1000 && p.n >= 4000)) {
     two_d = false;
     shared_a = true;
   }
@@ -128,21 +161,21 @@ int64_t call_bytes(const SgemmShape& s, int threads) {
     }
   } else if (shared_a) {
     // One packed copy of A for every thread (allocated by the first), B blocks per thread.
-    int64_t mp = m_padd(p.m) * std::min(nthr, 10);
-    if (mp > p.m) mp = rnd_up(p.m, kUm);
-    const int64_t kp = k_padd(p.k);
+    int64_t mp = m_padd(b, p.m) * std::min(nthr, 10);
+    if (mp > p.m) mp = rnd_up(p.m, b.um);
+    const int64_t kp = k_padd(b, p.k);
     const int64_t n_thr = div_up(p.n, nthr);
-    const int64_t np = n_padd(n_thr, p.k);
+    const int64_t np = n_padd(b, n_thr, p.k);
     const int64_t shared = resident(4 * mp * kp + kPage);
     // The B block holds the k rows of this k block (not padded to 128).
     const int64_t own = resident(4 * (std::min(p.k, kp) * np + mp + np) + 3 * kPage);
     return shared + nthr * own;
-  } else if (p.m > p.n && (p.m >= nthr * 16 || p.n < nthr)) {
+  } else if (p.m > p.n && (p.m >= nthr * b.veclen || p.n < nthr)) {
     thr_m = nthr;
   } else {
     thr_n = nthr;
   }
-  return thr_m * thr_n * driver_buffer(div_up(p.m, thr_m), div_up(p.n, thr_n), p.k);
+  return thr_m * thr_n * driver_buffer(b, div_up(p.m, thr_m), div_up(p.n, thr_n), p.k);
 }
 
 bool eval(const Graph& g, ValueId v, const SymEnv& env, std::vector<int64_t>* dims) {
@@ -157,14 +190,15 @@ int64_t batch_of(const std::vector<int64_t>& d) {
 
 }  // namespace
 
-std::optional<int64_t> sgemm_buffer_bytes(const SgemmShape& s, int threads, bool avx512) {
-  if (!avx512) return std::nullopt;
-  return call_bytes(s, std::max(threads, 1));
+std::optional<int64_t> sgemm_buffer_bytes(const SgemmShape& s, int threads, SgemmIsa isa) {
+  if (isa == SgemmIsa::other) return std::nullopt;
+  return call_bytes(s, std::max(threads, 1), isa == SgemmIsa::avx512_core);
 }
 
 std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env, int threads,
-                                                bool avx512) {
-  if (!avx512) return std::nullopt;
+                                                SgemmIsa isa) {
+  if (isa == SgemmIsa::other) return std::nullopt;
+  const bool avx512 = isa == SgemmIsa::avx512_core;
   threads = std::max(threads, 1);
   int64_t most = 0;
   for (const Node& n : g.nodes()) {
@@ -182,9 +216,9 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, rows_total));
       for (int64_t m : {rows, rows_total % rows}) {
         if (m <= 0) continue;
-        most = std::max({most, call_bytes({false, true, m, vocab, dim}, threads),
-                         call_bytes({false, false, m, dim, vocab}, threads),
-                         call_bytes({true, false, vocab, dim, m}, threads)});
+        most = std::max({most, call_bytes({false, true, m, vocab, dim}, threads, avx512),
+                         call_bytes({false, false, m, dim, vocab}, threads, avx512),
+                         call_bytes({true, false, vocab, dim, m}, threads, avx512)});
       }
       continue;
     }
@@ -203,11 +237,11 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
     const bool a_batched = batch_of(a) > 1, b_batched = batch_of(b) > 1;
     if (!b_batched && (!a_batched || !s.ta)) {
       s.m *= batch;  // one GEMM over the batch rows
-      most = std::max(most, call_bytes(s, threads));
+      most = std::max(most, call_bytes(s, threads, avx512));
     } else if (threads > 1 && (batch % threads == 0 || batch >= 4 * threads)) {
-      most = std::max(most, threads * call_bytes(s, 1));  // one per thread, at once
+      most = std::max(most, threads * call_bytes(s, 1, avx512));  // one per thread, at once
     } else {
-      most = std::max(most, call_bytes(s, threads));
+      most = std::max(most, call_bytes(s, threads, avx512));
     }
   }
   return most;

@@ -42,7 +42,7 @@ TEST(SgemmBuffersTest, MatchesOneDnnTrace) {
       {{false, true, 2048, 768, 288}, 2 * pages(902848)},
   };
   for (const Traced& t : traced) {
-    const auto got = sgemm_buffer_bytes(t.s, 2, /*avx512=*/true);
+    const auto got = sgemm_buffer_bytes(t.s, 2, SgemmIsa::avx512_core);
     ASSERT_TRUE(got.has_value());
     // Within 2 pages per buffer: the offset vectors' sizes differ by up to 1.4 KiB from the
     // trace (902,848 traced against 904,192 modelled), which can cross a page boundary.
@@ -57,14 +57,34 @@ TEST(SgemmBuffersTest, NoCopyKernelsTakeNoBuffer) {
                              {false, true, 192, 11696, 512},  {false, false, 1280, 128, 16666},
                              {true, false, 16666, 128, 1280}, {false, true, 2048, 288, 768}};
   for (const SgemmShape& s : none) {
-    const auto got = sgemm_buffer_bytes(s, 2, true);
+    const auto got = sgemm_buffer_bytes(s, 2, SgemmIsa::avx512_core);
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(*got, 0) << s.m << " x " << s.n << " x " << s.k;
   }
 }
 
+// AVX2 (the AMD EPYC host, oneDNN 2.6.3, 2 threads): small's LM head (N 32000, K 288) measured
+// in isolation, VmHWM above the operands (bench/plan/RESULTS.md): 2.7-4.4 MiB up to 384 rows,
+// 14 MiB from 400 rows, 14 MiB at N 64000 and 7 MiB at N 8000. Those include ~2.5 MiB that is
+// not a GEMM buffer (the first call's JIT kernels: the step from 384 to 400 rows is 11.4 MiB).
+TEST(SgemmBuffersTest, Avx2MatchesTheEpycMeasurements) {
+  const auto mib = [](int64_t rows, int64_t vocab) {
+    const auto b = sgemm_buffer_bytes({false, true, rows, vocab, 288}, 2, SgemmIsa::avx2);
+    EXPECT_TRUE(b.has_value());
+    return b ? static_cast<double>(*b) / (1 << 20) : -1.0;
+  };
+  EXPECT_LT(mib(384, 32000), 1.0);  // one um strip of A per thread: B blocks only
+  // Above 384 rows B takes two column blocks, and the whole A block (10008 x 144) is packed by
+  // each thread: 2 x 5.5 MiB.
+  EXPECT_NEAR(mib(400, 32000), 14.0 - 2.5, 0.5);
+  EXPECT_NEAR(mib(2048, 32000), 14.0 - 2.5, 0.5);
+  EXPECT_NEAR(mib(2048, 64000), 14.0 - 2.5, 0.5);
+  // N 8000: each thread's 4000 rows of A: 2 x 2.2 MiB (measured 7 - 2.5 = 4.5).
+  EXPECT_NEAR(mib(2048, 8000), 7.0 - 2.5, 0.5);
+}
+
 TEST(SgemmBuffersTest, OtherIsasAreNotModelled) {
-  EXPECT_FALSE(sgemm_buffer_bytes({false, true, 2048, 32000, 288}, 2, false).has_value());
+  EXPECT_FALSE(sgemm_buffer_bytes({false, true, 2048, 32000, 288}, 2, SgemmIsa::other).has_value());
 }
 
 }  // namespace
