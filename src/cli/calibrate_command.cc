@@ -1,6 +1,7 @@
-// `ljperf calibrate`: --device measures this host (GEMM and memory bandwidth micro-runs, the
-// process's baseline RSS); --results refits the CPU memory coefficients by least squares from
-// benchmark result records (benchmark --output). Either writes the coefficients file that
+// `ljperf calibrate`: --device measures this host (GEMM and memory bandwidth micro-runs, the peak
+// FLOP/s, the process baseline: plan/host_baseline.h); --results refits what the CPU memory
+// model's causes leave (a residual, bytes per node) by least squares from benchmark result
+// records (benchmark --output). Either writes the coefficients file that
 // `ljperf plan`, benchmark and train read.
 #include <fmt/format.h>
 

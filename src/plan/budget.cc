@@ -12,10 +12,11 @@ std::string default_budget_percent() {
 
 std::string safety_margin_note() {
   char text[200];
-  std::snprintf(text, sizeof text,
-                "a choice fits when its predicted peak is at most the budget less %g%%, the "
-                "largest under-prediction measured on shapes never fitted",
-                100.0 * kBudgetSafetyMargin);
+  std::snprintf(
+      text, sizeof text,
+      "a choice fits when its predicted peak is at most the budget less %g%%, the "
+      "largest under-prediction measured in the predictor's validation (bench/plan/hosts/)",
+      100.0 * kBudgetSafetyMargin);
   return text;
 }
 
