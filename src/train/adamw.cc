@@ -42,20 +42,32 @@ AdamWStepConstants AdamW::begin_step(double lr) {
 void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* m, float* v,
                   int64_t n, int threads) {
   const float fb1 = c.beta1, fb2 = c.beta2, eps = c.eps, decay = c.decay;
-  const float step_size = c.step_size, bc2_sqrt = c.bc2_sqrt;
-#pragma omp parallel for schedule(static) num_threads(threads) if (n > 65536)
+  const float c1 = 1.0f - fb1, c2 = 1.0f - fb2;
+  const float step_size = c.step_size, bc2_sqrt = c.bc2_sqrt, gs = c.grad_scale;
+  float* __restrict pr = p;
+  const float* __restrict gr = g;
+  float* __restrict mr = m;
+  float* __restrict vr = v;
+  // One pass: each element's p, g, m, v are loaded once and p, m, v stored once; the arithmetic
+  // is torch's, in its order (decay first, then the Adam step).
+#pragma omp parallel for simd schedule(static) num_threads(threads) if (n > 65536)
   for (int64_t k = 0; k < n; ++k) {
-    p[k] *= decay;
-    m[k] = fb1 * m[k] + (1.0f - fb1) * g[k];
-    v[k] = fb2 * v[k] + (1.0f - fb2) * g[k] * g[k];
-    p[k] -= step_size * m[k] / (std::sqrt(v[k]) / bc2_sqrt + eps);
+    const float gk = gr[k] * gs;
+    const float mk = fb1 * mr[k] + c1 * gk;
+    const float vk = fb2 * vr[k] + c2 * gk * gk;
+    mr[k] = mk;
+    vr[k] = vk;
+    const float pk = pr[k] * decay;
+    pr[k] = pk - step_size * mk / (std::sqrt(vk) / bc2_sqrt + eps);
   }
 }
 
-void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr) {
+void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr,
+                 double grad_scale) {
   LJ_CHECK_EQ(params.size(), grads.size());
   LJ_CHECK_EQ(params.size(), m_.size());
-  const AdamWStepConstants c = begin_step(lr);
+  AdamWStepConstants c = begin_step(lr);
+  c.grad_scale = static_cast<float>(grad_scale);
   for (size_t i = 0; i < params.size(); ++i) {
     adamw_update(c, params[i].data<float>(), grads[i].data<float>(), m_[i].data<float>(),
                  v_[i].data<float>(), params[i].numel(), threads_);
