@@ -50,11 +50,38 @@ std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps,
                      1e3 * r.seconds[1] / n, 1e3 * r.seconds[2] / n,
                      denom > 0 ? 100.0 * sec / denom : 0.0, sec > 0 ? r.flops / sec / 1e9 : 0.0);
   }
+  // The ops that take the most time (all phases), with their own GFLOP/s: the last line.
+  std::string top;
+  {
+    struct OpRow {
+      Op op;
+      double calls = 0, seconds = 0, flops = 0;
+    };
+    std::vector<OpRow> ops;
+    for (const OpProfile& p : profile) {
+      auto it = std::find_if(ops.begin(), ops.end(), [&](const OpRow& r) { return r.op == p.op; });
+      if (it == ops.end()) it = ops.insert(ops.end(), OpRow{p.op});
+      it->calls += static_cast<double>(p.calls);
+      it->seconds += p.seconds;
+      it->flops += p.flops;
+    }
+    std::sort(ops.begin(), ops.end(),
+              [](const OpRow& a, const OpRow& b) { return a.seconds > b.seconds; });
+    std::string line = "  top ops:";
+    for (size_t i = 0; i < ops.size() && i < 6; ++i) {
+      const OpRow& r = ops[i];
+      line += fmt::format(
+          "{} {} {:.1f} ms ({:.0f} calls{})", i ? "," : "", op_name(r.op), 1e3 * r.seconds / n,
+          r.calls / n,
+          r.flops > 0 ? fmt::format(", {:.1f} GFLOP/s", r.flops / r.seconds / 1e9) : std::string());
+    }
+    top = line + "\n";
+  }
   if (!whole) {
     s += fmt::format(
         "  {:<14} {:>7} {:>9.2f}  (kernel time per step; the rest of a step is the host)\n",
         "total", "", 1e3 * total / n);
-    return s;
+    return s + top;
   }
   // Per optimizer step (with gradient accumulation a step runs the graph several times).
   const double ns = static_cast<double>(host.steps);
@@ -67,7 +94,7 @@ std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps,
                    "outside", "", 1e3 * outside, "", 100.0 * outside / step);
   s += fmt::format("  {:<14} {:>7} {:>9.2f}  (kernels per step; step {:.2f} ms wall)\n", "total",
                    "", 1e3 * kernels, 1e3 * step);
-  return s;
+  return s + top;
 }
 
 long long process_peak_rss_bytes() {
