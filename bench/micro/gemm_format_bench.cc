@@ -42,8 +42,8 @@ std::vector<float> filled(size_t n, uint32_t seed) {
 
 void counters(benchmark::State& state, const Shape& s) {
   const double flops = 2.0 * static_cast<double>(s.m * s.n * s.k);
-  state.counters["FLOP/s"] = benchmark::Counter(
-      flops * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
 }
 
 void BM_gemm_format_sgemm(benchmark::State& state, Shape s) {
@@ -69,8 +69,8 @@ void BM_gemm_format_matmul(benchmark::State& state, Shape s, bool blocked) {
                              s.b_t ? Dims{1, s.k} : Dims{s.n, 1});
   const memory::desc b_any({s.k, s.n}, memory::data_type::f32, memory::format_tag::any);
   const memory::desc c_md({s.m, s.n}, memory::data_type::f32, Dims{s.n, 1});
-  const dnnl::matmul::primitive_desc pd(
-      dnnl::matmul::desc(a_md, blocked ? b_any : b_plain, c_md), eng);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, blocked ? b_any : b_plain, c_md),
+                                        eng);
   const dnnl::matmul prim(pd);
   memory am(a_md, eng, a.data()), cm(c_md, eng, c.data());
   memory b_user(b_plain, eng, b.data());
