@@ -76,16 +76,30 @@ void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, 
 
 void accumulate_squares(const float* g, int64_t n, int threads, double* sum) {
   // Fixed chunks summed in order: the result does not depend on thread scheduling (an OpenMP
-  // reduction clause combines partial sums in an unspecified order).
+  // reduction clause combines partial sums in an unspecified order). Within a chunk, element k
+  // goes to partial sum k % kLanes and the partial sums are combined pairwise at the end: kLanes
+  // independent f64 chains (vectorised), not one chain of dependent adds, which ran at a quarter
+  // of the memory's speed.
   constexpr int64_t kChunk = 16384;
+  constexpr int kLanes = 32;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
 #pragma omp parallel for schedule(static) num_threads(threads) if (chunks > 4)
   for (int64_t c = 0; c < chunks; ++c) {
-    double s = 0;
-    const int64_t end = std::min(n, (c + 1) * kChunk);
-    for (int64_t k = c * kChunk; k < end; ++k) s += static_cast<double>(g[k]) * g[k];
-    partial[static_cast<size_t>(c)] = s;
+    double acc[kLanes] = {};
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    int64_t k = begin;
+    for (; k + kLanes <= end; k += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const auto x = static_cast<double>(g[k + l]);
+        acc[l] += x * x;
+      }
+    }
+    for (int l = 0; k < end; ++k, ++l) acc[l] += static_cast<double>(g[k]) * g[k];
+    for (int width = kLanes / 2; width >= 1; width /= 2) {
+      for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+    }
+    partial[static_cast<size_t>(c)] = acc[0];
   }
   for (double s : partial) *sum += s;
 }

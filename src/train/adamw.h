@@ -67,8 +67,9 @@ class AdamW {
 
 // Global L2 norm of all gradients (f32 data, summed in f64 in a fixed order).
 double global_grad_norm(const std::vector<Tensor>& grads, int threads);
-// Adds the squares of g[0, n) to *sum in f64, in fixed chunks summed in order: the result does
-// not depend on the threads. global_grad_norm is this over each gradient in turn.
+// Adds the squares of g[0, n) to *sum in f64, in fixed chunks (each as 32 interleaved partial
+// sums combined pairwise) summed in order: the result depends on (g, n) only, not on the threads.
+// global_grad_norm is this over each gradient in turn.
 void accumulate_squares(const float* g, int64_t n, int threads, double* sum);
 // Scales every gradient by `scale` in place.
 void scale_grads(std::vector<Tensor>& grads, double scale, int threads);
