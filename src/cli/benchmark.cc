@@ -83,6 +83,12 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+double sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+
 // Seeded synthetic batch: uniform token ids; targets are the next tokens of the same stream.
 TrainStep::Batch synthetic_batch(Device& dev, int64_t B, int64_t T, int64_t vocab, uint64_t seed,
                                  int64_t index) {
@@ -280,7 +286,9 @@ struct StepLog {
   std::vector<double> measured_seconds;  // after warmup
   std::vector<double> all_seconds;
   std::vector<double> losses;
-  std::vector<double> measured_comm_seconds;  // this rank's time in collectives, after warmup
+  std::vector<double> measured_comm_seconds;       // this rank's time in collectives, after warmup
+  std::vector<double> measured_optimizer_seconds;  // StepResult::optimizer_seconds, after warmup
+  std::vector<double> measured_cpu_seconds;        // process CPU time per step, after warmup
 };
 
 StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
@@ -302,15 +310,19 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
     }
     if (s == r.warmup) trainer.executor().reset_profile();
     const double t0 = now_seconds();
+    const double cpu0 = process_cpu_seconds();
     const bool ds_schedule = r.ds && r.ds->scheduler.type != DsScheduler::Type::none;
     const double lr = ds_schedule ? r.ds->scheduler.lr_for_step(s) : r.step.adamw.lr;
     LJ_ASSIGN_OR_RETURN(StepResult res, trainer.step(micro, lr));
     const double dt = now_seconds() - t0;
+    const double cpu_dt = process_cpu_seconds() - cpu0;
     log.all_seconds.push_back(dt);
     log.losses.push_back(res.loss);
     if (s >= r.warmup) {
       log.measured_seconds.push_back(dt);
       log.measured_comm_seconds.push_back(res.comm_seconds);
+      log.measured_optimizer_seconds.push_back(res.optimizer_seconds);
+      log.measured_cpu_seconds.push_back(cpu_dt);
     }
     const double tps = static_cast<double>(tokens_per_step) / dt;
     if (tty) {
@@ -408,6 +420,15 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
   fmt::print("  TFLOP/s       {:.4f}{}\n", m.tflops, ranks ? "   (all ranks)" : "");
   fmt::print("  MFU           {:.2f}%   (of {})\n", 100.0 * m.mfu, m.peak_name);
   fmt::print("  step time     p50 {}   p90 {}\n", format_seconds(m.p50), format_seconds(m.p90));
+  {
+    // CPU time: on a shared host, the step's work without the time others held the cores.
+    const double cpu = percentile(log.measured_cpu_seconds, 0.5);
+    fmt::print(
+        "  step CPU time p50 {}   ({:.0f} tokens per CPU-second; process CPU time, {} threads)\n",
+        format_seconds(cpu),
+        cpu > 0 ? static_cast<double>(r.micro_batch * r.seq_len * r.grad_accum) / cpu : 0.0,
+        dev.threads());
+  }
   fmt::print("  kernels/step  {}\n", m.kernels_per_step);
   fmt::print("  final loss    {:.4f}\n", log.losses.back());
   fmt::print("  process peak RSS {}   (predicted peak RSS {}, {:+.2f}%){}\n", format_bytes(m.rss),
@@ -420,9 +441,12 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
     fmt::print("{}", memory_plan_summary(pm->plan()));
   }
   if (a.profile) {
-    fmt::print("  kernel time by op category (per measured step)\n{}",
-               profile_table(trainer.executor().profile(),
-                             static_cast<int64_t>(log.measured_seconds.size()) * r.grad_accum));
+    fmt::print(
+        "  kernel time by op category (per measured step)\n{}",
+        profile_table(trainer.executor().profile(),
+                      static_cast<int64_t>(log.measured_seconds.size()) * r.grad_accum,
+                      HostTimes{sum(log.measured_optimizer_seconds), sum(log.measured_seconds),
+                                static_cast<int64_t>(log.measured_seconds.size())}));
   }
 }
 

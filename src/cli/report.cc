@@ -21,7 +21,8 @@ std::string torchtitan_line(const StepLine& s) {
       s.step, s.loss, s.grad_norm, gib, pct, s.tokens_per_s, tflops, mfu);
 }
 
-std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps) {
+std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps,
+                          const HostTimes& host) {
   struct Row {
     double calls = 0, seconds[3] = {0, 0, 0}, flops = 0;
   };
@@ -35,6 +36,9 @@ std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps) 
     total += p.seconds;
   }
   const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  // Shares: of the whole step when its wall time is known, else of the kernel time.
+  const bool whole = host.steps > 0 && host.step_seconds > 0;
+  const double denom = whole ? host.step_seconds : total;
   std::string s = fmt::format("  {:<14} {:>7} {:>9} {:>9} {:>9} {:>6} {:>8}\n", "op category",
                               "calls", "fwd ms", "bwd ms", "opt ms", "share", "GFLOP/s");
   for (int c = 0; c < 8; ++c) {
@@ -44,12 +48,53 @@ std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps) 
     s += fmt::format("  {:<14} {:>7.0f} {:>9.2f} {:>9.2f} {:>9.2f} {:>5.1f}% {:>8.1f}\n",
                      category_name(static_cast<OpCategory>(c)), r.calls / n, 1e3 * r.seconds[0] / n,
                      1e3 * r.seconds[1] / n, 1e3 * r.seconds[2] / n,
-                     total > 0 ? 100.0 * sec / total : 0.0, sec > 0 ? r.flops / sec / 1e9 : 0.0);
+                     denom > 0 ? 100.0 * sec / denom : 0.0, sec > 0 ? r.flops / sec / 1e9 : 0.0);
   }
-  s += fmt::format(
-      "  {:<14} {:>7} {:>9.2f}  (kernel time per step; the rest of a step is the host)\n", "total",
-      "", 1e3 * total / n);
-  return s;
+  // The ops that take the most time (all phases), with their own GFLOP/s: the last line.
+  std::string top;
+  {
+    struct OpRow {
+      Op op;
+      double calls = 0, seconds = 0, flops = 0;
+    };
+    std::vector<OpRow> ops;
+    for (const OpProfile& p : profile) {
+      auto it = std::find_if(ops.begin(), ops.end(), [&](const OpRow& r) { return r.op == p.op; });
+      if (it == ops.end()) it = ops.insert(ops.end(), OpRow{p.op});
+      it->calls += static_cast<double>(p.calls);
+      it->seconds += p.seconds;
+      it->flops += p.flops;
+    }
+    std::sort(ops.begin(), ops.end(),
+              [](const OpRow& a, const OpRow& b) { return a.seconds > b.seconds; });
+    std::string line = "  top ops:";
+    for (size_t i = 0; i < ops.size() && i < 6; ++i) {
+      const OpRow& r = ops[i];
+      line += fmt::format(
+          "{} {} {:.1f} ms ({:.0f} calls{})", i ? "," : "", op_name(r.op), 1e3 * r.seconds / n,
+          r.calls / n,
+          r.flops > 0 ? fmt::format(", {:.1f} GFLOP/s", r.flops / r.seconds / 1e9) : std::string());
+    }
+    top = line + "\n";
+  }
+  if (!whole) {
+    s += fmt::format(
+        "  {:<14} {:>7} {:>9.2f}  (kernel time per step; the rest of a step is the host)\n",
+        "total", "", 1e3 * total / n);
+    return s + top;
+  }
+  // Per optimizer step (with gradient accumulation a step runs the graph several times).
+  const double ns = static_cast<double>(host.steps);
+  const double step = host.step_seconds / ns, opt = host.optimizer_seconds / ns;
+  const double kernels = total / ns;
+  const double outside = std::max(0.0, step - kernels - opt);
+  s += fmt::format("  {:<14} {:>7} {:>29.2f} {:>5.1f}%           (host: grad norm, clip, AdamW)\n",
+                   "optimizer", "", 1e3 * opt, 100.0 * opt / step);
+  s += fmt::format("  {:<14} {:>7} {:>9.2f} {:>19} {:>5.1f}%           (host, between kernels)\n",
+                   "outside", "", 1e3 * outside, "", 100.0 * outside / step);
+  s += fmt::format("  {:<14} {:>7} {:>9.2f}  (kernels per step; step {:.2f} ms wall)\n", "total",
+                   "", 1e3 * kernels, 1e3 * step);
+  return s + top;
 }
 
 long long process_peak_rss_bytes() {

@@ -23,9 +23,19 @@ struct StepLine {
 // M%".
 std::string torchtitan_line(const StepLine& s);
 
+// What the step spends outside executor kernels, summed over the profiled steps.
+struct HostTimes {
+  double optimizer_seconds = 0;  // grad norm, clipping, AdamW (StepResult::optimizer_seconds)
+  double step_seconds = 0;       // whole steps, wall time
+  int64_t steps = 0;             // optimizer steps (an accumulated step runs several graphs)
+};
+
 // Kernel time per step by op category and phase, from an executor profile accumulated over
-// `steps` steps: a table with calls, milliseconds and GFLOP/s per category.
-std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps);
+// `steps` graph runs: a table with calls, milliseconds and GFLOP/s per category; then the
+// optimizer on the host (its own row, in the opt column) and the rest of the step outside any
+// kernel (the executor between kernels, data, the trainer), per optimizer step.
+std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps,
+                          const HostTimes& host = {});
 
 // Peak resident set size of this process (VmHWM), in bytes; 0 when unknown.
 long long process_peak_rss_bytes();

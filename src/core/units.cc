@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <utility>
 
 namespace lj {
@@ -70,6 +71,12 @@ std::string format_seconds(double s) {
     std::snprintf(buf, sizeof buf, "%d min %02d s", m, static_cast<int>(s - m * 60.0));
   }
   return buf;
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace lj

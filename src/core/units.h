@@ -32,4 +32,9 @@ inline double now_seconds() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
+// CPU time of the whole process (all threads, user + system) in seconds. On a shared host a
+// single-threaded run's CPU time per step is its work without the time other processes held
+// the core; with several OpenMP threads it also counts their spin-waits at barriers.
+double process_cpu_seconds();
+
 }  // namespace lj

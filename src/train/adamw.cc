@@ -42,20 +42,32 @@ AdamWStepConstants AdamW::begin_step(double lr) {
 void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* m, float* v,
                   int64_t n, int threads) {
   const float fb1 = c.beta1, fb2 = c.beta2, eps = c.eps, decay = c.decay;
-  const float step_size = c.step_size, bc2_sqrt = c.bc2_sqrt;
-#pragma omp parallel for schedule(static) num_threads(threads) if (n > 65536)
+  const float c1 = 1.0f - fb1, c2 = 1.0f - fb2;
+  const float step_size = c.step_size, bc2_sqrt = c.bc2_sqrt, gs = c.grad_scale;
+  float* __restrict pr = p;
+  const float* __restrict gr = g;
+  float* __restrict mr = m;
+  float* __restrict vr = v;
+  // One pass: each element's p, g, m, v are loaded once and p, m, v stored once; the arithmetic
+  // is torch's, in its order (decay first, then the Adam step).
+#pragma omp parallel for simd schedule(static) num_threads(threads) if (n > 65536)
   for (int64_t k = 0; k < n; ++k) {
-    p[k] *= decay;
-    m[k] = fb1 * m[k] + (1.0f - fb1) * g[k];
-    v[k] = fb2 * v[k] + (1.0f - fb2) * g[k] * g[k];
-    p[k] -= step_size * m[k] / (std::sqrt(v[k]) / bc2_sqrt + eps);
+    const float gk = gr[k] * gs;
+    const float mk = fb1 * mr[k] + c1 * gk;
+    const float vk = fb2 * vr[k] + c2 * gk * gk;
+    mr[k] = mk;
+    vr[k] = vk;
+    const float pk = pr[k] * decay;
+    pr[k] = pk - step_size * mk / (std::sqrt(vk) / bc2_sqrt + eps);
   }
 }
 
-void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr) {
+void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr,
+                 double grad_scale) {
   LJ_CHECK_EQ(params.size(), grads.size());
   LJ_CHECK_EQ(params.size(), m_.size());
-  const AdamWStepConstants c = begin_step(lr);
+  AdamWStepConstants c = begin_step(lr);
+  c.grad_scale = static_cast<float>(grad_scale);
   for (size_t i = 0; i < params.size(); ++i) {
     adamw_update(c, params[i].data<float>(), grads[i].data<float>(), m_[i].data<float>(),
                  v_[i].data<float>(), params[i].numel(), threads_);
@@ -64,16 +76,30 @@ void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, 
 
 void accumulate_squares(const float* g, int64_t n, int threads, double* sum) {
   // Fixed chunks summed in order: the result does not depend on thread scheduling (an OpenMP
-  // reduction clause combines partial sums in an unspecified order).
+  // reduction clause combines partial sums in an unspecified order). Within a chunk, element k
+  // goes to partial sum k % kLanes and the partial sums are combined pairwise at the end: kLanes
+  // independent f64 chains (vectorised), not one chain of dependent adds, which ran at a quarter
+  // of the memory's speed.
   constexpr int64_t kChunk = 16384;
+  constexpr int kLanes = 32;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
 #pragma omp parallel for schedule(static) num_threads(threads) if (chunks > 4)
   for (int64_t c = 0; c < chunks; ++c) {
-    double s = 0;
-    const int64_t end = std::min(n, (c + 1) * kChunk);
-    for (int64_t k = c * kChunk; k < end; ++k) s += static_cast<double>(g[k]) * g[k];
-    partial[static_cast<size_t>(c)] = s;
+    double acc[kLanes] = {};
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    int64_t k = begin;
+    for (; k + kLanes <= end; k += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const auto x = static_cast<double>(g[k + l]);
+        acc[l] += x * x;
+      }
+    }
+    for (int l = 0; k < end; ++k, ++l) acc[l] += static_cast<double>(g[k]) * g[k];
+    for (int width = kLanes / 2; width >= 1; width /= 2) {
+      for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+    }
+    partial[static_cast<size_t>(c)] = acc[0];
   }
   for (double s : partial) *sum += s;
 }

@@ -1,6 +1,7 @@
 // AdamW as PyTorch's torch.optim.AdamW computes it (decoupled weight decay, bias correction,
-// fp32 states), applied on the host to fp32 parameters. Not yet a graph phase (DESIGN.md puts
-// the optimizer in the graph; that comes with the compiled path).
+// fp32 states), applied on the host to fp32 parameters, one fused pass per parameter. Not yet a
+// graph phase (DESIGN.md puts the optimizer in the graph); the trainer times it as the
+// optimizer phase (StepResult::optimizer_seconds, the benchmark's --profile row).
 #pragma once
 
 #include <vector>
@@ -23,11 +24,17 @@ struct AdamWStepConstants {
   float decay = 1;      // 1 - lr * weight_decay
   float beta1 = 0, beta2 = 0, eps = 0;
   float bc2_sqrt = 1;  // sqrt(1 - beta2^t)
+  // Applied to each gradient element as it is read (clipping's max_norm / (norm + 1e-6)), so a
+  // clipped step is still one pass: g * grad_scale rounds to f32 exactly as a separate scaling
+  // pass would, and the update sees the same value.
+  float grad_scale = 1;
 };
 
-// Updates n elements in place: parameters p, states m and v, from gradient g (all f32). The one
+// Updates n elements in place: parameters p, states m and v, from gradient g (all f32), in one
+// vectorised pass that reads p, g, m, v and writes p, m, v once each (threads split [0, n) into
+// static chunks; the update is elementwise, so the bits do not depend on the threads). The one
 // copy of AdamW's arithmetic: AdamW::step and ZeRO's shard update (train/zero_optimizer.h) both
-// call it, on whole parameters or on slices of them (the update is elementwise).
+// call it, on whole parameters or on slices of them. p, g, m and v must not overlap.
 void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* m, float* v,
                   int64_t n, int threads);
 
@@ -38,8 +45,10 @@ class AdamW {
   // States of the given sizes instead, one flat m and v each (a ZeRO shard of the parameters:
   // the caller maps them onto parameters and applies adamw_update itself).
   AdamW(Device& dev, const std::vector<int64_t>& state_numels, AdamWConfig config);
-  // One step at learning rate `lr` (the schedule's value); grads match params.
-  void step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr);
+  // One step at learning rate `lr` (the schedule's value); grads match params and are read as
+  // grads * grad_scale (clipping folded into the update; the grads are not written).
+  void step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr,
+            double grad_scale = 1.0);
   // For callers that update ranges themselves: counts a step and returns its constants at `lr`.
   AdamWStepConstants begin_step(double lr);
   int threads() const { return threads_; }
@@ -58,8 +67,9 @@ class AdamW {
 
 // Global L2 norm of all gradients (f32 data, summed in f64 in a fixed order).
 double global_grad_norm(const std::vector<Tensor>& grads, int threads);
-// Adds the squares of g[0, n) to *sum in f64, in fixed chunks summed in order: the result does
-// not depend on the threads. global_grad_norm is this over each gradient in turn.
+// Adds the squares of g[0, n) to *sum in f64, in fixed chunks (each as 32 interleaved partial
+// sums combined pairwise) summed in order: the result depends on (g, n) only, not on the threads.
+// global_grad_norm is this over each gradient in turn.
 void accumulate_squares(const float* g, int64_t n, int threads, double* sum);
 // Scales every gradient by `scale` in place.
 void scale_grads(std::vector<Tensor>& grads, double scale, int threads);

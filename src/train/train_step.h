@@ -47,6 +47,9 @@ struct StepResult {
   double grad_norm = 0;     // before clipping
   bool updated = true;      // false: non-finite loss or gradient, the update was skipped
   double comm_seconds = 0;  // time in data-parallel collectives (ZeroStepResult::comm_seconds)
+  // Wall time of the optimizer phase on the host: gradient norm, clipping and the AdamW update
+  // (ZeRO: its whole step, collectives included). Not executor kernels, so the profile adds it.
+  double optimizer_seconds = 0;
 };
 
 class TrainStep {

@@ -116,10 +116,17 @@ struct SdpaCase {
 
 const std::vector<SdpaCase>& sdpa_cases() {
   static const std::vector<SdpaCase> kCases = {
-      {1, 1, 1, 1, 1, 4, true, 0, 1},     {2, 4, 2, 37, 37, 16, true, 0, 1},
-      {2, 4, 2, 37, 37, 16, false, 0, 1}, {1, 4, 1, 70, 70, 8, true, 0, 1},
-      {1, 2, 2, 5, 9, 8, false, 0.3, 1},  {1, 3, 3, 65, 65, 64, true, 0, 1},
-      {1, 2, 1, 33, 33, 16, true, 0, 4},  {2, 2, 2, 129, 129, 8, false, 0, 1},
+      {1, 1, 1, 1, 1, 4, true, 0, 1},
+      {2, 4, 2, 37, 37, 16, true, 0, 1},
+      {2, 4, 2, 37, 37, 16, false, 0, 1},
+      {1, 4, 1, 70, 70, 8, true, 0, 1},
+      {1, 2, 2, 5, 9, 8, false, 0.3, 1},
+      {1, 3, 3, 65, 65, 64, true, 0, 1},
+      {1, 2, 1, 33, 33, 16, true, 0, 4},
+      {2, 2, 2, 129, 129, 8, false, 0, 1},
+      // D = 48 (`small`'s heads: one 3-vector panel on 16 lanes) and D = 40 (a vector tail).
+      {1, 6, 2, 130, 130, 48, true, 0, 1},
+      {1, 2, 1, 70, 70, 40, false, 0, 2},
   };
   return kCases;
 }

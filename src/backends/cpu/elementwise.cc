@@ -68,7 +68,7 @@ Status unary(KernelContext& c, Fn f) {
   return ok_status();
 }
 
-// unary() for the ops built on exp: f32 runs fv on 8-lane vectors (simd::exp_vec, ~2 ulp), f64
+// unary() for the ops built on exp: f32 runs fv on simd.h vectors (simd::exp_vec, ~2 ulp), f64
 // runs fs per element with libm's exp (f64 is for gradient checks, accuracy first).
 template <class FV, class FS>
 Status unary_exp(KernelContext& c, FV fv, FS fs) {
