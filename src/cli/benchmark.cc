@@ -14,6 +14,7 @@
 
 #include "backends/cpu/onednn_info.h"
 #include "cli/cli.h"
+#include "cli/device_choice.h"
 #include "cli/dist_session.h"
 #include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
@@ -55,6 +56,7 @@ struct BenchmarkArgs {
   bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
   std::string memory_limit;
   bool compile = false;
+  std::string device = "auto";  // --device (cli/device_choice.h)
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
@@ -575,6 +577,8 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
 }
 
 Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
+  // Only the CPU runs a training graph today: auto resolves to it, cuda says why not.
+  LJ_RETURN_IF_ERROR(choose_device(a.device, probe_device_host()).status());
   const HostInfo host = host_info();
   StatusOr<Ready> ready = make_ready(a, dist, host);
   // Every rank ready, or every rank stops (the others would wait in the first collective).
@@ -617,6 +621,7 @@ Command add_benchmark_command(CLI::App& app) {
   sub->add_option("--precision", args->precision,
                   "f32 or bf16 (mixed: f32 master weights, bf16 compute)")
       ->capture_default_str();
+  add_device_flag(sub, &args->device);
   sub->add_option("--threads", args->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", args->seed, "Seed for weights and data")->capture_default_str();
   sub->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
