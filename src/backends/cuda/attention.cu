@@ -25,7 +25,7 @@ __device__ float dot_row(const float* a_shared, const T* b, int64_t d) {
 // grid (Tq, H, B).
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    sdpa_forward_kernel(const T* q, const T* k, const T* v, T* out, T* lse, Dims dm) {
+    sdpa_forward_kernel(const T* q, const T* k, const T* v, T* out, float* lse, Dims dm) {
   __shared__ float qs[kMaxD];
   __shared__ float p[kThreads];
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -64,15 +64,14 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t x = threadIdx.x + r * blockDim.x;
     if (x < d) oi[x] = from_f32<T>(l > 0 ? acc[r] / l : 0.0f);
   }
-  if (threadIdx.x == 0)
-    lse[(b * dm.h + h) * dm.tq + i] = from_f32<T>(l > 0 ? m + logf(l) : -INFINITY);
+  if (threadIdx.x == 0) lse[(b * dm.h + h) * dm.tq + i] = l > 0 ? m + logf(l) : -INFINITY;
 }
 
 // grid (Tq, H, B): Di and dQ.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    sdpa_dq_kernel(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout,
-                   T* dq, float* di_out, Dims dm) {
+    sdpa_dq_kernel(const T* q, const T* k, const T* v, const T* out, const float* lse,
+                   const T* dout, T* dq, float* di_out, Dims dm) {
   __shared__ float qs[kMaxD];
   __shared__ float dos[kMaxD];
   __shared__ float ds[kThreads];
@@ -90,7 +89,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   di = block_sum(di);  // synchronises: qs and dos are complete
   if (threadIdx.x == 0) di_out[row] = di;
-  const float li = to_f32(lse[row]);
+  const float li = lse[row];
   float acc[2] = {0, 0};
   const int64_t key_end = dm.causal ? i + 1 : dm.tk;
   for (int64_t j0 = 0; j0 < key_end; j0 += blockDim.x) {
@@ -121,7 +120,7 @@ __global__ void __launch_bounds__(kThreads)
 // grid (Tk, G, B): dK and dV of key j of kv head g, over the group's heads and their queries.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    sdpa_dkv_kernel(const T* q, const T* k, const T* v, const T* lse, const T* dout,
+    sdpa_dkv_kernel(const T* q, const T* k, const T* v, const float* lse, const T* dout,
                     const float* di, T* dk, T* dv, Dims dm) {
   __shared__ float ks[kMaxD];
   __shared__ float vs[kMaxD];
@@ -145,7 +144,7 @@ __global__ void __launch_bounds__(kThreads)
       float pij = 0, dsij = 0;
       if (i < dm.tq) {
         const float s = dm.scale * dot_row(ks, q + (qbase + i) * d, d);
-        pij = expf(s - to_f32(lse[qbase + i]));
+        pij = expf(s - lse[qbase + i]);
         dsij = pij * (dot_row(vs, dout + (qbase + i) * d, d) - di[qbase + i]);
       }
       __syncthreads();
@@ -205,7 +204,7 @@ Status sdpa_forward(KernelContext& c, const KernelEnv& env) {
                     static_cast<unsigned>(dm.b));
     sdpa_forward_kernel<T><<<grid, kThreads, 0, env.stream>>>(
         c.in[0].as<const T>(), c.in[1].as<const T>(), c.in[2].as<const T>(), c.out[0].as<T>(),
-        c.out[1].as<T>(), dm);
+        c.out[1].as<float>(), dm);
     return launched("sdpa_forward_kernel");
   });
 }
@@ -222,7 +221,7 @@ Status sdpa_backward(KernelContext& c, const KernelEnv& env) {
     const T* k = c.in[1].as<const T>();
     const T* v = c.in[2].as<const T>();
     const T* out = c.in[3].as<const T>();
-    const T* lse = c.in[4].as<const T>();
+    const float* lse = c.in[4].as<const float>();
     const T* dout = c.in[5].as<const T>();
     if (dm.b * dm.h * dm.tq > 0) {
       sdpa_dq_kernel<T>

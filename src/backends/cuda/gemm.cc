@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
 
 namespace lj::cuda {
@@ -64,7 +65,7 @@ struct Gemm {
 };
 
 Status run_gemm(const Gemm& g, cudaDataType_t t, const void* a, const void* b, const void* c,
-                void* out, const KernelEnv& env) {
+                void* out, const KernelEnv& env, cudaDataType_t out_t) {
   Descs ds;
   LJ_LT(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is b
@@ -76,8 +77,8 @@ Status run_gemm(const Gemm& g, cudaDataType_t t, const void* a, const void* b, c
                           : layout(&ds.a, t, g.n, g.k, g.n, g.batch, g.stride_b));
   LJ_RETURN_IF_ERROR(g.ta ? layout(&ds.b, t, g.m, g.k, g.m, g.batch, g.stride_a)
                           : layout(&ds.b, t, g.k, g.m, g.k, g.batch, g.stride_a));
-  LJ_RETURN_IF_ERROR(layout(&ds.c, t, g.n, g.m, g.n, g.batch, g.stride_out));
-  LJ_RETURN_IF_ERROR(layout(&ds.d, t, g.n, g.m, g.n, g.batch, g.stride_out));
+  LJ_RETURN_IF_ERROR(layout(&ds.c, out_t, g.n, g.m, g.n, g.batch, g.stride_out));
+  LJ_RETURN_IF_ERROR(layout(&ds.d, out_t, g.n, g.m, g.n, g.batch, g.stride_out));
   LJ_LT(cublasLtMatmulPreferenceCreate(&ds.pref));
   const uint64_t ws = env.gemm_workspace_bytes;
   LJ_LT(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
@@ -150,7 +151,7 @@ Status matmul_impl(KernelContext& c, const KernelEnv& env, bool add) {
   Gemm g{m, n, k, ta, tb};
   if (b_batch == 1 && !ta && a_batch == batch) {
     g.m = batch * m;
-    return run_gemm(g, t, a.data, b.data, cp, out.data, env);
+    return run_gemm(g, t, a.data, b.data, cp, out.data, env, t);
   }
   if ((a_batch == batch || a_batch == 1) && (b_batch == batch || b_batch == 1) &&
       batch <= (1LL << 30)) {
@@ -158,7 +159,7 @@ Status matmul_impl(KernelContext& c, const KernelEnv& env, bool add) {
     g.stride_a = a_batch == 1 ? 0 : m * k;
     g.stride_b = b_batch == 1 ? 0 : k * n;
     g.stride_out = m * n;
-    return run_gemm(g, t, a.data, b.data, cp, out.data, env);
+    return run_gemm(g, t, a.data, b.data, cp, out.data, env, t);
   }
   // General broadcast: one GEMM per output matrix, offsets from the broadcast batch index.
   const size_t ab = a.dims.size() - 2, bb = b.dims.size() - 2;
@@ -185,7 +186,7 @@ Status matmul_impl(KernelContext& c, const KernelEnv& env, bool add) {
     const char* cpo = cp == nullptr
                           ? nullptr
                           : static_cast<const char*>(cp) + static_cast<size_t>(o * m * n) * es;
-    LJ_RETURN_IF_ERROR(run_gemm(g, t, ap, bp, cpo, op, env));
+    LJ_RETURN_IF_ERROR(run_gemm(g, t, ap, bp, cpo, op, env, t));
   }
   return ok_status();
 }
@@ -198,6 +199,17 @@ Status matmul_add_forward(KernelContext& c, const KernelEnv& env) {
 }
 
 }  // namespace
+
+Status gemm(const GemmShape& s, DType operands, DType result, const void* a, const void* b,
+            const void* c, void* out, const KernelEnv& env) {
+  auto type_of = [](DType d) { return d == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; };
+  LJ_CHECK((operands == DType::f32 || operands == DType::bf16) &&
+           (result == DType::f32 || result == operands))
+      << "CUDA gemm: " << dtype_name(operands) << " -> " << dtype_name(result);
+  if (s.m == 0 || s.n == 0) return ok_status();
+  Gemm g{s.m, s.n, s.k, s.ta, s.tb};
+  return run_gemm(g, type_of(operands), a, b, c, out, env, type_of(result));
+}
 
 void register_gemm(CudaKernelTable& t) {
   t[Op::matmul] = matmul_forward;

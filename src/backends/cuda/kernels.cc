@@ -5,6 +5,10 @@ namespace lj::cuda {
 const CudaKernelTable& kernels() {
   static const CudaKernelTable table = [] {
     CudaKernelTable t;
+    register_source(t);
+    register_elementwise(t);
+    register_reduce(t);
+    register_movement(t);
     register_norm(t);
     register_swiglu(t);
     register_rope(t);

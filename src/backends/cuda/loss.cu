@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <climits>
 #include <string>
 
 #include "backends/cuda/device_util.cuh"
+#include "backends/cuda/gemm.h"
 #include "backends/cuda/loss.cuh"
 
 namespace lj::cuda {
@@ -78,6 +80,34 @@ __global__ void ce_backward_kernel(const T* logits, const L* labels, const float
     const float k = *dloss / static_cast<float>(*count);
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
       const float p = expf(to_f32(row[j]) - lse);
+      drow[j] = from_f32<T>((p - (j == y ? 1.0f : 0.0f)) * k);
+    }
+  }
+}
+
+// One chunk of linear_cross_entropy: logits (rows, V) f32 -> row losses and, for dloss = 1,
+// dlogits = (softmax - onehot) / num_valid into d (T; may alias logits when T is f32).
+template <class T, class L>
+__global__ void lce_rows_kernel(const float* logits, const L* labels, const int* count,
+                                int64_t rows, int64_t vocab, int64_t ignore, float* row_loss,
+                                T* d) {
+  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
+    const int64_t y = static_cast<int64_t>(labels[i]);
+    const float* row = logits + i * vocab;
+    T* drow = d + i * vocab;
+    if (y == ignore || y < 0 || y >= vocab) {
+      if (threadIdx.x == 0) row_loss[i] = 0;
+      for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) drow[j] = from_f32<T>(0.0f);
+      continue;
+    }
+    float m, lse;
+    row_stats(row, vocab, &m, &lse);
+    const float target = row[y];
+    __syncthreads();  // every thread has read row[y] before it is overwritten
+    if (threadIdx.x == 0) row_loss[i] = lse - target;
+    const float k = 1.0f / static_cast<float>(*count);
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+      const float p = expf(row[j] - lse);
       drow[j] = from_f32<T>((p - (j == y ? 1.0f : 0.0f)) * k);
     }
   }
@@ -176,7 +206,57 @@ Status cross_entropy_backward(KernelContext& c, const KernelEnv& env) {
   });
 }
 
+// linear_cross_entropy(x (N, C), w (V, C), labels (N)) -> loss () f32, dx (N, C), dw (V, C):
+// chunks of rows; per chunk logits = x w^T (f32 out), rows -> losses and dlogits (dloss = 1),
+// dx[chunk] = dlogits w, dw += dlogits^T x[chunk] (beta = 1 after the first chunk).
+Status linear_cross_entropy_forward(KernelContext& c, const KernelEnv& env) {
+  const TensorView &x = c.in[0], &w = c.in[1], &lab = c.in[2];
+  const int64_t rows = x.dim(0), cols = x.dim(1), vocab = w.dim(0);
+  LJ_CHECK_LT(rows, int64_t{1} << 24) << "the valid-label count is an exact f32 sum";
+  const int64_t ignore = c.attrs().i_or("ignore_index", -100);
+  int64_t chunk = c.attrs().i_or("chunk", 0);
+  if (chunk <= 0) {
+    const int64_t cap = (int64_t{32} << 20) / std::max<int64_t>(vocab * 4, 1);
+    chunk = std::max<int64_t>(1, std::min<int64_t>(256, cap));
+  }
+  chunk = std::min(chunk, std::max<int64_t>(rows, 1));
+  const Scratch s = scratch(c, rows);
+  const bool half = x.dtype == DType::bf16;
+  float* logits = static_cast<float*>(c.workspace->get(static_cast<size_t>(chunk * vocab) * 4));
+  void* dlogits = half ? c.workspace->get(static_cast<size_t>(chunk * vocab) * 2) : logits;
+  return dispatch_f32_bf16(x.dtype, "linear_cross_entropy", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    return dispatch_labels(lab.dtype, "linear_cross_entropy labels", [&](auto ltag) -> Status {
+      using L = decltype(ltag);
+      const L* labels = lab.as<const L>();
+      LJ_RETURN_IF_ERROR(check_labels(labels, rows, vocab, ignore, s, env));
+      const size_t es = sizeof(T);
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t nr = std::min(chunk, rows - r0);
+        const char* xc = static_cast<const char*>(x.data) + static_cast<size_t>(r0 * cols) * es;
+        LJ_RETURN_IF_ERROR(gemm(GemmShape{nr, vocab, cols, false, true}, x.dtype, DType::f32, xc,
+                                w.data, nullptr, logits, env));
+        lce_rows_kernel<T, L><<<row_grid(nr), kBlock, 0, env.stream>>>(
+            logits, labels + r0, s.count, nr, vocab, ignore, s.floats + r0,
+            static_cast<T*>(dlogits));
+        LJ_RETURN_IF_ERROR(launched("lce_rows_kernel"));
+        char* dx = static_cast<char*>(c.out[1].data) + static_cast<size_t>(r0 * cols) * es;
+        LJ_RETURN_IF_ERROR(gemm(GemmShape{nr, cols, vocab, false, false}, x.dtype, x.dtype, dlogits,
+                                w.data, nullptr, dx, env));
+        LJ_RETURN_IF_ERROR(gemm(GemmShape{vocab, cols, nr, true, false}, x.dtype, x.dtype, dlogits,
+                                xc, r0 == 0 ? nullptr : c.out[2].data, c.out[2].data, env));
+      }
+      if (rows == 0) {
+        LJ_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(c.out[2].data, 0, c.out[2].bytes(), env.stream));
+      }
+      ce_mean_kernel<<<1, 1024, 0, env.stream>>>(s.floats, rows, s.count, c.out[0].as<float>());
+      return launched("linear_cross_entropy");
+    });
+  });
+}
+
 void register_loss(CudaKernelTable& t) {
+  t[Op::linear_cross_entropy] = linear_cross_entropy_forward;
   t[Op::cross_entropy] = cross_entropy_forward;
   t[Op::cross_entropy_backward] = cross_entropy_backward;
 }

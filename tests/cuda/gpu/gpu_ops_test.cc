@@ -276,6 +276,87 @@ TEST(GpuOps, FusedPointwiseAgreesWithTheCpuInterpreter) {
   }
 }
 
+TEST(GpuOps, UnaryBinaryAndCast) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const double tol = dt == DType::f32 ? 1e-5 : 1e-2;
+    std::vector<GraphInput> in = {{"x", random_tensor(dt, {4, 1, 50}, 40, 0.1, 3)},
+                                  {"y", random_tensor(dt, {3, 1}, 41, 0.5, 2)}};
+    expect_same(
+        in,
+        [](Builder& b, const std::vector<Val>& v) {
+          const Val x = v[0], y = v[1];
+          return std::vector<Val>{
+              neg(x),    exp(x),    log(x),     sqrt(x), rsqrt(x),           reciprocal(x),
+              square(x), silu(x),   sigmoid(x), tanh(x), pow(x, 1.5), add(x, y),
+              sub(x, y), mul(x, y), div(x, y)};
+        },
+        tol, tol);
+  }
+  std::vector<GraphInput> in = {{"x", random_tensor(DType::f32, {3, 70}, 42, -100, 100)}};
+  expect_same(
+      in,
+      [](Builder& b, const std::vector<Val>& v) {
+        const Val h = cast(v[0], DType::bf16);
+        return std::vector<Val>{h, cast(h, DType::f32), cast(v[0], DType::i32)};
+      },
+      0, 0);  // casts are exact functions of their input: bitwise equal
+}
+
+TEST(GpuOps, ReductionsOverAnyAxes) {
+  std::vector<GraphInput> in = {{"x", random_tensor(DType::f32, {4, 6, 33}, 43)}};
+  expect_same(
+      in,
+      [](Builder& b, const std::vector<Val>& v) {
+        const Val x = v[0];
+        return std::vector<Val>{sum(x, {-1}), mean(x, {-1}, true),  max(x, {-1}), sum(x, {0, 1}),
+                                mean(x, {1}), max(x, {0, 2}, true), sum(x, {})};
+      },
+      1e-5, 1e-4);
+}
+
+TEST(GpuOps, DataMovement) {
+  RefTensor ids = random_ints(DType::i32, {3, 5}, 44, 0, 11);
+  std::vector<GraphInput> in = {{"x", random_tensor(DType::f32, {2, 3, 4, 5}, 45)},
+                                {"t", random_tensor(DType::f32, {11, 6}, 46)},
+                                {"ids", ids},
+                                {"src", random_tensor(DType::f32, {3, 5, 6}, 47)},
+                                {"r", random_tensor(DType::f32, {3, 1}, 48)}};
+  expect_same(
+      in,
+      [](Builder& b, const std::vector<Val>& v) {
+        const Val x = v[0];
+        return std::vector<Val>{permute(x, {0, 2, 1, 3}),
+                                permute(x, {3, 1, 0, 2}),
+                                slice(x, 2, 1, 3),
+                                concat({x, slice(x, 1, 0, 2)}, 1),
+                                expand(v[4], Shape::concrete({2, 3, 7})),
+                                gather(v[1], v[2]),
+                                scatter_add(v[2], v[3], Shape::concrete({11, 6})),
+                                constant(b, 0.25, DType::f32, Shape::concrete({3, 2})),
+                                iota(b, Shape::concrete({3, 4}), 1, DType::f32)};
+      },
+      1e-6, 1e-6);  // copies are exact; scatter_add adds rows in the CPU's order (n increasing)
+}
+
+TEST(GpuOps, LinearCrossEntropyAgreesWithTheCpu) {
+  RefTensor labels = random_ints(DType::i32, {70}, 49, 0, 300);
+  labels[5] = -100;
+  std::vector<GraphInput> in = {{"x", random_tensor(DType::f32, {70, 48}, 50)},
+                                {"w", random_tensor(DType::f32, {300, 48}, 51)},
+                                {"labels", labels}};
+  for (int64_t chunk : {0, 16}) {  // one chunk, and several (dw accumulated with beta = 1)
+    expect_same(
+        in,
+        [chunk](Builder& b, const std::vector<Val>& v) {
+          Attrs a;
+          a.set("ignore_index", int64_t{-100});
+          a.set("chunk", chunk);
+          return b.add(Op::linear_cross_entropy, {v[0], v[1], v[2]}, a);
+        },
+        1e-5, 1e-4);
+  }
+}
+
 TEST(GpuOps, AdamWMultiTensorMatchesTheHostUpdate) {
   LJ_REQUIRE_GPU_OR_SKIP(ctx);
   // 40 tensors (more than one launch's kAdamWTensors), one over kAdamWBlocks chunks.
