@@ -285,10 +285,9 @@ TEST(GpuOps, UnaryBinaryAndCast) {
         in,
         [](Builder& b, const std::vector<Val>& v) {
           const Val x = v[0], y = v[1];
-          return std::vector<Val>{
-              neg(x),    exp(x),    log(x),     sqrt(x), rsqrt(x),           reciprocal(x),
-              square(x), silu(x),   sigmoid(x), tanh(x), pow(x, 1.5), add(x, y),
-              sub(x, y), mul(x, y), div(x, y)};
+          return std::vector<Val>{neg(x),        exp(x),    log(x),    sqrt(x),    rsqrt(x),
+                                  reciprocal(x), square(x), silu(x),   sigmoid(x), tanh(x),
+                                  pow(x, 1.5),   add(x, y), sub(x, y), mul(x, y),  div(x, y)};
         },
         tol, tol);
   }
