@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/onednn_info.h"
+#include "cli/benchmark_gpu.h"
 #include "cli/cli.h"
 #include "cli/device_choice.h"
 #include "cli/dist_session.h"
@@ -576,9 +577,44 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   return g;
 }
 
+// --device cuda: the resolved run on one GPU (cli/benchmark_gpu.h).
+Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
+  if (dist.distributed()) {
+    return unimplemented(
+        "benchmark --device cuda runs one process on one GPU; NCCL data "
+        "parallelism is not implemented yet",
+        "run without mpirun, or use --device cpu");
+  }
+  LJ_ASSIGN_OR_RETURN(const Resolved r, resolve(a, dist));
+  if (r.grad_accum != 1 || !r.model.weights_dir.empty()) {
+    return unimplemented(
+        "benchmark --device cuda: gradient accumulation and HF weights are not "
+        "implemented on the GPU yet",
+        "use --grad-accum 1 and a preset or config.json, or --device cpu");
+  }
+  GpuBenchmark b;
+  b.model_name = r.model.config.name;
+  b.run.model = r.model.config;
+  b.run.graph = r.step.graph;
+  b.run.batch = r.micro_batch;
+  b.run.seq_len = r.seq_len;
+  b.run.steps = r.steps;
+  b.run.adamw = r.step.adamw;
+  b.run.seed = a.seed;
+  const int64_t vocab = r.model.config.vocab_size;
+  b.run.batch_fn = [&r, vocab, seed = a.seed](Device& host, int64_t index) {
+    return synthetic_batch(host, r.micro_batch, r.seq_len, vocab, seed, index);
+  };
+  b.warmup = r.warmup;
+  b.output = a.output;
+  return run_gpu_benchmark(b);
+}
+
 Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
-  // Only the CPU runs a training graph today: auto resolves to it, cuda says why not.
-  LJ_RETURN_IF_ERROR(choose_device(a.device, probe_device_host()).status());
+  LJ_ASSIGN_OR_RETURN(const RunDevice device,
+                      choose_device(a.device, probe_device_host("ljperf benchmark",
+                                                                /*runs_on_cuda=*/true)));
+  if (device == RunDevice::cuda) return run_benchmark_on_gpu(a, dist);
   const HostInfo host = host_info();
   StatusOr<Ready> ready = make_ready(a, dist, host);
   // Every rank ready, or every rank stops (the others would wait in the first collective).

@@ -4,10 +4,10 @@
 
 namespace lj::cli {
 
-StatusOr<DeviceKind> choose_device(std::string_view requested, const DeviceHost& host) {
+StatusOr<RunDevice> choose_device(std::string_view requested, const DeviceHost& host) {
   const bool cuda_runs = host.built_with_cuda && host.gpu_count > 0 && host.cuda_executor;
-  if (requested == "cpu") return DeviceKind::cpu;
-  if (requested == "auto") return cuda_runs ? DeviceKind::cuda : DeviceKind::cpu;
+  if (requested == "cpu") return RunDevice::cpu;
+  if (requested == "auto") return cuda_runs ? RunDevice::cuda : RunDevice::cpu;
   if (requested != "cuda") {
     return invalid_argument("--device " + std::string(requested) + " is not a device",
                             "use auto (the default), cpu or cuda");
@@ -27,18 +27,17 @@ StatusOr<DeviceKind> choose_device(std::string_view requested, const DeviceHost&
         "--device cpu");
   }
   if (!host.cuda_executor) {
-    return unimplemented(
-        "--device cuda: training on the GPU is not implemented yet (the CUDA kernels, device "
-        "memory and NVRTC codegen are built; the graph executor is not)",
-        "use --device cpu");
+    return unimplemented("--device cuda: " + host.command + " does not run on the GPU yet",
+                         "use --device cpu (`ljperf benchmark --device cuda` runs on the GPU)");
   }
-  return DeviceKind::cuda;
+  return RunDevice::cuda;
 }
 
-DeviceHost probe_device_host() {
+DeviceHost probe_device_host(const std::string& command, bool runs_on_cuda) {
   DeviceHost h;
   h.built_with_cuda = cuda::built_with_cuda();
-  h.cuda_executor = cuda::executor_available();
+  h.cuda_executor = runs_on_cuda && h.built_with_cuda;
+  h.command = command;
   // Only a CUDA build asks the runtime (it initialises a context: not free).
   if (!h.built_with_cuda) return h;
   const cuda::Probe p = cuda::probe();

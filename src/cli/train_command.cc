@@ -338,8 +338,9 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
 
 Status run_train(TrainArgs& a, DistSession& dist) {
   namespace fs = std::filesystem;
-  // Only the CPU runs a training graph today: auto resolves to it, cuda says why not.
-  LJ_RETURN_IF_ERROR(choose_device(a.device, probe_device_host()).status());
+  // train runs on the CPU only so far: auto resolves to it, cuda says why not.
+  LJ_RETURN_IF_ERROR(
+      choose_device(a.device, probe_device_host("ljperf train", /*runs_on_cuda=*/false)).status());
   Device dev(a.threads);
   StatusOr<PreparedTrain> prepared = prepare_train(a, dist, dev);
   // Every rank ready, or every rank stops (the others would wait in the first collective).

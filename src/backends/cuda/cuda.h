@@ -13,11 +13,6 @@ namespace lj::cuda {
 // true when this ljperf was built with CUDA (-DLJ_CUDA=ON).
 bool built_with_cuda();
 
-// true when the CUDA backend can run a training graph (a GPU executor). False in every build
-// today: device memory, streams, kernels and NVRTC codegen exist, the graph executor does not
-// (issue 16's note); `--device cuda` says so.
-bool executor_available();
-
 // The CUDA toolkit this ljperf was built against, "major.minor" ("13.0"); "" without CUDA.
 std::string cuda_build_version();
 

@@ -34,10 +34,6 @@ Status cuda_status(cudaError_t e, const char* what) {
   }
 }
 
-bool executor_available() {
-  return false;
-}
-
 bool built_with_cuda() {
   return true;
 }

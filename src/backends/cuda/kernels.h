@@ -40,9 +40,9 @@ void register_elementwise(CudaKernelTable& t);  // elementwise.cu: unary, binary
 void register_reduce(CudaKernelTable& t);       // reduce.cu: sum, mean, max
 void register_movement(
     CudaKernelTable& t);  // movement.cu: permute slice concat expand gather scatter_add
-void register_norm(CudaKernelTable& t);       // norm.cu: rms_norm, add_rms_norm, rms_norm_backward
-void register_swiglu(CudaKernelTable& t);     // swiglu.cu: swiglu(_backward)
-void register_rope(CudaKernelTable& t);       // rope.cu: rope
+void register_norm(CudaKernelTable& t);    // norm.cu: rms_norm, add_rms_norm, rms_norm_backward
+void register_swiglu(CudaKernelTable& t);  // swiglu.cu: swiglu(_backward)
+void register_rope(CudaKernelTable& t);    // rope.cu: rope
 void register_loss(CudaKernelTable& t);  // loss.cu: cross_entropy(_backward), linear_cross_entropy
 void register_attention(CudaKernelTable& t);  // attention.cu: sdpa(_backward)
 void register_gemm(CudaKernelTable& t);       // gemm.cc: matmul, matmul_add (cuBLASLt)

@@ -3,10 +3,6 @@
 
 namespace lj::cuda {
 
-bool executor_available() {
-  return false;
-}
-
 bool built_with_cuda() {
   return false;
 }
