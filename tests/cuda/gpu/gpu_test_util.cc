@@ -56,6 +56,9 @@ std::shared_ptr<void> to_device(cuda::Context& ctx, const void* data, size_t byt
   auto p = ctx.allocator().allocate(bytes);
   LJ_CHECK(p.ok()) << p.status().message();
   LJ_CHECK(cudaMemcpy(*p, data, bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  // A pageable copy may still be in flight when cudaMemcpy returns, and the kernels run on a
+  // non-blocking stream that does not wait for the legacy one.
+  LJ_CHECK(cudaDeviceSynchronize() == cudaSuccess);
   cuda::Context* c = &ctx;
   return std::shared_ptr<void>(*p, [c](void* q) { c->allocator().deallocate(q); });
 }
