@@ -3,8 +3,9 @@
 // states on the device, updated by the multi-tensor AdamW kernel. Plain C++: with LJ_CUDA the
 // implementation is train/cuda/gpu_train.cc; without it, train/not_built/ says so.
 //
+// Compiled runs place values by the static memory plan (one device arena per shape).
 // What it does not do yet (issue 16's note): data parallelism (NCCL), ZeRO, gradient
-// accumulation, clipping, checkpoints, real data (ljperf train), CUDA graphs, the planned arena.
+// accumulation, clipping, checkpoints, real data (ljperf train), CUDA graphs.
 #pragma once
 
 #include <cstdint>
@@ -38,9 +39,9 @@ struct GpuRunResult {
   std::vector<double> step_seconds;  // per step: host clock around a synchronised step
   std::vector<double> losses;
   int64_t kernels_per_step = 0;
-  // The device's view of memory: the caching allocator's reserved and in-use peaks (what the
-  // predictor predicts), and cudaMemGetInfo's used bytes after the run (context, cuBLASLt
-  // workspace and the allocator's reservation included).
+  // The device's view of memory: the caching allocator's reserved and in-use peaks plus the
+  // static plan's arena (compiled runs), and cudaMemGetInfo's used bytes after the run
+  // (context, cuBLASLt workspace, arena and the allocator's reservation included).
   int64_t bytes_reserved_peak = 0;
   int64_t bytes_in_use_peak = 0;
   int64_t bytes_device_used = 0;

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -58,7 +59,8 @@ Status device_to_host(const DeviceTensor& t, void* host) {
                            "cudaMemcpy (device to host)");
 }
 
-CudaExecutor::CudaExecutor(const Graph& g, cuda::Context& ctx) : g_(g), ctx_(ctx) {
+CudaExecutor::CudaExecutor(const Graph& g, cuda::Context& ctx, bool planned)
+    : g_(g), ctx_(ctx), planned_(planned) {
   last_use_.assign(g.values().size(), -1);
   is_output_.assign(g.values().size(), false);
   for (size_t i = 0; i < g.nodes().size(); ++i)
@@ -84,6 +86,30 @@ Status CudaExecutor::prepare(codegen::CudaKernelCache& cache) {
   }
   if (kernels.empty()) return ok_status();
   LJ_ASSIGN_OR_RETURN(fused_, cuda::FusedKernels::load(kernels, cache));
+  return ok_status();
+}
+
+Status CudaExecutor::prepare_arena(const SymEnv& env) {
+  if (plan_ == nullptr || !(plan_->env == env)) {
+    plan_ = nullptr;
+    for (const auto& p : plans_) {
+      if (p->env == env) plan_ = p.get();
+    }
+    if (plan_ == nullptr) {
+      LJ_ASSIGN_OR_RETURN(MemoryPlan p, plan_memory(g_, env));
+      plans_.push_back(std::make_unique<MemoryPlan>(std::move(p)));
+      plan_ = plans_.back().get();
+    }
+    arena_.reset();
+  }
+  const auto bytes = static_cast<size_t>(plan_->bytes_arena);
+  // A held output of the last run keeps its arena: this run gets a new one.
+  if (arena_ == nullptr || arena_.use_count() > 1 || arena_->size() != bytes) {
+    arena_.reset();
+    LJ_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Arena> a, cuda::Arena::create(ctx_.source(), bytes));
+    arena_ = std::shared_ptr<cuda::Arena>(std::move(a));
+    arena_bytes_peak_ = std::max(arena_bytes_peak_, static_cast<int64_t>(bytes));
+  }
   return ok_status();
 }
 
@@ -117,6 +143,7 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTens
       }
     }
   }
+  if (planned_) LJ_RETURN_IF_ERROR(prepare_arena(env));
   const cuda::CudaKernelTable& kernels = cuda::kernels();
   std::vector<DeviceTensor> vals(g_.values().size());
   for (size_t i = 0; i < ins.size(); ++i) vals[static_cast<size_t>(ins[i])] = inputs[i];
@@ -150,7 +177,15 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTens
       for (ValueId v : n.outputs) {
         const TypedShape& t = g_.type(v);
         LJ_CHECK(t.shape.eval(env, &dims)) << "unbound symbol in " << t.to_string();
-        LJ_ASSIGN_OR_RETURN(vals[static_cast<size_t>(v)], device_empty(ctx_, t.dtype, dims));
+        const int64_t offset = planned_ ? plan_->offset(v) : -1;
+        if (offset >= 0) {
+          // Its place in the arena; the view shares ownership of the arena.
+          char* base = arena_->size() > 0 ? static_cast<char*>(arena_->at(0)) : nullptr;
+          vals[static_cast<size_t>(v)] =
+              DeviceTensor{std::shared_ptr<void>(arena_, base + offset), t.dtype, dims};
+        } else {
+          LJ_ASSIGN_OR_RETURN(vals[static_cast<size_t>(v)], device_empty(ctx_, t.dtype, dims));
+        }
         const DeviceTensor& d = vals[static_cast<size_t>(v)];
         ov.push_back(TensorView{d.data(), d.dtype, d.dims});
       }

@@ -58,7 +58,8 @@ StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& cfg) {
   LJ_ASSIGN_OR_RETURN(DeviceTensor dcos, upload(*ctx, cos));
   LJ_ASSIGN_OR_RETURN(DeviceTensor dsin, upload(*ctx, sin));
 
-  CudaExecutor ex(g, *ctx);
+  // Compiled runs place values by the static memory plan, as on the CPU.
+  CudaExecutor ex(g, *ctx, /*planned=*/cfg.graph.compile);
   codegen::CudaKernelCache cache(r.arch);
   LJ_RETURN_IF_ERROR(ex.prepare(cache));
   r.fused_kernels = cache.stats().compiled + cache.stats().loaded + cache.stats().reused;
@@ -111,8 +112,8 @@ StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& cfg) {
     }
   }
   const cuda::DeviceMemoryStats& ms = ctx->allocator().stats();
-  r.bytes_reserved_peak = ms.bytes_reserved_peak;
-  r.bytes_in_use_peak = ms.bytes_in_use_peak;
+  r.bytes_reserved_peak = ms.bytes_reserved_peak + ex.arena_bytes_peak();
+  r.bytes_in_use_peak = ms.bytes_in_use_peak + ex.arena_bytes_peak();
   int64_t free_b = 0, total_b = 0;
   ctx->source().memory_info(&free_b, &total_b);
   r.bytes_device_used = total_b - free_b;

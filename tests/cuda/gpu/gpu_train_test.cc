@@ -1,6 +1,7 @@
 // The whole tiny Llama training step (forward, loss, every gradient) on the GPU against the CPU
 // executor on the same inputs: eager (primitive ops) and compiled (fused ops and NVRTC-compiled
-// pointwise kernels), fp32 and bf16 mixed precision (label gpu).
+// pointwise kernels, values in the static memory plan's arena), fp32 and bf16 mixed precision
+// (label gpu).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -46,13 +47,16 @@ TEST_P(GpuTrainStep, TinyLossAndGradientsMatchTheCpu) {
     ASSERT_TRUE(d.ok()) << d.status().message();
     din.push_back(*d);
   }
-  CudaExecutor gpu(g, *ctx);
+  CudaExecutor gpu(g, *ctx, /*planned=*/c.compile);
   std::string tmpl = "/tmp/lj_gpu_train_XXXXXX";
   codegen::CudaKernelCache cache(ctx->props().arch(), mkdtemp(tmpl.data()));
   ASSERT_TRUE(gpu.prepare(cache).ok());
   auto got_d = gpu.run(din);
   ASSERT_TRUE(got_d.ok()) << got_d.status().message();
   ASSERT_TRUE(ctx->synchronize().ok());
+  if (c.compile) {
+    EXPECT_GT(gpu.arena_bytes_peak(), 0);
+  }
   std::vector<Tensor> got;
   for (const DeviceTensor& d : *got_d) {
     Tensor t = Tensor::empty(dev, d.dtype, d.dims, MemCategory::temporaries);
