@@ -22,7 +22,13 @@ class DeviceSource final : public MemorySource {
     }
     return cuda_status(e, "cudaMalloc");
   }
-  void free(void* p) override { LJ_CUDA_CHECK(cudaFree(p)); }
+  void free(void* p) override {
+    const cudaError_t e = cudaFree(p);
+    // At process exit the runtime may be torn down before a static owner frees its blocks:
+    // the memory is gone with the context anyway.
+    if (e == cudaErrorCudartUnloading || e == cudaErrorContextIsDestroyed) return;
+    LJ_CUDA_CHECK(e);
+  }
   void memory_info(int64_t* bytes_free, int64_t* bytes_total) override {
     size_t f = 0, t = 0;
     LJ_CUDA_CHECK(cudaMemGetInfo(&f, &t));

@@ -40,16 +40,18 @@ bool gpu_required() {
 
 cuda::Context* gpu_context(std::string* why) {
   static std::string reason;
-  static std::unique_ptr<cuda::Context> ctx = [] {
+  // Made once and never destroyed: its blocks would otherwise be freed after the CUDA runtime
+  // has shut down at exit.
+  static cuda::Context* ctx = [] {
     auto c = cuda::Context::create(0);
     if (!c.ok()) {
       reason = c.status().message();
-      return std::unique_ptr<cuda::Context>();
+      return static_cast<cuda::Context*>(nullptr);
     }
-    return std::move(*c);
+    return c->release();
   }();
   *why = reason;
-  return ctx.get();
+  return ctx;
 }
 
 std::shared_ptr<void> to_device(cuda::Context& ctx, const void* data, size_t bytes) {
