@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian 12 machine:
 #   tools/setup.sh run    install what is missing, build Release, run `ljperf benchmark`
-#   tools/setup.sh test   install what is missing, build, run every test with ctest
+#   tools/setup.sh test   install what is missing, build, run every test with ctest (but those
+#                         labelled gpu, which need a GPU: tools/gpu_check.sh runs them)
+#   tools/setup.sh test-cuda  build with -DLJ_CUDA=ON (in build-cuda; needs the CUDA toolkit,
+#                         which is no Debian main package: it comes with the machine image) and
+#                         run the CUDA tests that need no GPU (NVRTC compiles, allocator logic)
 #   tools/setup.sh test-asan  the same tests under AddressSanitizer + UBSan, without the e2e ones
 #                             and the multi-process ones (Open MPI's own allocations would drown
 #                             LeakSanitizer's report)
@@ -69,7 +73,21 @@ case "${1:-}" in
   test)
     install_missing
     build
-    ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+    ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" -LE gpu
+    ;;
+  test-cuda)
+    install_missing
+    # The image puts the toolkit in /usr/local/cuda; a login shell adds it to PATH, CI may not.
+    if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+      export PATH=/usr/local/cuda/bin:$PATH
+    fi
+    command -v nvcc >/dev/null || {
+      echo "setup.sh test-cuda: no CUDA toolkit (nvcc) on this machine" >&2
+      exit 2
+    }
+    # Only what the CUDA tests need: ljperf and the rest are the CPU build's, already tested.
+    BUILD_DIR=${BUILD_DIR:-build-cuda} build -DLJ_CUDA=ON -DLJ_BENCH=OFF -- cuda_tests gpu_tests
+    ctest --test-dir "${BUILD_DIR:-build-cuda}" --output-on-failure -j "$(nproc)" -L cuda_tests
     ;;
   test-asan)
     install_missing
@@ -78,7 +96,7 @@ case "${1:-}" in
       ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" -LE "e2e|dist"
     ;;
   *)
-    echo "usage: tools/setup.sh run|test|test-asan|fuzz|deps" >&2
+    echo "usage: tools/setup.sh run|test|test-cuda|test-asan|fuzz|deps" >&2
     exit 2
     ;;
 esac

@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/onednn_info.h"
+#include "cli/benchmark_gpu.h"
 #include "cli/cli.h"
+#include "cli/device_choice.h"
 #include "cli/dist_session.h"
 #include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
@@ -55,6 +57,7 @@ struct BenchmarkArgs {
   bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
   std::string memory_limit;
   bool compile = false;
+  std::string device = "auto";  // --device (cli/device_choice.h)
   int threads = 0;
   uint64_t seed = 1234;
   double lr = 3e-4;
@@ -594,7 +597,44 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   return g;
 }
 
+// --device cuda: the resolved run on one GPU (cli/benchmark_gpu.h).
+Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
+  if (dist.distributed()) {
+    return unimplemented(
+        "benchmark --device cuda runs one process on one GPU; NCCL data "
+        "parallelism is not implemented yet",
+        "run without mpirun, or use --device cpu");
+  }
+  LJ_ASSIGN_OR_RETURN(const Resolved r, resolve(a, dist));
+  if (r.grad_accum != 1 || !r.model.weights_dir.empty()) {
+    return unimplemented(
+        "benchmark --device cuda: gradient accumulation and HF weights are not "
+        "implemented on the GPU yet",
+        "use --grad-accum 1 and a preset or config.json, or --device cpu");
+  }
+  GpuBenchmark b;
+  b.model_name = r.model.config.name;
+  b.run.model = r.model.config;
+  b.run.graph = r.step.graph;
+  b.run.batch = r.micro_batch;
+  b.run.seq_len = r.seq_len;
+  b.run.steps = r.steps;
+  b.run.adamw = r.step.adamw;
+  b.run.seed = a.seed;
+  const int64_t vocab = r.model.config.vocab_size;
+  b.run.batch_fn = [&r, vocab, seed = a.seed](Device& host, int64_t index) {
+    return synthetic_batch(host, r.micro_batch, r.seq_len, vocab, seed, index);
+  };
+  b.warmup = r.warmup;
+  b.output = a.output;
+  return run_gpu_benchmark(b);
+}
+
 Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
+  LJ_ASSIGN_OR_RETURN(const RunDevice device,
+                      choose_device(a.device, probe_device_host("ljperf benchmark",
+                                                                /*runs_on_cuda=*/true)));
+  if (device == RunDevice::cuda) return run_benchmark_on_gpu(a, dist);
   const HostInfo host = host_info();
   StatusOr<Ready> ready = make_ready(a, dist, host);
   // Every rank ready, or every rank stops (the others would wait in the first collective).
@@ -637,6 +677,7 @@ Command add_benchmark_command(CLI::App& app) {
   sub->add_option("--precision", args->precision,
                   "f32 or bf16 (mixed: f32 master weights, bf16 compute)")
       ->capture_default_str();
+  add_device_flag(sub, &args->device);
   sub->add_option("--threads", args->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", args->seed, "Seed for weights and data")->capture_default_str();
   sub->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();

@@ -15,6 +15,7 @@
 #include "backends/cpu/onednn_info.h"
 #include "cli/doctor_backends.h"
 #include "cli/doctor_check.h"
+#include "cli/doctor_cuda.h"
 #include "cli/doctor_deepspeed.h"
 #include "cli/doctor_gpu.h"
 #include "cli/doctor_host.h"
@@ -201,8 +202,15 @@ Section gpu_section(const GpuProbe& g, json* facts) {
   }
   (*facts)["gpu"] = {
       {"driver_version", g.driver_version}, {"count", g.gpu_count()}, {"devices", devices}};
+  const cuda::Probe cuda_probe = cuda::probe();
+  (*facts)["gpu"]["cuda_runtime"] = {{"built", cuda_probe.built},
+                                     {"runtime_version", cuda_probe.runtime_version},
+                                     {"driver_cuda_version", cuda_probe.driver_version},
+                                     {"devices", cuda_probe.device_count()},
+                                     {"error", cuda_probe.error}};
   if (g.driver_version.empty() && g.gpu_count() == 0 && g.nvidia_smi_error.empty()) {
     s.add(CheckLevel::ok, "no NVIDIA GPU found; the CPU backend will be used");
+    for (CheckLine& l : cuda_runtime_lines(cuda_probe)) s.add(std::move(l));
     s.add(cuda_backend_check(backend("cuda"), 0));
     return s;
   }
@@ -262,14 +270,16 @@ Section gpu_section(const GpuProbe& g, json* facts) {
                           names),
               fmt::format("upgrade the NVIDIA driver to {} or newer", min_driver));
       }
-#ifdef LJ_CUDA_VERSION
-      CheckLine built = cuda_driver_check(*major, LJ_CUDA_VERSION);
-      if (built.level != CheckLevel::ok) built.level = CheckLevel::fail;
-      built.text = "ljperf was built against CUDA " LJ_CUDA_VERSION ": " + built.text;
-      s.add(std::move(built));
-#endif
+      if (cuda::built_with_cuda()) {
+        CheckLine built = cuda_driver_check(*major, cuda::cuda_build_version());
+        if (built.level != CheckLevel::ok) built.level = CheckLevel::fail;
+        built.text =
+            "ljperf was built against CUDA " + cuda::cuda_build_version() + ": " + built.text;
+        s.add(std::move(built));
+      }
     }
   }
+  for (CheckLine& l : cuda_runtime_lines(cuda_probe)) s.add(std::move(l));
   s.add(cuda_backend_check(backend("cuda"), g.gpu_count()));
   return s;
 }

@@ -3,17 +3,17 @@
 
 #include <fmt/format.h>
 
+#include "backends/cuda/cuda.h"
 #include "core/check.h"
 #include "dist/build_info.h"
 
 namespace lj::cli {
 namespace {
 
-// When CUDA lands: {"cuda", ..., kBuiltWithCuda ? BackendState::built : BackendState::not_built},
-// as the MPI row does.
 const BackendStatus kBackends[] = {
     {"cpu", "training on the CPU (oneDNN GEMMs, OpenMP)", "", BackendState::built},
-    {"cuda", "training on NVIDIA GPUs", "LJ_CUDA", BackendState::not_implemented},
+    {"cuda", "benchmarks on one NVIDIA GPU (ljperf train, NCCL and CUDA graphs: not yet)",
+     "LJ_CUDA", cuda::built_with_cuda() ? BackendState::built : BackendState::not_built},
     {"mpi", "multi-process training on the CPU (data parallel, ZeRO stages 0-2)", "LJ_MPI",
      built_with_mpi() ? BackendState::built : BackendState::not_built},
 };
@@ -51,12 +51,15 @@ CheckLine cuda_backend_check(const BackendStatus& cuda, int gpu_count) {
                     : "";
   switch (cuda.state) {
     case BackendState::built:
-      return {CheckLevel::ok, "CUDA backend: built", ""};
+      return {CheckLevel::ok,
+              "CUDA backend: built (`ljperf benchmark --device cuda` runs on one GPU; `ljperf "
+              "train` still runs on the CPU)",
+              ""};
     case BackendState::not_built:
       return {gpu_count > 0 ? CheckLevel::warn : CheckLevel::ok,
               "CUDA backend: not built into this ljperf" + idle,
               gpu_count > 0
-                  ? fmt::format("rebuild with -D{}=ON to train on the GPUs", cuda.build_flag)
+                  ? fmt::format("rebuild with -D{}=ON to benchmark on the GPUs", cuda.build_flag)
                   : ""};
     case BackendState::not_implemented:
       return {CheckLevel::warn,

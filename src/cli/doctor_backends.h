@@ -1,8 +1,8 @@
 // Which execution backends this ljperf has: the one table the doctor reads, so that when a
-// backend lands (CUDA) one row changes and every line about it follows. Until then the doctor
-// says plainly that a backend does not exist yet and never advises a build flag that does
-// nothing (LJ_CUDA only reserves the name today). MPI exists: its row says whether this binary
-// was built with it (dist/build_info.h).
+// backend changes one row changes and every line about it follows. CUDA and MPI exist: their
+// rows say whether this binary was built with them (backends/cuda/cuda.h, dist/build_info.h).
+// The not_implemented state stays for a backend announced before it exists: the doctor then
+// says so plainly and never advises a build flag that does nothing.
 #pragma once
 
 #include <span>

@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/data_sample.h"
+#include "cli/device_choice.h"
 #include "cli/dist_session.h"
 #include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
@@ -60,6 +61,7 @@ struct TrainArgs {
   bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
   std::string memory_limit;
   bool compile = false;
+  std::string device = "auto";                            // --device (cli/device_choice.h)
   int zero = -1;                                          // --zero N; -1: not given
   double comm_timeout_s = CommOptions{}.timeout_seconds;  // --comm-timeout
 };
@@ -336,6 +338,9 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
 
 Status run_train(TrainArgs& a, DistSession& dist) {
   namespace fs = std::filesystem;
+  // train runs on the CPU only so far: auto resolves to it, cuda says why not.
+  LJ_RETURN_IF_ERROR(
+      choose_device(a.device, probe_device_host("ljperf train", /*runs_on_cuda=*/false)).status());
   Device dev(a.threads);
   StatusOr<PreparedTrain> prepared = prepare_train(a, dist, dev);
   // Every rank ready, or every rank stops (the others would wait in the first collective).
@@ -454,6 +459,7 @@ Command add_train_command(CLI::App& app) {
                   "Abort after this many non-finite steps in a row")
       ->capture_default_str();
   sub->add_option("--log-every", a->log_every, "Console line every N steps")->capture_default_str();
+  add_device_flag(sub, &a->device);
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
   add_optimization_flags(sub, &a->compile, &a->ckpt_opt, &a->memory_limit, &a->recompute);

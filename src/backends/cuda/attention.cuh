@@ -1,0 +1,23 @@
+// CUDA kernels of scaled dot-product attention (f32 and bf16 storage, f32 math):
+//   sdpa(q (B, H, Tq, D), k (B, G, Tk, D), v (B, G, Tk, D)) -> out (B, H, Tq, D), lse (B, H, Tq)
+//   sdpa_backward(q, k, v, out, lse, dout) -> dq, dk, dv
+// q head h reads kv head h / (H / G); causal: query i sees keys 0..i (Tq == Tk); scale <= 0
+// means 1 / sqrt(D). As backends/cpu/attention.cc: P = exp(scale S - lse), Di = rowsum(dO ∘ O),
+// dS = P ∘ (dO Vᵀ - Di), dQ = scale dS K, dK = scale dSᵀ Q, dV = Pᵀ dO.
+//
+// A plain, correct first version (D <= 256), not a flash kernel: the forward is one block per
+// (query, head, batch) streaming the keys in chunks of the block size with an online softmax;
+// the backward is one block per query for dQ (and Di, kept in workspace) and one block per
+// (key, kv head, batch) for dK and dV, summing over the group's heads and the queries in a
+// fixed order (deterministic, no atomics). O(T²D) reads from L2; cuDNN's SDPA (cudnn-frontend)
+// or a tiled flash kernel replaces it once a GPU measures the difference (issue 16).
+#pragma once
+
+#include "backends/cuda/kernels.h"
+
+namespace lj::cuda {
+
+Status sdpa_forward(KernelContext& c, const KernelEnv& env);
+Status sdpa_backward(KernelContext& c, const KernelEnv& env);
+
+}  // namespace lj::cuda

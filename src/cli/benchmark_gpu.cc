@@ -1,0 +1,128 @@
+#include "cli/benchmark_gpu.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/units.h"
+#include "plan/coefficients.h"
+#include "plan/device_catalog.h"
+#include "plan/plan.h"
+
+namespace lj::cli {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The catalog entry whose id ("h200") appears in the device's name ("NVIDIA H200"); nullptr.
+const DeviceProfile* catalog_entry(const std::string& device_name) {
+  std::string lower = device_name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const DeviceProfile& d : gpu_catalog()) {
+    if (lower.find(d.id) != std::string::npos) return &d;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status run_gpu_benchmark(const GpuBenchmark& b) {
+  const GpuRunConfig& cfg = b.run;
+  fmt::print("ljperf benchmark on the GPU: {} ({:.3f} B params), batch {} x seq {}, {}{}\n",
+             b.model_name, static_cast<double>(cfg.model.num_params()) / 1e9, cfg.batch,
+             cfg.seq_len, cfg.graph.autocast == DType::bf16 ? "bf16 mixed precision" : "f32",
+             cfg.graph.compile ? ", compiled" : ", eager");
+  LJ_ASSIGN_OR_RETURN(const GpuRunResult r, run_on_gpu(cfg));
+  const size_t skip = std::min(static_cast<size_t>(std::max<int64_t>(b.warmup, 0)),
+                               r.step_seconds.size() > 0 ? r.step_seconds.size() - 1 : 0);
+  const std::vector<double> measured(r.step_seconds.begin() + static_cast<long>(skip),
+                                     r.step_seconds.end());
+  const double step_s = median(measured);
+  const double tokens = static_cast<double>(cfg.batch * cfg.seq_len);
+  const double tps = step_s > 0 ? tokens / step_s : 0;
+  const double flops_per_token = cfg.model.flops_per_token(cfg.seq_len);
+  const double tflops = flops_per_token * tps / 1e12;
+  const DeviceProfile* dev = catalog_entry(r.device_name);
+  const double peak = dev != nullptr ? dev->peak_bf16_flops : 0;
+  // The predictor's peak for this GPU and run (bf16 graph, ZeRO 0, one GPU).
+  double predicted = 0;
+  if (dev != nullptr) {
+    PlanRequest req;
+    req.model = cfg.model;
+    req.device = *dev;
+    req.coeffs = default_coefficients();
+    req.zero = ZeroSetup::for_model(cfg.model, 0, 1);
+    req.micro_batch = cfg.batch;
+    req.seq_len = cfg.seq_len;
+    req.compile = cfg.graph.compile;
+    auto p = price_choice(req, cfg.graph.recompute, cfg.batch);
+    if (p.ok()) predicted = p->memory.total;
+  }
+  fmt::print("  device        {} ({}, {})\n", r.device_name, r.arch,
+             format_bytes(static_cast<double>(r.device_memory_bytes)));
+  fmt::print("  setup         {:.2f} s (graph, weights, {} fused kernels via NVRTC)\n",
+             r.setup_seconds, r.fused_kernels);
+  fmt::print("  loss          {:.4f} -> {:.4f} over {} steps\n",
+             r.losses.empty() ? 0.0 : r.losses.front(), r.losses.empty() ? 0.0 : r.losses.back(),
+             r.losses.size());
+  fmt::print("  step time     {:.2f} ms (median of {} steps after {} warmup), {} kernels a step\n",
+             step_s * 1e3, measured.size(), skip, r.kernels_per_step);
+  fmt::print("  tokens/s      {:.0f}\n", tps);
+  fmt::print("  TFLOP/s       {:.2f}   ({:.3g} GFLOP/token, 6N+12LHQT)\n", tflops,
+             flops_per_token / 1e9);
+  if (peak > 0) {
+    fmt::print("  MFU           {:.1f}%  of {:.0f} TFLOP/s dense bf16 ({})\n",
+               100.0 * tflops * 1e12 / peak, peak / 1e12, dev->name);
+  } else {
+    fmt::print("  MFU           n/a (no catalog entry for {})\n", r.device_name);
+  }
+  fmt::print("  peak memory   {} reserved by the allocator ({} in use), {} used on the device\n",
+             format_bytes(static_cast<double>(r.bytes_reserved_peak)),
+             format_bytes(static_cast<double>(r.bytes_in_use_peak)),
+             format_bytes(static_cast<double>(r.bytes_device_used)));
+  if (predicted > 0) {
+    const double err = 100.0 * (predicted - static_cast<double>(r.bytes_device_used)) /
+                       static_cast<double>(std::max<int64_t>(r.bytes_device_used, 1));
+    fmt::print("  predicted     {} ({:+.1f}% against the device's used bytes)\n",
+               format_bytes(predicted), err);
+  }
+  if (b.output.empty()) return ok_status();
+  nlohmann::json j = {{"command", "benchmark"},
+                      {"device", "cuda"},
+                      {"gpu", r.device_name},
+                      {"arch", r.arch},
+                      {"model", b.model_name},
+                      {"params", cfg.model.num_params()},
+                      {"precision", cfg.graph.autocast == DType::bf16 ? "bf16" : "f32"},
+                      {"compile", cfg.graph.compile},
+                      {"batch_size", cfg.batch},
+                      {"seq_len", cfg.seq_len},
+                      {"steps", cfg.steps},
+                      {"warmup_steps", skip},
+                      {"step_time_ms", step_s * 1e3},
+                      {"tokens_per_s", tps},
+                      {"tflops", tflops},
+                      {"mfu", peak > 0 ? tflops * 1e12 / peak : 0.0},
+                      {"peak_flops", peak},
+                      {"flops_per_token", flops_per_token},
+                      {"losses", r.losses},
+                      {"bytes_reserved_peak", r.bytes_reserved_peak},
+                      {"bytes_in_use_peak", r.bytes_in_use_peak},
+                      {"bytes_device_used", r.bytes_device_used},
+                      {"bytes_predicted", predicted},
+                      {"setup_s", r.setup_seconds}};
+  std::ofstream out(b.output, std::ios::app);
+  out << j.dump() << "\n";
+  if (!out) return io_error("cannot append to " + b.output, "check the path and the disk");
+  return ok_status();
+}
+
+}  // namespace lj::cli

@@ -1,0 +1,76 @@
+// The CUDA executor: runs a graph's nodes in order on one GPU (backends/cuda), each by its CUDA
+// kernel on the context's stream. Values live in device buffers from the context's caching
+// allocator and are freed after their last use (stream-ordered: the one stream makes reuse
+// safe); reshape outputs alias their input. Compiled graphs' fused_pointwise nodes run the
+// NVRTC-compiled kernels of the CUDA renderer, loaded once in prepare(). Built with LJ_CUDA only.
+//
+// Planned mode (compiled runs, as on the CPU): every node output lives at its offset in one
+// device arena per shape laid out by the static memory plan (passes/memory_plan); plans are
+// cached by the bound symbols, and a run reuses the last arena unless a caller still holds an
+// output of it (outputs share ownership of their arena).
+//
+// Not yet (issue 16's note): CUDA-graph capture, host callbacks (opaque: a graph break fails
+// here), and overlap of collectives.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backends/cuda/context.h"
+#include "backends/cuda/fused.h"
+#include "graph/ir.h"
+#include "passes/memory_plan/memory_plan.h"
+
+namespace lj {
+
+// A device tensor: dense row-major, owned through `storage` (shared by reshape aliases).
+struct DeviceTensor {
+  std::shared_ptr<void> storage;
+  DType dtype = DType::f32;
+  std::vector<int64_t> dims;
+  void* data() const { return storage.get(); }
+  size_t bytes() const {
+    return static_cast<size_t>(numel_of(dims)) * static_cast<size_t>(dtype_size(dtype));
+  }
+};
+
+// A new device buffer of `bytes` from ctx's allocator, returned to it when the last owner goes.
+StatusOr<DeviceTensor> device_empty(cuda::Context& ctx, DType dtype, std::vector<int64_t> dims);
+// Host bytes in, host bytes out (synchronous).
+StatusOr<DeviceTensor> device_from_host(cuda::Context& ctx, DType dtype, std::vector<int64_t> dims,
+                                        const void* host);
+Status device_to_host(const DeviceTensor& t, void* host);
+
+class CudaExecutor {
+ public:
+  // planned: the static memory plan's arena instead of the caching allocator for node outputs.
+  CudaExecutor(const Graph& g, cuda::Context& ctx, bool planned = false);
+  // Compiles (NVRTC, through `cache`) and loads the graph's fused kernels; needed once before
+  // run() when the graph has fused_pointwise nodes.
+  Status prepare(codegen::CudaKernelCache& cache);
+  // Binds symbols from the inputs' dims, runs, returns the graph outputs in order (asynchronous:
+  // synchronise the context before reading them on the host).
+  StatusOr<std::vector<DeviceTensor>> run(std::span<const DeviceTensor> inputs);
+  int64_t kernels_launched() const { return kernels_launched_; }
+  // Planned mode: the bytes of the largest arena held so far (0 in eager mode).
+  int64_t arena_bytes_peak() const { return arena_bytes_peak_; }
+
+ private:
+  // Planned mode: the plan for env (made once per shape) and an arena for this run.
+  Status prepare_arena(const SymEnv& env);
+  const Graph& g_;
+  cuda::Context& ctx_;
+  std::vector<int> last_use_;
+  std::vector<bool> is_output_;
+  std::unique_ptr<cuda::FusedKernels> fused_;
+  std::vector<int> fused_index_;  // per node: its kernel in fused_, -1 none
+  int64_t kernels_launched_ = 0;
+  bool planned_ = false;
+  std::vector<std::unique_ptr<MemoryPlan>> plans_;
+  const MemoryPlan* plan_ = nullptr;
+  std::shared_ptr<cuda::Arena> arena_;
+  int64_t arena_bytes_peak_ = 0;
+};
+
+}  // namespace lj
