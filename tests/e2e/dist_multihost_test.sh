@@ -21,7 +21,9 @@ skip() {
 }
 [ "$(id -u)" -eq 0 ] || skip "not root: network and UTS namespaces need CAP_SYS_ADMIN and CAP_NET_ADMIN"
 command -v ip >/dev/null 2>&1 || skip "no ip on PATH (install iproute2)"
-command -v unshare >/dev/null 2>&1 || skip "no unshare on PATH (install util-linux)"
+for tool in unshare nsenter; do
+  command -v $tool >/dev/null 2>&1 || skip "no $tool on PATH (install util-linux)"
+done
 
 # Names unique to this run (another test run may make its own pair at the same time).
 NS1=ljperf-h1-$$ NS2=ljperf-h2-$$
@@ -31,18 +33,26 @@ ns_cleanup() {
   ip netns del "$NS2" 2>/dev/null || true
 }
 trap 'ns_cleanup; e2e_cleanup' EXIT
+# in_ns NS COMMAND...: COMMAND in network namespace NS. nsenter, not `ip -n` / `ip netns exec`:
+# in a chroot (tools/fresh-debian.sh) those fail ("mount --make-rslave /" failed: Invalid
+# argument; / is not a mount point there).
+in_ns() {
+  local ns=$1
+  shift
+  nsenter --net="/run/netns/$ns" "$@"
+}
 
 echo "check: two hosts (network namespaces $NS1 and $NS2, a veth pair, $NET.1 and $NET.2)"
 ip netns add "$NS1" 2>ns.err || skip "cannot make a network namespace: $(head -1 ns.err)"
 ip netns add "$NS2" 2>ns.err || skip "cannot make a network namespace: $(head -1 ns.err)"
 # The pair is made inside host 1 with its peer in host 2: no interface appears on this host.
-ip -n "$NS1" link add veth1 type veth peer name veth2 netns "$NS2" 2>ns.err ||
+in_ns "$NS1" ip link add veth1 type veth peer name veth2 netns "$NS2" 2>ns.err ||
   skip "cannot make a veth pair: $(head -1 ns.err)"
 for h in 1 2; do
   ns=NS$h
-  ip -n "${!ns}" addr add "$NET.$h/24" dev "veth$h"
-  ip -n "${!ns}" link set "veth$h" up
-  ip -n "${!ns}" link set lo up
+  in_ns "${!ns}" ip addr add "$NET.$h/24" dev "veth$h"
+  in_ns "${!ns}" ip link set "veth$h" up
+  in_ns "${!ns}" ip link set lo up
 done
 pass "veth1 $NET.1/24 in $NS1, veth2 $NET.2/24 in $NS2"
 
@@ -53,12 +63,12 @@ cat >agent.sh <<EOF
 while [ "\${1:-}" != "${NET}.2" ] && [ \$# -gt 0 ]; do shift; done
 [ \$# -gt 0 ] || { echo "agent.sh: only host ${NET}.2 is known" >&2; exit 1; }
 shift
-exec ip netns exec "$NS2" unshare --uts /bin/sh -c "echo $HOST2 >/proc/sys/kernel/hostname && \$*"
+exec nsenter --net=/run/netns/$NS2 unshare --uts /bin/sh -c "echo $HOST2 >/proc/sys/kernel/hostname && \$*"
 EOF
 # host1.sh COMMAND...: runs COMMAND on host 1 (mpirun, in its own UTS namespace too).
 cat >host1.sh <<EOF
 #!/bin/bash
-exec ip netns exec "$NS1" unshare --uts /bin/sh -c 'echo $HOST1 >/proc/sys/kernel/hostname && exec "\$@"' sh "\$@"
+exec nsenter --net=/run/netns/$NS1 unshare --uts /bin/sh -c 'echo $HOST1 >/proc/sys/kernel/hostname && exec "\$@"' sh "\$@"
 EOF
 chmod +x agent.sh host1.sh
 printf '%s slots=1\n%s slots=1\n' "$NET.1" "$NET.2" >hostfile
@@ -87,7 +97,7 @@ ref_losses=$(json_get ref.jsonl 1 losses)
 pass "reference losses $ref_losses"
 
 # Bytes host 2 sent over the veth (its daemon's messages and rank 1's collectives).
-tx2() { ip netns exec "$NS2" cat /sys/class/net/veth2/statistics/tx_bytes; }
+tx2() { in_ns "$NS2" ip -j -s link show veth2 | perl -MJSON::PP -e 'print decode_json(join "", <STDIN>)->[0]{stats64}{tx}{bytes}'; }
 for z in 0 1 2; do
   echo "check: mpirun -np 2 ljperf benchmark --zero $z, one rank per host, over TCP"
   before=$(tx2)
