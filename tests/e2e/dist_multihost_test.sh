@@ -8,8 +8,8 @@
 # one host (dist_benchmark_test.sh); ljperf itself counts 2 hosts (its MFU peak is "2 hosts x");
 # the veth carried at least the gradients' bytes.
 # Skips (prints "SKIP: ...", which CTest reports as skipped) without mpirun or an MPI build, when
-# not root, without iproute2's `ip` or util-linux's `unshare`, or where the namespaces cannot be
-# made (a container without CAP_SYS_ADMIN / CAP_NET_ADMIN).
+# not root, without iproute2's `ip` or util-linux's `unshare` and `nsenter`, or where the
+# namespaces cannot be made (a container without CAP_SYS_ADMIN / CAP_NET_ADMIN).
 # Usage: bash dist_multihost_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
