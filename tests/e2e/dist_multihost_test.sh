@@ -25,36 +25,50 @@ for tool in unshare nsenter; do
   command -v $tool >/dev/null 2>&1 || skip "no $tool on PATH (install util-linux)"
 done
 
-# Names unique to this run (another test run may make its own pair at the same time).
-NS1=ljperf-h1-$$ NS2=ljperf-h2-$$
 readonly NET=10.213.0 HOST1=ljperf-host1 HOST2=ljperf-host2
+# Each host's namespaces are held by one process (a sleep, bounded by CTest's 600 s timeout):
+# no `ip netns add`, whose bind mount under /run/netns would outlive the test (and, in
+# tools/fresh-debian.sh's chroot, keep the root from being removed); `ip -n` and `ip netns exec`
+# also fail in a chroot ("mount --make-rslave /" failed: Invalid argument). Killing the holders
+# removes the namespaces and the veth pair.
+HOLDERS=()
 ns_cleanup() {
-  ip netns del "$NS1" 2>/dev/null || true
-  ip netns del "$NS2" 2>/dev/null || true
+  local p
+  for p in "${HOLDERS[@]}"; do kill "$p" 2>/dev/null || true; done
 }
 trap 'ns_cleanup; e2e_cleanup' EXIT
-# in_ns NS COMMAND...: COMMAND in network namespace NS. nsenter, not `ip -n` / `ip netns exec`:
-# in a chroot (tools/fresh-debian.sh) those fail ("mount --make-rslave /" failed: Invalid
-# argument; / is not a mount point there).
-in_ns() {
-  local ns=$1
+# in_host H COMMAND...: COMMAND in host H's (1 or 2) network and UTS namespaces.
+in_host() {
+  local pid=${HOLDERS[$1 - 1]}
   shift
-  nsenter --net="/run/netns/$ns" "$@"
+  nsenter -t "$pid" --net --uts "$@"
 }
 
-echo "check: two hosts (network namespaces $NS1 and $NS2, a veth pair, $NET.1 and $NET.2)"
-ip netns add "$NS1" 2>ns.err || skip "cannot make a network namespace: $(head -1 ns.err)"
-ip netns add "$NS2" 2>ns.err || skip "cannot make a network namespace: $(head -1 ns.err)"
+echo "check: two hosts (network + UTS namespaces $HOST1 and $HOST2, a veth pair, $NET.1 and $NET.2)"
+own_net=$(readlink /proc/self/ns/net)
+for h in 1 2; do
+  host=HOST$h
+  unshare --net --uts /bin/sh -c "echo ${!host} >/proc/sys/kernel/hostname && exec sleep 600" 2>"ns$h.err" &
+  HOLDERS+=($!)
+  # unshare execs the shell in the same process: wait until it has its namespaces and name.
+  for _ in $(seq 500); do
+    [ "$(readlink "/proc/$!/ns/net" 2>/dev/null)" != "$own_net" ] &&
+      [ "$(in_host "$h" cat /proc/sys/kernel/hostname 2>/dev/null)" = "${!host}" ] && break
+    kill -0 $! 2>/dev/null || skip "cannot make network and UTS namespaces: $(head -1 "ns$h.err")"
+    sleep 0.01
+  done
+  [ "$(in_host "$h" cat /proc/sys/kernel/hostname 2>/dev/null)" = "${!host}" ] ||
+    fail "host $h's namespaces were not ready after 5 s"
+done
 # The pair is made inside host 1 with its peer in host 2: no interface appears on this host.
-in_ns "$NS1" ip link add veth1 type veth peer name veth2 netns "$NS2" 2>ns.err ||
+in_host 1 ip link add veth1 type veth peer name veth2 netns "${HOLDERS[1]}" 2>ns.err ||
   skip "cannot make a veth pair: $(head -1 ns.err)"
 for h in 1 2; do
-  ns=NS$h
-  in_ns "${!ns}" ip addr add "$NET.$h/24" dev "veth$h"
-  in_ns "${!ns}" ip link set "veth$h" up
-  in_ns "${!ns}" ip link set lo up
+  in_host $h ip addr add "$NET.$h/24" dev "veth$h"
+  in_host $h ip link set "veth$h" up
+  in_host $h ip link set lo up
 done
-pass "veth1 $NET.1/24 in $NS1, veth2 $NET.2/24 in $NS2"
+pass "veth1 $NET.1/24 on $HOST1, veth2 $NET.2/24 on $HOST2"
 
 # Open MPI's launch agent, called as "AGENT [options] HOST COMMAND...": the command (Open MPI's
 # daemon, as one shell line, as ssh would get it) runs in host 2's namespaces.
@@ -63,12 +77,12 @@ cat >agent.sh <<EOF
 while [ "\${1:-}" != "${NET}.2" ] && [ \$# -gt 0 ]; do shift; done
 [ \$# -gt 0 ] || { echo "agent.sh: only host ${NET}.2 is known" >&2; exit 1; }
 shift
-exec nsenter --net=/run/netns/$NS2 unshare --uts /bin/sh -c "echo $HOST2 >/proc/sys/kernel/hostname && \$*"
+exec nsenter -t ${HOLDERS[1]} --net --uts /bin/sh -c "\$*"
 EOF
-# host1.sh COMMAND...: runs COMMAND on host 1 (mpirun, in its own UTS namespace too).
+# host1.sh COMMAND...: runs COMMAND (mpirun) on host 1.
 cat >host1.sh <<EOF
 #!/bin/bash
-exec nsenter --net=/run/netns/$NS1 unshare --uts /bin/sh -c 'echo $HOST1 >/proc/sys/kernel/hostname && exec "\$@"' sh "\$@"
+exec nsenter -t ${HOLDERS[0]} --net --uts "\$@"
 EOF
 chmod +x agent.sh host1.sh
 printf '%s slots=1\n%s slots=1\n' "$NET.1" "$NET.2" >hostfile
@@ -97,7 +111,7 @@ ref_losses=$(json_get ref.jsonl 1 losses)
 pass "reference losses $ref_losses"
 
 # Bytes host 2 sent over the veth (its daemon's messages and rank 1's collectives).
-tx2() { in_ns "$NS2" ip -j -s link show veth2 | perl -MJSON::PP -e 'print decode_json(join "", <STDIN>)->[0]{stats64}{tx}{bytes}'; }
+tx2() { in_host 2 ip -j -s link show veth2 | perl -MJSON::PP -e 'print decode_json(join "", <STDIN>)->[0]{stats64}{tx}{bytes}'; }
 for z in 0 1 2; do
   echo "check: mpirun -np 2 ljperf benchmark --zero $z, one rank per host, over TCP"
   before=$(tx2)
