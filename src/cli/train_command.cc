@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "cli/plan_report.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
+#include "cli/stop_signals.h"
 #include "core/units.h"
 #include "io/jsonl.h"
 #include "io/tensorboard.h"
@@ -35,11 +35,8 @@
 namespace lj::cli {
 namespace {
 
-// Set by SIGTERM / SIGINT; the trainer checks it between steps.
+// Set by SIGTERM / SIGINT (cli/stop_signals.h); the trainer checks it between steps.
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) {
-  g_stop.store(true);
-}
 
 struct TrainArgs {
   std::string model = "small";
@@ -254,14 +251,6 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
   return cb;
 }
 
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-}
-
 void print_done(const TrainArgs& a, const TrainSummary& r) {
   if (r.stopped_by_signal) {
     fmt::print(stderr,
@@ -336,7 +325,7 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
   return p;
 }
 
-Status run_train(TrainArgs& a, DistSession& dist) {
+Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   namespace fs = std::filesystem;
   // train runs on the CPU only so far: auto resolves to it, cuda says why not.
   LJ_RETURN_IF_ERROR(
@@ -367,7 +356,8 @@ Status run_train(TrainArgs& a, DistSession& dist) {
   }
   RunLogs logs;
   const TrainerCallbacks cb = make_callbacks(a, t, model, host, dist, &logs);
-  install_stop_handlers();
+  // Until here SIGTERM / SIGINT end the process; from here they stop it at the next step.
+  signals.deliver_to(&g_stop);
   // Errors the trainer returns are every rank's (one failing alone ends the job itself).
   auto result = run_training(model, p.initial.empty() ? nullptr : &p.initial, data.train,
                              data.val ? &*data.val : nullptr, t, dev, &g_stop, cb);
@@ -470,8 +460,13 @@ Command add_train_command(CLI::App& app) {
       "the DeepSpeed JSON; --grad-accum is per rank). Only rank 0 prints and writes the logs; "
       "checkpoints are sharded and resume at any world size.");
   return {sub, [a] {
-            return DistSession::run(CommOptions{.timeout_seconds = a->comm_timeout_s},
-                                    [&](DistSession& dist) { return run_train(*a, dist); });
+            // First, before MPI's and OpenMP's threads exist: they inherit the blocked signals.
+            // Never destroyed: a signal during the exit (MPI_Finalize included) still only sets
+            // the flag, as it did while training, and the exit status stays the run's.
+            static StopSignals* const signals = new StopSignals();
+            return DistSession::run(
+                CommOptions{.timeout_seconds = a->comm_timeout_s},
+                [&](DistSession& dist) { return run_train(*a, dist, *signals); });
           }};
 }
 
