@@ -386,6 +386,7 @@ Status run_train(TrainArgs& a, DistSession& dist) {
 struct ExportArgs {
   std::string src;
   std::string hf_out;
+  std::string dtype = "auto";  // auto: the config's torch_dtype
 };
 
 Status run_export(const ExportArgs& a) {
@@ -398,11 +399,20 @@ Status run_export(const ExportArgs& a) {
     return not_found(a.src + " is not a checkpoint (no latest, no model.safetensors)",
                      "give the --out folder of `ljperf train` or one of its step-N folders");
   }
+  DType dtype = DType::f32;
+  if (a.dtype != "auto" &&
+      (!parse_dtype(a.dtype, &dtype) ||
+       !(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16))) {
+    return invalid_argument("unknown --dtype '" + a.dtype + "'",
+                            "use auto (the config's torch_dtype), f32, bf16 or f16");
+  }
   Device dev(0);
   LJ_ASSIGN_OR_RETURN(HfModel m, load_hf_model(step_dir, dev));
-  LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params));
-  fmt::print("exported {} to {} ({:.2f}M params)\n", step_dir, a.hf_out,
-             static_cast<double>(m.config.num_params()) / 1e6);
+  if (a.dtype == "auto") dtype = m.config.torch_dtype;
+  LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params, {.dtype = dtype}));
+  fmt::print("exported {} to {} ({:.2f}M params, {} weights{})\n", step_dir, a.hf_out,
+             static_cast<double>(m.config.num_params()) / 1e6, dtype_name(dtype),
+             a.dtype == "auto" ? ": the config's torch_dtype" : "");
   return ok_status();
 }
 
@@ -475,6 +485,10 @@ Command add_export_command(CLI::App& app) {
   sub->add_option("checkpoint", a->src, "`ljperf train --out` folder, or one step-N folder")
       ->required();
   sub->add_option("--hf", a->hf_out, "New HF model folder to write")->required();
+  sub->add_option("--dtype", a->dtype,
+                  "Weights written: f32, bf16 or f16 (rounded to nearest even from the f32 master "
+                  "weights); auto: the config's torch_dtype")
+      ->capture_default_str();
   return {sub, [a] { return run_export(*a); }};
 }
 
