@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/data_sample.h"
 #include "cli/progress.h"
+#include "cli/run_config.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
 #include "train/eval.h"
@@ -36,9 +37,8 @@ Status run_eval(const EvalArgs& a) {
                             "use auto, llmc, megatron, u16 or u32");
   }
   DType precision = DType::f32;
-  if (!parse_dtype(a.precision, &precision) ||
-      !(precision == DType::f32 || precision == DType::bf16)) {
-    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
+  if (!parse_precision(a.precision, &precision)) {
+    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
   }
   Device dev(a.threads);
   LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(a.model, dev));
@@ -65,8 +65,9 @@ Status run_eval(const EvalArgs& a) {
   fmt::print("model {} ({:.2f}M params), data {} ({} tokens, {})\n", a.model,
              static_cast<double>(model.config.num_params()) / 1e6, a.data, data.size(),
              token_format_name(data.format()));
-  if (precision == DType::bf16) {
-    fmt::print("precision: bf16 mixed (f32 weights cast to bf16 at their use, f32 loss)\n");
+  if (precision != DType::f32) {
+    fmt::print("precision: {} mixed (f32 weights cast to {} at their use, f32 loss)\n",
+               precision == DType::bf16 ? "bf16" : "fp16", dtype_name(precision));
   }
   fmt::print("loss {:.6f}  perplexity {:.4f}  over {} tokens in {} batches of {} x {}\n", r.loss,
              r.perplexity, r.tokens, r.batches, a.batch_size, a.seq_len);
@@ -116,7 +117,7 @@ Command add_eval_command(CLI::App& app) {
   sub->add_option("--tokenizer", a->tokenizer,
                   "tokenizer.json (or its folder): print the data's first tokens as text");
   sub->add_option("--precision", a->precision,
-                  "f32 or bf16 (mixed: bf16 activations and GEMMs, f32 loss)")
+                  "f32, bf16 or fp16 (mixed: 16-bit activations and GEMMs, f32 loss)")
       ->capture_default_str();
   sub->add_option("--dump-logits", a->dump_logits,
                   "Write the first batch's logits to this safetensors file");

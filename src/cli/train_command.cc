@@ -111,9 +111,8 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   run.zero_stage.assign(std::max(a.zero, 0), a.zero >= 0);
   run.warmup_steps.assign(a.warmup_steps, a.given("--warmup-steps"));
   DType precision;
-  if (!parse_dtype(a.precision, &precision) ||
-      !(precision == DType::f32 || precision == DType::bf16)) {
-    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
+  if (!parse_precision(a.precision, &precision)) {
+    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
   }
   run.precision.assign(precision, a.given("--precision"));
   LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
@@ -131,15 +130,9 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   s.step.seed = a.seed;
   s.step.graph.compile = compile_requested(a.compile);
   if (r.ds) apply_deepspeed(*r.ds, &s);
-  // bf16 (--precision bf16, DeepSpeed's bf16.enabled): mixed precision by the autocast pass
-  // (f32 master weights, so checkpoints stay f32).
-  if (s.precision == DType::bf16) s.step.graph.autocast = DType::bf16;
-  if (s.precision != DType::f32 && s.precision != DType::bf16) {
-    return unimplemented(std::string(dtype_name(s.precision)) +
-                             " training (loss scaling) is not implemented; the CPU trains in f32 "
-                             "or bf16 mixed precision",
-                         "use bf16 (\"bf16\": {\"enabled\": true}) or --precision f32");
-  }
+  // bf16 / fp16 (--precision, DeepSpeed's bf16 / fp16 blocks): mixed precision by the autocast
+  // pass (f32 master weights, so checkpoints stay f32); fp16 with loss scaling.
+  apply_precision(&s);
   return r;
 }
 
@@ -214,7 +207,11 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
       fmt::print(stderr, "{}{}\n",
                  torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, mem_total, tps,
                                           flops_per_token, peak_flops}),
-                 m.skipped ? "  (skipped: not finite)" : "");
+                 m.overflow
+                     ? fmt::format("  (skipped: fp16 overflow at loss scale {:g}, next {:g})",
+                                   m.loss_scale, m.next_loss_scale)
+                 : m.skipped ? "  (skipped: not finite)"
+                             : "");
     }
     nlohmann::ordered_json j{{"step", m.step},
                              {"loss", m.loss},
@@ -226,6 +223,11 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
                              {"mfu", flops_per_token * tps / peak_flops},
                              {"memory_bytes", mem},
                              {"skipped", m.skipped}};
+    if (m.loss_scale > 0) {
+      j["loss_scale"] = m.loss_scale;
+      j["overflow"] = m.overflow;
+      j["overflow_steps"] = m.overflow_total;
+    }
     if (!std::isfinite(m.loss)) j["loss"] = nullptr;
     if (!logs->jsonl) return;  // a rank other than 0
     Status s = logs->jsonl->write(j.dump());
@@ -269,6 +271,10 @@ void print_done(const TrainArgs& a, const TrainSummary& r) {
     fmt::print("done: step {} ({} steps in this run{}), checkpoint {}\n", r.final_step, r.steps_run,
                r.resumed ? ", resumed from step " + std::to_string(r.resumed_from) : "",
                latest_checkpoint_dir(a.out));
+    if (r.final_loss_scale > 0) {
+      fmt::print("fp16: {} steps skipped for overflow in total; loss scale now {:g}\n",
+                 r.overflow_steps, r.final_loss_scale);
+    }
   }
 }
 
@@ -357,8 +363,8 @@ Status run_train(TrainArgs& a, DistSession& dist) {
       t.batch_size, t.seq_len, t.grad_accum,
       dist.distributed() ? fmt::format(" x {} ranks", dist.world_size()) : "", t.steps, a.out);
   fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
-  if (t.step.graph.autocast == DType::bf16) {
-    fmt::print("precision: bf16 mixed (f32 master weights, gradients and checkpoints)\n");
+  if (const std::string line = precision_line(p.r.settings, true); !line.empty()) {
+    fmt::print("{}\n", line);
   }
   RunLogs logs;
   const TrainerCallbacks cb = make_callbacks(a, t, model, host, dist, &logs);
@@ -428,7 +434,8 @@ Command add_train_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--deepspeed", a->deepspeed, "DeepSpeed JSON config (flags win over it)");
   sub->add_option("--precision", a->precision,
-                  "f32 or bf16 (mixed: f32 master weights, bf16 compute)")
+                  "f32, bf16 or fp16 (mixed: f32 master weights, 16-bit compute; fp16 with "
+                  "DeepSpeed's dynamic loss scaling)")
       ->capture_default_str();
   sub->add_option("--data", a->data,
                   "Training tokens (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")
