@@ -70,6 +70,7 @@ void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s) {
   l.loss_scale_window = ds.loss_scale.loss_scale_window;
   l.hysteresis = ds.loss_scale.hysteresis;
   l.min_loss_scale = ds.loss_scale.min_loss_scale;
+  l.consecutive_hysteresis = ds.loss_scale.consecutive_hysteresis;
 }
 
 bool parse_precision(const std::string& name, DType* out) {
