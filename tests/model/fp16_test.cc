@@ -43,7 +43,9 @@ TEST_P(Fp16, ForcedOverflowSkipsHalvesAfterHysteresisAndContinues) {
   const Tensor tokens = tokens_of(dev, B, T, 0, model->vocab_size);
   const Tensor targets = tokens_of(dev, B, T, 1, model->vocab_size);
 
-  auto ref = TrainStep::create(*model, TrainStepConfig{.graph = {.compile = GetParam()}}, dev);
+  TrainStepConfig f32_config;
+  f32_config.graph.compile = GetParam();
+  auto ref = TrainStep::create(*model, f32_config, dev);
   ASSERT_TRUE(ref.ok()) << ref.status().to_string();
   auto ref_step = (*ref)->step(tokens, targets, 1e-3);
   ASSERT_TRUE(ref_step.ok());

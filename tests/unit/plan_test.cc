@@ -535,7 +535,9 @@ TEST(PlanTest, MixedPrecisionModelStatesAreSixteenBytesPerParameter) {
     }
     EXPECT_EQ(grads, static_cast<int64_t>(llama_param_specs(*c).size()));
     EXPECT_EQ(grad_bytes, f32_bytes);
-    auto f = graph_figures(g, *c, 2, 64, o, DryRunOptions{.with_adam_states = true});
+    DryRunOptions dry;
+    dry.with_adam_states = true;
+    auto f = graph_figures(g, *c, 2, 64, o, dry);
     ASSERT_TRUE(f.ok()) << f.status().message();
     const MemoryStats& st = f->stats;
     EXPECT_EQ(st.peak(MemCategory::weights), f32_bytes) << dtype_name(precision);
