@@ -518,9 +518,9 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
 Status choose_recompute(const BenchmarkArgs& a, Resolved* r) {
   if (!checkpoint_optimization_requested(a.ckpt_opt)) return ok_status();
   LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
-  LJ_ASSIGN_OR_RETURN(CkptChoice c,
-                      checkpoint_optimization(r->model.config, r->micro_batch, r->seq_len,
-                                              r->step.graph.compile, budget, r->parallel()));
+  LJ_ASSIGN_OR_RETURN(CkptChoice c, checkpoint_optimization(r->model.config, r->micro_batch,
+                                                            r->seq_len, r->step.graph.compile,
+                                                            budget, r->parallel(), r->precision));
   print_ckpt_choice(c, r->model.config.num_hidden_layers);
   r->step.graph.recompute = c.recompute;
   return ok_status();
