@@ -133,6 +133,8 @@ run_case "eval --seq-len above max_position_embeddings" absent logits.safetensor
   "$LJ" eval --model "run/$(cat run/latest)" --data tok.bin --seq-len 512 --dump-logits logits.safetensors
 run_case "eval --precision of no float type" absent logits.safetensors "i32" -- \
   "$LJ" eval --model "run/$(cat run/latest)" --data tok.bin --precision i32 --dump-logits logits.safetensors
+run_case "plan --precision fp16 on a GPU (bf16 recipe only)" absent R.jsonl "bf16" -- \
+  "$LJ" plan --model tiny --device h100 --precision fp16
 run_case "unknown --precision" absent R.jsonl "fp8" -- \
   "$LJ" benchmark --model tiny --precision fp8 --output R.jsonl
 run_case "--warmup-steps not below --steps" absent R.jsonl "--warmup-steps" -- \
