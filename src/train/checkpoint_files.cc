@@ -1,5 +1,7 @@
 #include "train/checkpoint_files.h"
 
+#include <cmath>
+
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -63,8 +65,9 @@ StatusOr<TrainerState> trainer_state_from(const json& j, const std::string& wher
     if (!ls->is_object()) return damaged(where, "'loss_scale' is not an object");
     LossScaleState s;
     const auto scale = ls->find("scale");
-    if (scale == ls->end() || !scale->is_number() || !(scale->get<double>() > 0))
-      return damaged(where, "'loss_scale.scale' is missing or not positive");
+    if (scale == ls->end() || !scale->is_number() || !(scale->get<double>() > 0) ||
+        !std::isfinite(scale->get<double>()))
+      return damaged(where, "'loss_scale.scale' is missing or not a positive finite number");
     s.scale = scale->get<double>();
     LJ_RETURN_IF_ERROR(get_int(*ls, "iter", 0, kMax, where, &s.iter));
     LJ_RETURN_IF_ERROR(get_int(*ls, "last_overflow_iter", -1, kMax, where, &s.last_overflow_iter));
