@@ -140,9 +140,8 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   }
   LJ_ASSIGN_OR_RETURN(r.model, resolve_model(a.model));
   DType precision;
-  if (!parse_dtype(a.precision, &precision) ||
-      !(precision == DType::f32 || precision == DType::bf16)) {
-    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
+  if (!parse_precision(a.precision, &precision)) {
+    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
   }
   RunSettings run;
   run.micro_batch.assign(a.batch_size, a.given("--batch-size"));
@@ -164,8 +163,9 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   r.step.adamw.lr = a.lr;
   r.step.graph.compile = compile_requested(a.compile);
   if (r.ds) apply_deepspeed(*r.ds, &r);
-  // bf16 (--precision bf16, DeepSpeed's bf16.enabled): mixed precision by the autocast pass.
-  if (r.precision == DType::bf16) r.step.graph.autocast = DType::bf16;
+  // bf16 / fp16 (--precision, DeepSpeed's bf16 / fp16 blocks): mixed precision by the autocast
+  // pass; fp16 with loss scaling.
+  apply_precision(&r);
   r.seq_len = a.seq_len;
   r.steps = a.steps;
   if (r.seq_len > r.model.config.max_position_embeddings) {
@@ -268,11 +268,7 @@ void print_header(const Resolved& r, const HostInfo& host, const Device& dev,
       model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len,
       r.grad_accum, r.steps, r.warmup, dev.threads());
   if (!r.warmup_note.empty()) fmt::print("{}\n", r.warmup_note);
-  if (r.precision == DType::bf16) {
-    const cpu::OneDnnInfo dnnl = cpu::onednn_info();
-    fmt::print("precision: bf16 mixed (f32 master weights and gradients; oneDNN {} on {})\n",
-               dnnl.version, dnnl.cpu_isa);
-  }
+  if (const std::string p = precision_line(r, false); !p.empty()) fmt::print("{}\n", p);
   fmt::print("recompute: {}\n", recompute);
   fmt::print("host: {} ({} cores, {:.2f} GHz)\n", host.cpu_model, host.cores, host.ghz);
   if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
@@ -545,9 +541,9 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
 Status choose_recompute(const BenchmarkArgs& a, Resolved* r) {
   if (!checkpoint_optimization_requested(a.ckpt_opt)) return ok_status();
   LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
-  LJ_ASSIGN_OR_RETURN(CkptChoice c,
-                      checkpoint_optimization(r->model.config, r->micro_batch, r->seq_len,
-                                              r->step.graph.compile, budget, r->parallel()));
+  LJ_ASSIGN_OR_RETURN(CkptChoice c, checkpoint_optimization(r->model.config, r->micro_batch,
+                                                            r->seq_len, r->step.graph.compile,
+                                                            budget, r->parallel(), r->precision));
   print_ckpt_choice(c, r->model.config.num_hidden_layers);
   r->step.graph.recompute = c.recompute;
   return ok_status();
@@ -578,12 +574,6 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
       g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph, r.parallel()));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
-  if (r.precision != DType::f32 && r.precision != DType::bf16) {
-    return unimplemented(std::string(dtype_name(r.precision)) +
-                             " training (loss scaling) is not implemented; the CPU trains in f32 "
-                             "or bf16 mixed precision",
-                         "use bf16 (\"bf16\": {\"enabled\": true}) or --precision f32");
-  }
   LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
   g.dev = std::make_unique<Device>(a.threads);
   r.step.profile = a.profile;
@@ -675,7 +665,8 @@ Command add_benchmark_command(CLI::App& app) {
                   "Steps excluded from the summary (default lowered to --steps - 1 for short runs)")
       ->capture_default_str();
   sub->add_option("--precision", args->precision,
-                  "f32 or bf16 (mixed: f32 master weights, bf16 compute)")
+                  "f32, bf16 or fp16 (mixed: f32 master weights, 16-bit compute; fp16 with "
+                  "DeepSpeed's dynamic loss scaling)")
       ->capture_default_str();
   add_device_flag(sub, &args->device);
   sub->add_option("--threads", args->threads, "CPU threads (0: all)")->capture_default_str();

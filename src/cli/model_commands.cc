@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/data_sample.h"
 #include "cli/progress.h"
+#include "cli/run_config.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
 #include "train/eval.h"
@@ -26,6 +27,7 @@ struct EvalArgs {
   int threads = 0;
   std::string dump_logits;
   std::string tokenizer;  // a decoded sample of the data is printed when given
+  std::string precision = "f32";
 };
 
 Status run_eval(const EvalArgs& a) {
@@ -33,6 +35,10 @@ Status run_eval(const EvalArgs& a) {
   if (!parse_token_format(a.data_format, &fmt)) {
     return invalid_argument("unknown --data-format '" + a.data_format + "'",
                             "use auto, llmc, megatron, u16 or u32");
+  }
+  DType precision = DType::f32;
+  if (!parse_precision(a.precision, &precision)) {
+    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
   }
   Device dev(a.threads);
   LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(a.model, dev));
@@ -47,6 +53,7 @@ Status run_eval(const EvalArgs& a) {
   o.batch_size = a.batch_size;
   o.seq_len = a.seq_len;
   o.max_batches = a.max_batches;
+  o.autocast = precision;
   o.progress = [&](int64_t done, int64_t total) { progress.update(done, total); };
   if (!a.dump_logits.empty()) o.first_logits = &logits;
   LJ_ASSIGN_OR_RETURN(EvalResult r, evaluate(model, data, o, dev));
@@ -58,6 +65,10 @@ Status run_eval(const EvalArgs& a) {
   fmt::print("model {} ({:.2f}M params), data {} ({} tokens, {})\n", a.model,
              static_cast<double>(model.config.num_params()) / 1e6, a.data, data.size(),
              token_format_name(data.format()));
+  if (precision != DType::f32) {
+    fmt::print("precision: {} mixed (f32 weights cast to {} at their use, f32 loss)\n",
+               precision == DType::bf16 ? "bf16" : "fp16", dtype_name(precision));
+  }
   fmt::print("loss {:.6f}  perplexity {:.4f}  over {} tokens in {} batches of {} x {}\n", r.loss,
              r.perplexity, r.tokens, r.batches, a.batch_size, a.seq_len);
   return ok_status();
@@ -80,7 +91,8 @@ Status run_init(const InitArgs& a) {
   Device dev(0);
   const auto specs = llama_param_specs(c);
   const auto params = init_llama_params(dev, specs, c.initializer_range, a.seed);
-  LJ_RETURN_IF_ERROR(save_hf_model(a.out, c, specs, params, a.max_shard_mb * 1'000'000));
+  LJ_RETURN_IF_ERROR(
+      save_hf_model(a.out, c, specs, params, {.max_shard_bytes = a.max_shard_mb * 1'000'000}));
   fmt::print("wrote {} ({}, {:.2f}M params, seed {})\n", a.out, c.name,
              static_cast<double>(c.num_params()) / 1e6, a.seed);
   return ok_status();
@@ -104,6 +116,9 @@ Command add_eval_command(CLI::App& app) {
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--tokenizer", a->tokenizer,
                   "tokenizer.json (or its folder): print the data's first tokens as text");
+  sub->add_option("--precision", a->precision,
+                  "f32, bf16 or fp16 (mixed: 16-bit activations and GEMMs, f32 loss)")
+      ->capture_default_str();
   sub->add_option("--dump-logits", a->dump_logits,
                   "Write the first batch's logits to this safetensors file");
   return {sub, [a] { return run_eval(*a); }};

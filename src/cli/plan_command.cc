@@ -25,6 +25,7 @@ struct PlanArgs {
   std::string memory_limit;
   std::string deepspeed;
   std::string model_file;
+  std::string precision = "auto";
   int64_t gpus = 1;
   int zero = -1;
   int64_t batch_size = 1;
@@ -64,6 +65,19 @@ Status run_plan(const PlanArgs& a) {
     req.zero.reduce_bucket_size = defaults.reduce_bucket_size;
     req.zero.allgather_bucket_size = defaults.allgather_bucket_size;
   }
+  if (a.precision != "auto") {
+    DType p;
+    if (!parse_precision(a.precision, &p)) {
+      return invalid_argument("unknown --precision '" + a.precision + "'",
+                              "use f32, bf16 or fp16 (auto: f32 on the host, bf16 on GPUs)");
+    }
+    if (!host && p != DType::bf16) {
+      return unimplemented(
+          "GPU plans price DeepSpeed's bf16 recipe, not " + std::string(dtype_name(p)),
+          "use --precision bf16 (or auto) with a GPU --device");
+    }
+    req.precision = host ? p : DType::f32;
+  }
   req.micro_batch = a.batch_size;
   req.seq_len = a.seq_len;
   req.compile = a.compile;
@@ -92,6 +106,7 @@ Status run_plan(const PlanArgs& a) {
     StepSettings from_ds;
     apply_deepspeed(ds, &from_ds);
     if (!a.given("--batch-size")) req.micro_batch = from_ds.micro_batch;
+    if (host && a.precision == "auto") req.precision = from_ds.precision;  // bf16/fp16 blocks
     if (!a.given("--recompute") && ds.recompute != "none") {
       LJ_ASSIGN_OR_RETURN(RecomputePolicy p, parse_recompute_policy(ds.recompute));
       req.policy = p;
@@ -147,6 +162,11 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--batch-size", a->batch_size, "Micro-batch size per rank")
       ->capture_default_str();
   sub->add_option("--seq-len", a->seq_len, "Sequence length")->capture_default_str();
+  sub->add_option("--precision", a->precision,
+                  "host: f32, bf16 or fp16 (mixed: f32 master weights, gradients and Adam states, "
+                  "16-bit activations; docs/memory.md); GPUs: bf16. auto: f32 on the host, bf16 "
+                  "on GPUs, or the DeepSpeed JSON's")
+      ->capture_default_str();
   sub->add_option("--recompute", a->recompute,
                   "Only this policy (none, selective, full); default: search all three");
   sub->add_option("--recompute-layers", a->recompute_layers,

@@ -39,7 +39,11 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
       req.model.name, static_cast<double>(req.model.num_params()) / 1e9, L,
       gpu ? fmt::format("{} x ", req.gpus) : "", req.device.name,
       gpu ? fmt::format("ZeRO-{}, ", req.zero.stage) : "", req.micro_batch, req.seq_len,
-      gpu ? "bf16" : "f32", req.compile ? ", compiled" : ", eager");
+      gpu                            ? "bf16"
+      : req.precision == DType::bf16 ? "bf16 mixed (f32 master weights, gradients, Adam)"
+      : req.precision == DType::f16  ? "fp16 mixed (f32 master weights, gradients, Adam)"
+                                     : "f32",
+      req.compile ? ", compiled" : ", eager");
   s += fmt::format(
       "budget: {} per {} ({}), coefficients: {}\n", gib(r.budget_bytes), gpu ? "rank" : "process",
       req.budget_bytes > 0 ? "--memory-limit"
@@ -109,6 +113,7 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
   j["zero"] = req.zero.stage;
   j["micro_batch"] = req.micro_batch;
   j["seq_len"] = req.seq_len;
+  j["precision"] = dtype_name(req.device.kind == DeviceKind::gpu ? DType::bf16 : req.precision);
   j["budget_bytes"] = r.budget_bytes;
   j["comm_seconds"] = r.comm_seconds;
   j["dry_runs"] = r.dry_runs;

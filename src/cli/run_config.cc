@@ -1,10 +1,13 @@
 #include "cli/run_config.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
 
+#include "backends/cpu/onednn_info.h"
 #include "models/hf_config.h"
 #include "plan/budget.h"
 
@@ -61,6 +64,53 @@ void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s) {
   s->step.grad_clip = ds.gradient_clipping;
   s->step.adamw = AdamWConfig{ds.optimizer.lr, ds.optimizer.beta1, ds.optimizer.beta2,
                               ds.optimizer.eps, ds.optimizer.weight_decay};
+  LossScaleConfig& l = s->step.loss_scale;
+  l.loss_scale = ds.loss_scale.loss_scale;
+  l.initial_scale_power = ds.loss_scale.initial_scale_power;
+  l.loss_scale_window = ds.loss_scale.loss_scale_window;
+  l.hysteresis = ds.loss_scale.hysteresis;
+  l.min_loss_scale = ds.loss_scale.min_loss_scale;
+  l.consecutive_hysteresis = ds.loss_scale.consecutive_hysteresis;
+}
+
+bool parse_precision(const std::string& name, DType* out) {
+  static const std::pair<const char*, DType> kNames[] = {
+      {"f32", DType::f32},   {"fp32", DType::f32},      {"float32", DType::f32},
+      {"bf16", DType::bf16}, {"bfloat16", DType::bf16}, {"f16", DType::f16},
+      {"fp16", DType::f16},  {"float16", DType::f16}};
+  for (const auto& [n, t] : kNames) {
+    if (name == n) return *out = t, true;
+  }
+  return false;
+}
+
+void apply_precision(StepSettings* s) {
+  const bool mixed = s->precision == DType::bf16 || s->precision == DType::f16;
+  s->step.graph.autocast = mixed ? s->precision : DType::f32;
+  const bool f16 = s->precision == DType::f16;
+  s->step.graph.loss_scaling = f16;
+  s->step.loss_scale.enabled = f16;
+}
+
+std::string precision_line(const StepSettings& s, bool checkpoints) {
+  const cpu::OneDnnInfo dnn = cpu::onednn_info();
+  const std::string tail = checkpoints ? ", gradients and checkpoints" : " and gradients";
+  if (s.precision == DType::bf16) {
+    return fmt::format("precision: bf16 mixed (f32 master weights{}; oneDNN {} on {})", tail,
+                       dnn.version, dnn.cpu_isa);
+  }
+  if (s.precision != DType::f16) return "";
+  const LossScaleConfig& l = s.step.loss_scale;
+  const std::string scaling =
+      l.loss_scale > 0
+          ? fmt::format("static loss scale {:g}", l.loss_scale)
+          : fmt::format("dynamic loss scale 2^{}, window {}, hysteresis {}, min {:g}",
+                        l.initial_scale_power, l.loss_scale_window, l.hysteresis, l.min_loss_scale);
+  return fmt::format("precision: fp16 mixed (f32 master weights{}; {}; GEMMs: {})", tail, scaling,
+                     dnn.f16_matmul
+                         ? fmt::format("oneDNN {} f16 on {}", dnn.version, dnn.cpu_isa)
+                         : fmt::format("f32 on f16 storage, oneDNN {} has no f16 matmul on {}",
+                                       dnn.version, dnn.cpu_isa));
 }
 
 DataParallelSettings resolve_data_parallel(const RunSettings& run,

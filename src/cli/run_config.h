@@ -46,6 +46,15 @@ struct StepSettings {
 // micro-batch): micro-batch, gradient accumulation, precision, clipping and AdamW's settings.
 // The flags already won inside `ds` (resolve_deepspeed).
 void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s);
+// --precision: f32 (fp32, float32), bf16 (bfloat16) or f16 (fp16, float16); false otherwise.
+bool parse_precision(const std::string& name, DType* out);
+// The step's graph and loss scaling for s->precision: bf16 and f16 run the autocast pass (f32
+// master weights); f16 adds loss scaling (the graph's loss_scale input and the scaler, with the
+// DeepSpeed fp16 block's settings that apply_deepspeed copied, else DeepSpeed's defaults).
+void apply_precision(StepSettings* s);
+// One line for the log: what runs in that precision (nothing for f32), with oneDNN's ISA and,
+// for f16, the GEMM path (oneDNN f16 where this build has it, else f32 on f16 storage).
+std::string precision_line(const StepSettings& s, bool checkpoints);
 
 // Data parallelism of a run (benchmark; train when it runs under mpirun): the launcher's world
 // size and rank, ZeRO stage and bucket sizes. Stage: --zero, else the DeepSpeed JSON's

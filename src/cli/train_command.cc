@@ -110,9 +110,8 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   run.zero_stage.assign(std::max(a.zero, 0), a.zero >= 0);
   run.warmup_steps.assign(a.warmup_steps, a.given("--warmup-steps"));
   DType precision;
-  if (!parse_dtype(a.precision, &precision) ||
-      !(precision == DType::f32 || precision == DType::bf16)) {
-    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32 or bf16");
+  if (!parse_precision(a.precision, &precision)) {
+    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
   }
   run.precision.assign(precision, a.given("--precision"));
   LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
@@ -130,15 +129,9 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   s.step.seed = a.seed;
   s.step.graph.compile = compile_requested(a.compile);
   if (r.ds) apply_deepspeed(*r.ds, &s);
-  // bf16 (--precision bf16, DeepSpeed's bf16.enabled): mixed precision by the autocast pass
-  // (f32 master weights, so checkpoints stay f32).
-  if (s.precision == DType::bf16) s.step.graph.autocast = DType::bf16;
-  if (s.precision != DType::f32 && s.precision != DType::bf16) {
-    return unimplemented(std::string(dtype_name(s.precision)) +
-                             " training (loss scaling) is not implemented; the CPU trains in f32 "
-                             "or bf16 mixed precision",
-                         "use bf16 (\"bf16\": {\"enabled\": true}) or --precision f32");
-  }
+  // bf16 / fp16 (--precision, DeepSpeed's bf16 / fp16 blocks): mixed precision by the autocast
+  // pass (f32 master weights, so checkpoints stay f32); fp16 with loss scaling.
+  apply_precision(&s);
   return r;
 }
 
@@ -168,8 +161,9 @@ Status choose_recompute(const TrainArgs& a, const ResolvedTrain& r, TrainerConfi
   const LlamaConfig& model = r.model.config;
   LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
   LJ_ASSIGN_OR_RETURN(
-      CkptChoice c, checkpoint_optimization(model, t->batch_size, t->seq_len, t->step.graph.compile,
-                                            budget, HostParallel{r.dp.world_size, r.dp.zero}));
+      CkptChoice c,
+      checkpoint_optimization(model, t->batch_size, t->seq_len, t->step.graph.compile, budget,
+                              HostParallel{r.dp.world_size, r.dp.zero}, r.settings.precision));
   print_ckpt_choice(c, model.num_hidden_layers);
   t->step.graph.recompute = c.recompute;
   return ok_status();
@@ -213,7 +207,11 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
       fmt::print(stderr, "{}{}\n",
                  torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, mem_total, tps,
                                           flops_per_token, peak_flops}),
-                 m.skipped ? "  (skipped: not finite)" : "");
+                 m.overflow
+                     ? fmt::format("  (skipped: fp16 overflow at loss scale {:g}, next {:g})",
+                                   m.loss_scale, m.next_loss_scale)
+                 : m.skipped ? "  (skipped: not finite)"
+                             : "");
     }
     nlohmann::ordered_json j{{"step", m.step},
                              {"loss", m.loss},
@@ -225,6 +223,11 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
                              {"mfu", flops_per_token * tps / peak_flops},
                              {"memory_bytes", mem},
                              {"skipped", m.skipped}};
+    if (m.loss_scale > 0) {
+      j["loss_scale"] = m.loss_scale;
+      j["overflow"] = m.overflow;
+      j["overflow_steps"] = m.overflow_total;
+    }
     if (!std::isfinite(m.loss)) j["loss"] = nullptr;
     if (!logs->jsonl) return;  // a rank other than 0
     Status s = logs->jsonl->write(j.dump());
@@ -260,6 +263,10 @@ void print_done(const TrainArgs& a, const TrainSummary& r) {
     fmt::print("done: step {} ({} steps in this run{}), checkpoint {}\n", r.final_step, r.steps_run,
                r.resumed ? ", resumed from step " + std::to_string(r.resumed_from) : "",
                latest_checkpoint_dir(a.out));
+    if (r.final_loss_scale > 0) {
+      fmt::print("fp16: {} steps skipped for overflow in total; loss scale now {:g}\n",
+                 r.overflow_steps, r.final_loss_scale);
+    }
   }
 }
 
@@ -351,8 +358,8 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
       t.batch_size, t.seq_len, t.grad_accum,
       dist.distributed() ? fmt::format(" x {} ranks", dist.world_size()) : "", t.steps, a.out);
   fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
-  if (t.step.graph.autocast == DType::bf16) {
-    fmt::print("precision: bf16 mixed (f32 master weights, gradients and checkpoints)\n");
+  if (const std::string line = precision_line(p.r.settings, true); !line.empty()) {
+    fmt::print("{}\n", line);
   }
   RunLogs logs;
   const TrainerCallbacks cb = make_callbacks(a, t, model, host, dist, &logs);
@@ -381,6 +388,7 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
 struct ExportArgs {
   std::string src;
   std::string hf_out;
+  std::string dtype = "auto";  // auto: the config's torch_dtype
 };
 
 Status run_export(const ExportArgs& a) {
@@ -393,11 +401,20 @@ Status run_export(const ExportArgs& a) {
     return not_found(a.src + " is not a checkpoint (no latest, no model.safetensors)",
                      "give the --out folder of `ljperf train` or one of its step-N folders");
   }
+  DType dtype = DType::f32;
+  if (a.dtype != "auto" &&
+      (!parse_dtype(a.dtype, &dtype) ||
+       !(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16))) {
+    return invalid_argument("unknown --dtype '" + a.dtype + "'",
+                            "use auto (the config's torch_dtype), f32, bf16 or f16");
+  }
   Device dev(0);
   LJ_ASSIGN_OR_RETURN(HfModel m, load_hf_model(step_dir, dev));
-  LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params));
-  fmt::print("exported {} to {} ({:.2f}M params)\n", step_dir, a.hf_out,
-             static_cast<double>(m.config.num_params()) / 1e6);
+  if (a.dtype == "auto") dtype = m.config.torch_dtype;
+  LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params, {.dtype = dtype}));
+  fmt::print("exported {} to {} ({:.2f}M params, {} weights{})\n", step_dir, a.hf_out,
+             static_cast<double>(m.config.num_params()) / 1e6, dtype_name(dtype),
+             a.dtype == "auto" ? ": the config's torch_dtype" : "");
   return ok_status();
 }
 
@@ -413,7 +430,8 @@ Command add_train_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--deepspeed", a->deepspeed, "DeepSpeed JSON config (flags win over it)");
   sub->add_option("--precision", a->precision,
-                  "f32 or bf16 (mixed: f32 master weights, bf16 compute)")
+                  "f32, bf16 or fp16 (mixed: f32 master weights, 16-bit compute; fp16 with "
+                  "DeepSpeed's dynamic loss scaling)")
       ->capture_default_str();
   sub->add_option("--data", a->data,
                   "Training tokens (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")
@@ -476,6 +494,10 @@ Command add_export_command(CLI::App& app) {
   sub->add_option("checkpoint", a->src, "`ljperf train --out` folder, or one step-N folder")
       ->required();
   sub->add_option("--hf", a->hf_out, "New HF model folder to write")->required();
+  sub->add_option("--dtype", a->dtype,
+                  "Weights written: f32, bf16 or f16 (rounded to nearest even from the f32 master "
+                  "weights); auto: the config's torch_dtype")
+      ->capture_default_str();
   return {sub, [a] { return run_export(*a); }};
 }
 

@@ -185,6 +185,8 @@ struct Resolver {
         pick("fp16.loss_scale_window", raw.loss_scale_window, nullptr, int64_t{1000}, d);
     l.hysteresis = pick("fp16.hysteresis", raw.hysteresis, nullptr, int64_t{2}, d);
     l.min_loss_scale = pick("fp16.min_loss_scale", raw.min_loss_scale, nullptr, 1.0, d);
+    l.consecutive_hysteresis =
+        pick("fp16.consecutive_hysteresis", raw.consecutive_hysteresis, nullptr, false, d);
     if (l.loss_scale < 0)
       return key_error(src, "fp16.loss_scale", "must be >= 0", "0 means dynamic loss scaling");
     if (l.initial_scale_power < 0 || l.initial_scale_power > 63) {

@@ -96,6 +96,7 @@ struct DsLossScale {
   int64_t initial_scale_power = 16;  // dynamic scale starts at 2^this
   int64_t loss_scale_window = 1000;  // overflow-free steps before the scale doubles
   int64_t hysteresis = 2;            // overflows tolerated before the scale halves
+  bool consecutive_hysteresis = false;  // refill the hysteresis on every overflow-free step
   double min_loss_scale = 1;
 };
 

@@ -90,7 +90,7 @@ const std::vector<KeySpec>& key_table() {
       honour("fp16", "loss_scale_window", &Raw::loss_scale_window),
       honour("fp16", "hysteresis", &Raw::hysteresis),
       honour("fp16", "min_loss_scale", &Raw::min_loss_scale),
-      no_effect("fp16", "consecutive_hysteresis"),
+      honour("fp16", "consecutive_hysteresis", &Raw::consecutive_hysteresis),
       no_effect("fp16", "auto_cast"),
       refuse("fp16", "fp16_master_weights_and_grads", "ljperf keeps fp32 master weights"),
       honour("bf16", "enabled", &Raw::bf16_enabled, kAuto),

@@ -31,6 +31,7 @@ struct Raw {
   FileValue<bool> fp16_enabled, bf16_enabled;
   FileValue<double> loss_scale, min_loss_scale;
   FileValue<int64_t> initial_scale_power, loss_scale_window, hysteresis;
+  FileValue<bool> consecutive_hysteresis;
   FileValue<std::string> optimizer_type;
   FileValue<double> lr, eps, weight_decay;
   FileValue<std::vector<double>> betas;

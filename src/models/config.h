@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace lj {
@@ -33,6 +34,10 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-5;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
+  // config.json's torch_dtype (transformers v5: dtype): the dtype the weights are published in
+  // (f32, bf16 or f16). It does not change the computation: ljperf loads any of them into f32
+  // master weights. `ljperf export` writes it unless --dtype says otherwise.
+  DType torch_dtype = DType::f32;
 
   // Parameters, all counted once (a tied embedding counts once).
   int64_t num_params() const;

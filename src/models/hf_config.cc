@@ -109,6 +109,19 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
                            "Llama 3 has no biases");
     }
   }
+  // transformers v4 writes torch_dtype, v5 dtype; "auto" or absent: f32.
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    if (!j[key].is_string()) return bad(src, std::string("'") + key + "' is not a string");
+    const std::string name = j[key].get<std::string>();
+    DType t = DType::f32;
+    if (name != "auto" &&
+        (!parse_dtype(name, &t) || !(t == DType::f32 || t == DType::bf16 || t == DType::f16))) {
+      return bad(src, std::string("'") + key + "' is '" + name + "'",
+                 "use float32, bfloat16 or float16");
+    }
+    c.torch_dtype = t;
+  }
   if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
     return unimplemented(src + ": hidden_act " + j["hidden_act"].dump() + " is not supported",
                          "Llama uses silu");
@@ -123,6 +136,17 @@ StatusOr<LlamaConfig> load_hf_config(const std::string& path) {
       read_text_file(path, "give a model folder holding config.json, or a preset name",
                      kMaxHfConfigBytes));
   return parse_hf_config(text, path);
+}
+
+const char* hf_dtype_name(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    default:
+      return "float32";
+  }
 }
 
 std::string hf_config_json(const LlamaConfig& c) {
@@ -154,7 +178,7 @@ std::string hf_config_json(const LlamaConfig& c) {
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
   j["mlp_bias"] = false;
-  j["torch_dtype"] = "float32";
+  j["torch_dtype"] = hf_dtype_name(c.torch_dtype);
   return j.dump(2) + "\n";
 }
 

@@ -16,6 +16,8 @@ constexpr uint64_t kMaxHfConfigBytes = 16ull << 20;
 
 StatusOr<LlamaConfig> parse_hf_config(const std::string& json_text, const std::string& source_name);
 StatusOr<LlamaConfig> load_hf_config(const std::string& path);
+// torch_dtype's spelling: "float32", "bfloat16", "float16".
+const char* hf_dtype_name(DType t);
 // The config.json text transformers reads back to the same LlamaConfig.
 std::string hf_config_json(const LlamaConfig& c);
 

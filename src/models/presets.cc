@@ -12,6 +12,7 @@ LlamaConfig llama3_base() {
   c.num_key_value_heads = 8;
   c.rope_theta = 500000.0;
   c.rms_norm_eps = 1e-5;
+  c.torch_dtype = DType::bf16;  // Meta's published Llama 3 configs
   c.max_position_embeddings = 131072;
   return c;
 }
@@ -42,12 +43,14 @@ LlamaConfig make_preset(const std::string& name) {
     c.vocab_size = 32000, c.hidden_size = 288, c.intermediate_size = 768, c.num_hidden_layers = 6;
     c.num_attention_heads = 6, c.num_key_value_heads = 2, c.head_dim = 48;
     c.max_position_embeddings = 1024, c.rope_theta = 10000.0;
+    c.torch_dtype = DType::f32;
   } else if (name == "tiny") {
     // For tests: every feature (GQA, llama3 rope scaling) at a size that runs in milliseconds.
     c.vocab_size = 256, c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
     c.max_position_embeddings = 256, c.rope_theta = 10000.0;
     c.rope_scaling = RopeScaling{true, 8.0, 1.0, 4.0, 64};
+    c.torch_dtype = DType::f32;
   } else {
     c.hidden_size = 0;
   }

@@ -60,6 +60,9 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
   }
   for (const ParamSpec& s : specs)
     inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
+  // fp16: the loss scale, a () f32 input after the parameters (GraphOptions::loss_scaling).
+  if (options.loss_scaling)
+    inputs.push_back(Tensor::empty(dev, DType::f32, {}, MemCategory::workspace));
   const bool sharded = dry.with_adam_states && dry.world_size > 1;
   std::vector<int64_t> numels;
   for (const ParamSpec& s : specs) numels.push_back(numel_of(s.dims));

@@ -39,10 +39,11 @@ StatusOr<MemoryBudget> host_budget(const std::string& memory_limit) {
 StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
                                              int64_t seq_len, bool compile,
                                              const MemoryBudget& budget,
-                                             const HostParallel& parallel) {
+                                             const HostParallel& parallel, DType precision) {
   LJ_ASSIGN_OR_RETURN(PlanRequest req,
                       host_plan_request(model, micro_batch, seq_len, compile, parallel));
   req.budget_bytes = budget.bytes;
+  req.precision = precision;
   CkptChoice c;
   c.budget = budget;
   LJ_ASSIGN_OR_RETURN(c.plan, make_plan(req));

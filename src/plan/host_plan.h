@@ -40,11 +40,13 @@ struct CkptChoice {
   MemoryBudget budget;
   PlanResult plan;  // every priced choice, ranked (plan.best() is the chosen one)
 };
-// Runs the search on this host; resource_exhausted when no choice fits the budget.
+// Runs the search on this host; resource_exhausted when no choice fits the budget. `precision`:
+// the run's (PlanRequest::precision: bf16 / fp16 price the autocast graph).
 StatusOr<CkptChoice> checkpoint_optimization(const LlamaConfig& model, int64_t micro_batch,
                                              int64_t seq_len, bool compile,
                                              const MemoryBudget& budget,
-                                             const HostParallel& parallel = {});
+                                             const HostParallel& parallel = {},
+                                             DType precision = DType::f32);
 
 // One run's configuration, prepared once: its joint graph (built once, then handed to
 // TrainStep::create), the graph's dry run and the planner's host prediction of its peak RSS.

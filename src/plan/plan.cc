@@ -14,6 +14,10 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
   o.compile = req.compile;
   o.recompute = rc;
   o.dtype = gpu ? DType::bf16 : DType::f32;
+  if (!gpu && req.precision != DType::f32) {
+    o.autocast = req.precision;
+    o.loss_scaling = req.precision == DType::f16;
+  }
   const Efficiency& eff = gpu ? req.coeffs.gpu_eff : req.coeffs.cpu_eff;
   // The CPU's ranks hold f32 AdamW states, sharded by ZeRO stage (graph_figures.h).
   LJ_ASSIGN_OR_RETURN(

@@ -31,6 +31,10 @@ struct PlanRequest {
   bool tune_batch = false;                // also try micro-batches 1, 2, 4, ... up to micro_batch
   double budget_bytes = 0;                // 0: default_budget of the device's memory (budget.h)
   bool exhaustive = false;                // price every layer count with a dry run
+  // The host's precision: f32, or bf16 / f16 mixed (the autocast graph: f32 master weights,
+  // gradients and AdamW states, 16-bit activations; f16 with the loss_scale input). GPU plans
+  // price DeepSpeed's bf16 recipe whatever this says (memory_model.h ModelStates).
+  DType precision = DType::f32;
 };
 
 struct PlanResult {

@@ -1,5 +1,7 @@
 #include "train/checkpoint_files.h"
 
+#include <cmath>
+
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -58,6 +60,21 @@ StatusOr<TrainerState> trainer_state_from(const json& j, const std::string& wher
                                           : static_cast<uint64_t>(seed->get<int64_t>());
   const auto fp = j.find("fingerprint");
   if (fp != j.end() && fp->is_string()) state.fingerprint = fp->get<std::string>();
+  const auto ls = j.find("loss_scale");
+  if (ls != j.end()) {
+    if (!ls->is_object()) return damaged(where, "'loss_scale' is not an object");
+    LossScaleState s;
+    const auto scale = ls->find("scale");
+    if (scale == ls->end() || !scale->is_number() || !(scale->get<double>() > 0) ||
+        !std::isfinite(scale->get<double>()))
+      return damaged(where, "'loss_scale.scale' is missing or not a positive finite number");
+    s.scale = scale->get<double>();
+    LJ_RETURN_IF_ERROR(get_int(*ls, "iter", 0, kMax, where, &s.iter));
+    LJ_RETURN_IF_ERROR(get_int(*ls, "last_overflow_iter", -1, kMax, where, &s.last_overflow_iter));
+    LJ_RETURN_IF_ERROR(get_int(*ls, "hysteresis_left", 0, kMax, where, &s.hysteresis_left));
+    LJ_RETURN_IF_ERROR(get_int(*ls, "overflows", 0, kMax, where, &s.overflows));
+    state.loss_scale = s;
+  }
   return state;
 }
 
@@ -90,6 +107,14 @@ std::string trainer_state_json(const TrainerState& state) {
   j["skipped_steps"] = state.skipped_steps;
   j["seed"] = state.seed;
   j["fingerprint"] = state.fingerprint;
+  if (state.loss_scale) {
+    const LossScaleState& s = *state.loss_scale;
+    j["loss_scale"] = {{"scale", s.scale},
+                       {"iter", s.iter},
+                       {"last_overflow_iter", s.last_overflow_iter},
+                       {"hysteresis_left", s.hysteresis_left},
+                       {"overflows", s.overflows}};
+  }
   return j.dump(2);
 }
 

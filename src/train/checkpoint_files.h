@@ -6,10 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+
+#include "train/loss_scaler.h"
 
 namespace lj {
 
@@ -26,6 +29,9 @@ struct TrainerState {
   int64_t skipped_steps = 0;    // non-finite loss or gradient, update skipped
   uint64_t seed = 0;
   std::string fingerprint;  // model + batch shape: resuming with another run is refused
+  // fp16 runs: the loss scaler (train/loss_scaler.h), so that a resume is bit-exact; written as
+  // "loss_scale" only when present.
+  std::optional<LossScaleState> loss_scale;
 };
 
 // TrainerState as trainer_state.json holds it, and back (`where` names the file in errors).

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "passes/autocast/autocast.h"
 #include "runtime/executor.h"
 #include "train/data_loader.h"
 #include "train/train_step.h"
@@ -15,6 +16,11 @@ StatusOr<EvalResult> evaluate(const HfModel& model, const TokenFile& data, const
   LJ_ASSIGN_OR_RETURN(DataLoader loader, DataLoader::create(data, B, T, model.config.vocab_size));
   Graph g;
   LJ_RETURN_IF_ERROR(build_llama(model.config, &g, DType::f32, o.first_logits != nullptr).status());
+  if (o.autocast != DType::f32) {
+    PassManager pm;
+    pm.add(make_autocast_pass(o.autocast));
+    LJ_RETURN_IF_ERROR(pm.run(g).status());
+  }
   Executor ex(g, dev);
   Tensor cos, sin;
   LJ_RETURN_IF_ERROR(make_rope_inputs(dev, model.config, T, &cos, &sin));

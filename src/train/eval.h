@@ -16,6 +16,10 @@ struct EvalOptions {
   // Called with (0, batches total) before the first batch, then after each with (batches done,
   // batches total).
   std::function<void(int64_t, int64_t)> progress;
+  // bf16 (or f16): the forward runs in mixed precision, the casts placed by passes/autocast as
+  // in training (f32 weights cast at their point of use, f32 loss); f32: off. The logits handed
+  // back are f32 either way.
+  DType autocast = DType::f32;
   // When set, receives the logits (B, T, V) of the first batch.
   Tensor* first_logits = nullptr;
 };

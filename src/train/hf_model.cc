@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -90,7 +91,31 @@ StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev) {
 
 Status save_hf_model(const std::string& dir, const LlamaConfig& config,
                      const std::vector<ParamSpec>& specs, const std::vector<Tensor>& params,
-                     int64_t max_shard_bytes) {
+                     const HfSaveOptions& options) {
+  const DType dtype = options.dtype;
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) {
+    return invalid_argument(std::string("cannot write weights as ") + dtype_name(dtype),
+                            "use f32, bf16 or f16");
+  }
+  // The 16-bit copies, converted before anything is written (an f16 overflow writes nothing).
+  std::vector<std::vector<uint16_t>> half(dtype == DType::f32 ? 0 : params.size());
+  for (size_t i = 0; i < half.size(); ++i) {
+    const float* p = params[i].data<float>();
+    half[i].resize(static_cast<size_t>(params[i].numel()));
+    for (size_t k = 0; k < half[i].size(); ++k) {
+      if (dtype == DType::bf16) {
+        half[i][k] = f32_to_bf16(p[k]);
+      } else {
+        half[i][k] = f32_to_f16(p[k]);
+        if (std::isfinite(p[k]) && !std::isfinite(f16_to_f32(half[i][k]))) {
+          return invalid_argument("weight '" + specs[i].name + "' holds " + std::to_string(p[k]) +
+                                      ", beyond float16's range (65504)",
+                                  "export with --dtype bf16 or f32");
+        }
+      }
+    }
+  }
+  const int64_t max_shard_bytes = options.max_shard_bytes;
   if (fs::exists(dir))
     return invalid_argument(dir + " already exists", "choose a new output folder or remove it");
   const fs::path parent =
@@ -107,7 +132,9 @@ Status save_hf_model(const std::string& dir, const LlamaConfig& config,
     fs::remove_all(tmp, ec);
     return s;
   };
-  const std::string cfg = hf_config_json(config);
+  LlamaConfig written = config;
+  written.torch_dtype = dtype;
+  const std::string cfg = hf_config_json(written);
   Status s = write_file_atomic(tmp + "/config.json",
                                [&](FileWriter& w) { return w.write(cfg.data(), cfg.size()); });
   if (!s.ok()) return fail(s);
@@ -116,7 +143,7 @@ Status save_hf_model(const std::string& dir, const LlamaConfig& config,
   std::vector<std::vector<size_t>> shards(1);
   int64_t in_shard = 0, total = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    const auto bytes = static_cast<int64_t>(params[i].bytes());
+    const auto bytes = params[i].numel() * dtype_size(dtype);
     if (in_shard > 0 && in_shard + bytes > max_shard_bytes) shards.emplace_back(), in_shard = 0;
     shards.back().push_back(i);
     in_shard += bytes;
@@ -129,7 +156,8 @@ Status save_hf_model(const std::string& dir, const LlamaConfig& config,
     const std::string file = shards.size() == 1 ? "model.safetensors" : name;
     std::vector<TensorToWrite> ts;
     for (size_t i : shards[k]) {
-      ts.push_back({specs[i].name, DType::f32, params[i].dims(), params[i].raw()});
+      ts.push_back({specs[i].name, dtype, params[i].dims(),
+                    dtype == DType::f32 ? params[i].raw() : half[i].data()});
       weight_map[specs[i].name] = file;
     }
     s = write_safetensors(tmp + "/" + file, ts);

@@ -1,6 +1,8 @@
 // HF model folders: config.json plus model.safetensors, or shards named in
-// model.safetensors.index.json. Loading converts bf16/f16 weights to f32; saving writes f32 with
-// HF tensor names and `format: pt` metadata so transformers' from_pretrained reads it.
+// model.safetensors.index.json. Loading converts bf16/f16 weights to f32 (the master weights);
+// saving writes f32, bf16 or f16 (rounded to nearest even) with HF tensor names, `format: pt`
+// metadata and config.json's torch_dtype naming the dtype written, so transformers'
+// from_pretrained reads it.
 #pragma once
 
 #include <string>
@@ -20,11 +22,17 @@ struct HfModel {
 // `dir` holds config.json and the weights.
 StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev);
 
+struct HfSaveOptions {
+  // The weights' dtype in the files: f32, bf16 or f16 (an f16 overflow is an error).
+  DType dtype = DType::f32;
+  // Shards when the weights exceed this (HF's save_pretrained default is 5 GB).
+  int64_t max_shard_bytes = 5'000'000'000;
+};
+
 // Writes a new folder `dir` (which must not exist): built in a temporary folder beside it,
-// every file fsynced, then renamed into place. Shards when the weights exceed
-// `max_shard_bytes` (HF's save_pretrained default is 5 GB).
+// every file fsynced, then renamed into place. `params` are f32.
 Status save_hf_model(const std::string& dir, const LlamaConfig& config,
                      const std::vector<ParamSpec>& specs, const std::vector<Tensor>& params,
-                     int64_t max_shard_bytes = 5'000'000'000);
+                     const HfSaveOptions& options = {});
 
 }  // namespace lj

@@ -44,8 +44,14 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
            built.options.output_logits == config.graph.output_logits &&
            built.options.recompute == config.graph.recompute &&
            built.options.dtype == config.graph.dtype &&
-           built.options.autocast == config.graph.autocast)
+           built.options.autocast == config.graph.autocast &&
+           built.options.loss_scaling == config.graph.loss_scaling)
       << "TrainStep::create: the joint graph was built with other GraphOptions than the step's";
+  if (config.loss_scale.enabled != config.graph.loss_scaling) {
+    return invalid_argument("loss scaling needs the joint graph's loss_scale input",
+                            "set GraphOptions::loss_scaling with LossScaleConfig::enabled");
+  }
+  if (config.loss_scale.enabled) LJ_RETURN_IF_ERROR(config.loss_scale.validate());
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
@@ -54,6 +60,10 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   s->passes_ = std::move(built.passes);
   s->specs_ = llama_param_specs(model);
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
+  s->scaler_ = LossScaler(config.loss_scale);
+  if (config.graph.loss_scaling) {
+    s->loss_scale_ = Tensor::empty(dev, DType::f32, {}, MemCategory::workspace);
+  }
   s->executor_ = std::make_unique<Executor>(
       s->graph_, dev,
       ExecutorOptions{.profile = config.profile,
@@ -106,6 +116,10 @@ StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, cons
   LJ_RETURN_IF_ERROR(rope_for(tokens.dims().back()));
   std::vector<Tensor> inputs{tokens, targets, rope_cos_, rope_sin_};
   inputs.insert(inputs.end(), params_.begin(), params_.end());
+  if (loss_scale_.defined()) {
+    loss_scale_.data<float>()[0] = static_cast<float>(scaler_.scale());
+    inputs.push_back(loss_scale_);
+  }
   LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, executor_->run(inputs));
   // Outputs: loss, [logits], then one gradient per parameter (see create()).
   ForwardBackward r;
@@ -123,6 +137,7 @@ StatusOr<StepResult> TrainStep::step(const Tensor& tokens, const Tensor& targets
 StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, double lr) {
   LJ_CHECK(!micro_batches.empty());
   StepResult r;
+  r.loss_scale = scaler_.scale();
   std::vector<Tensor> grads;
   const double scale = 1.0 / static_cast<double>(micro_batches.size());
   for (const Batch& mb : micro_batches) {
@@ -145,14 +160,27 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
       for (int64_t k = 0; k < n; ++k) acc[k] += g[k];
     }
   }
-  if (micro_batches.size() > 1) scale_grads(grads, scale, dev_.threads());
+  // The mean over micro-batches, and the loss scale undone (a power of two: exact).
+  const double unscale = scale / r.loss_scale;
+  if (unscale != 1.0) scale_grads(grads, unscale, dev_.threads());
   const double t_opt = now_seconds();
   if (zero_) {
     LJ_ASSIGN_OR_RETURN(ZeroStepResult z,
                         zero_->step(params_, std::move(grads), r.loss, lr, config_.grad_clip));
-    return StepResult{z.loss, z.grad_norm, z.updated, z.comm_seconds, now_seconds() - t_opt};
+    StepResult zr{z.loss,       z.grad_norm, z.updated, z.comm_seconds, now_seconds() - t_opt,
+                  r.loss_scale, false};
+    if (config_.loss_scale.enabled) {
+      zr.overflow = !z.updated;
+      LJ_RETURN_IF_ERROR(scaler_.update(zr.overflow));
+    }
+    return zr;
   }
   r.grad_norm = global_grad_norm(grads, dev_.threads());
+  if (config_.loss_scale.enabled) {
+    // DeepSpeed's overflow test: inf or NaN in the gradients (a non-finite loss gives them too).
+    r.overflow = !std::isfinite(r.grad_norm);
+    LJ_RETURN_IF_ERROR(scaler_.update(r.overflow));
+  }
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     r.updated = false;
     r.optimizer_seconds = now_seconds() - t_opt;

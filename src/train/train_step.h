@@ -12,6 +12,7 @@
 #include "runtime/executor.h"
 #include "runtime/fused_kernels.h"
 #include "train/adamw.h"
+#include "train/loss_scaler.h"
 #include "train/zero_optimizer.h"
 
 namespace lj {
@@ -33,6 +34,8 @@ struct TrainStepConfig {
   // same config and seed (parameters start equal everywhere) and its own micro-batches
   // (dist/batch_shard.h); step() then returns the loss and gradient norm over all ranks.
   DataParallel data_parallel;
+  // fp16: loss scaling (train/loss_scaler.h). Enabled needs graph.loss_scaling.
+  LossScaleConfig loss_scale;
 };
 
 // What one forward+backward gives.
@@ -50,6 +53,10 @@ struct StepResult {
   // Wall time of the optimizer phase on the host: gradient norm, clipping and the AdamW update
   // (ZeRO: its whole step, collectives included). Not executor kernels, so the profile adds it.
   double optimizer_seconds = 0;
+  // Loss scaling (fp16): the scale this step's backward ran with, and whether its gradients
+  // overflowed (the update was skipped; the scaler has adjusted the scale for the next step).
+  double loss_scale = 1;
+  bool overflow = false;
 };
 
 class TrainStep {
@@ -71,7 +78,8 @@ class TrainStep {
     Tensor tokens, targets;
   };
   StatusOr<StepResult> step(const std::vector<Batch>& micro_batches, double lr);
-  // Forward+backward only (for tests and gradient accumulation).
+  // Forward+backward only (for tests and gradient accumulation). With loss scaling the
+  // gradients are those of loss x loss_scaler().scale(); the loss is unscaled.
   StatusOr<ForwardBackward> forward_backward(const Tensor& tokens, const Tensor& targets);
 
   const Graph& graph() const { return graph_; }
@@ -86,6 +94,8 @@ class TrainStep {
   AdamW& optimizer() { return zero_ ? zero_->adamw() : *adamw_; }
   // Compile only: what building the fused kernels did (once, in create()).
   const FusedKernelReport& kernel_report() const { return kernel_report_; }
+  // fp16 loss scaling (TrainStepConfig::loss_scale); a scale of 1 that never changes otherwise.
+  LossScaler& loss_scaler() { return scaler_; }
 
  private:
   TrainStep(Device& dev) : dev_(dev) {}
@@ -103,6 +113,8 @@ class TrainStep {
   std::unique_ptr<AdamW> adamw_;         // one process
   std::unique_ptr<ZeroOptimizer> zero_;  // TrainStepConfig::data_parallel.comm set
   Tensor rope_cos_, rope_sin_;
+  LossScaler scaler_{LossScaleConfig{}};
+  Tensor loss_scale_;  // () f32: the graph's loss_scale input, when it has one
   std::shared_ptr<codegen::KernelCache> kernel_cache_;
   FusedKernelReport kernel_report_;
 };

@@ -132,6 +132,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
       copy_into(trainer->optimizer().m(), resumed->m);
       copy_into(trainer->optimizer().v(), resumed->v);
       trainer->optimizer().set_steps(state.optimizer_steps);
+      if (state.loss_scale) trainer->loss_scaler().restore(*state.loss_scale);
       loader.set_position(state.data_position);
       summary.resumed = true;
       summary.resumed_from = state.step;
@@ -163,6 +164,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
       copy_into(trainer->optimizer().m(), resumed->m);
       copy_into(trainer->optimizer().v(), resumed->v);
       trainer->optimizer().set_steps(state.optimizer_steps);
+      if (state.loss_scale) trainer->loss_scaler().restore(*state.loss_scale);
       summary.resumed = true;
       summary.resumed_from = state.step;
       info("resumed from " + step_dir + " (step " + std::to_string(state.step) + ", written by " +
@@ -173,6 +175,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
 
   auto save = [&]() -> Status {
     const double t0 = now_seconds();
+    if (c.step.loss_scale.enabled) state.loss_scale = trainer->loss_scaler().state();
     if (comm != nullptr) {
       const ShardedCheckpoint ck{state, c.step.data_parallel.zero.stage, &trainer->params(),
                                  &trainer->optimizer().m(), &trainer->optimizer().v()};
@@ -249,7 +252,9 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
       ++state.optimizer_steps;
     } else {
       ++state.skipped_steps;
-      ++bad_in_a_row;
+      // An fp16 overflow is the loss scaler's business (it lowers the scale, and fails at the
+      // minimum); only other non-finite steps count towards max_bad_steps.
+      if (!r.overflow) ++bad_in_a_row;
     }
     ++state.step;
     ++summary.steps_run;
@@ -257,9 +262,17 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
                               ? loader.position()
                               : state.data_position + world * c.grad_accum * c.batch_size;
     if (cb.on_step) {
-      cb.on_step(StepMetrics{state.step, r.loss, r.grad_norm, lr, dt,
-                             c.batch_size * c.seq_len * c.grad_accum, !r.updated,
-                             state.skipped_steps});
+      StepMetrics m{state.step,  r.loss,
+                    r.grad_norm, lr,
+                    dt,          c.batch_size * c.seq_len * c.grad_accum,
+                    !r.updated,  state.skipped_steps};
+      if (c.step.loss_scale.enabled) {
+        m.loss_scale = r.loss_scale;
+        m.overflow = r.overflow;
+        m.overflow_total = trainer->loss_scaler().state().overflows;
+        m.next_loss_scale = trainer->loss_scaler().scale();
+      }
+      cb.on_step(m);
     }
     if (bad_in_a_row >= c.max_bad_steps) {
       return internal_error(
@@ -274,6 +287,10 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
   }
   if (summary.steps_run > 0) LJ_RETURN_IF_ERROR(save());
   summary.final_step = state.step;
+  if (c.step.loss_scale.enabled) {
+    summary.overflow_steps = trainer->loss_scaler().state().overflows;
+    summary.final_loss_scale = trainer->loss_scaler().scale();
+  }
   return summary;
 }
 

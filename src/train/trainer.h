@@ -55,6 +55,12 @@ struct StepMetrics {
   int64_t tokens = 0;  // tokens in this step (all micro-batches of this rank)
   bool skipped = false;
   int64_t skipped_total = 0;
+  // fp16 loss scaling (0 / false otherwise): the scale this step ran with, whether it
+  // overflowed (skipped), overflowing steps so far, and the scale of the next step.
+  double loss_scale = 0;
+  bool overflow = false;
+  int64_t overflow_total = 0;
+  double next_loss_scale = 0;
 };
 
 struct EvalMetrics {
@@ -78,6 +84,8 @@ struct TrainSummary {
   bool stopped_by_signal = false;
   bool resumed = false;
   int64_t resumed_from = 0;
+  int64_t overflow_steps = 0;   // fp16: steps skipped for overflow, in total (with resumes)
+  double final_loss_scale = 0;  // fp16: the scale at the end
 };
 
 // What must be equal on every rank of a data-parallel run: the resolved model config, batch,

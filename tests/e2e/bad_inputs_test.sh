@@ -123,14 +123,20 @@ run_case "export into an existing folder" same existing "existing" -- \
   "$LJ" export run --hf existing
 run_case "export of a folder without a checkpoint" absent hf "existing" -- \
   "$LJ" export existing --hf hf
+run_case "export --dtype of no float type" absent hf "int8" -- \
+  "$LJ" export run --hf hf --dtype int8
 run_case "init into an existing folder" same existing "existing" -- \
   "$LJ" init --model tiny --out existing
 run_case "eval with a missing model folder" absent no-such-model "no-such-model" -- \
   "$LJ" eval --model no-such-model --data tok.bin
 run_case "eval --seq-len above max_position_embeddings" absent logits.safetensors "512" -- \
   "$LJ" eval --model "run/$(cat run/latest)" --data tok.bin --seq-len 512 --dump-logits logits.safetensors
-run_case "f16 precision (no loss scaling on the CPU)" absent R.jsonl "f16" -- \
-  "$LJ" benchmark --model tiny --precision f16 --output R.jsonl
+run_case "eval --precision of no float type" absent logits.safetensors "i32" -- \
+  "$LJ" eval --model "run/$(cat run/latest)" --data tok.bin --precision i32 --dump-logits logits.safetensors
+run_case "plan --precision fp16 on a GPU (bf16 recipe only)" absent R.jsonl "bf16" -- \
+  "$LJ" plan --model tiny --device h100 --precision fp16
+run_case "unknown --precision" absent R.jsonl "fp8" -- \
+  "$LJ" benchmark --model tiny --precision fp8 --output R.jsonl
 run_case "--warmup-steps not below --steps" absent R.jsonl "--warmup-steps" -- \
   "$LJ" benchmark --model tiny --steps 4 --warmup-steps 4 --output R.jsonl
 run_case "unknown --recompute" absent R.jsonl "sometimes" -- \

@@ -1,6 +1,7 @@
 # Model folders as a user moves them between commands: `train` -> `export` -> `eval` gives the
 # same loss as evaluating the checkpoint itself; `init` writes a folder (sharded when asked) that
-# `eval` and `train` accept.
+# `eval` and `train` accept. bf16: export --dtype, eval --precision, and a bf16 run's checkpoints
+# (f32 master weights) resume bitwise equal.
 # Usage: bash export_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
@@ -30,6 +31,55 @@ pass "eval $step_dir and eval hf: $loss_hf"
 "$LJ" export out/step-3 --hf hf_step >export2.out 2>export2.err || { cat export2.err >&2; fail "export of a step folder failed"; }
 [ "$(eval_loss hf_step)" = "$loss_ckpt" ] || fail "export of out/step-3 evaluates differently"
 pass "export out/step-3 evaluates the same"
+
+echo "check: export --dtype bf16 writes bf16 weights that eval reads into f32 master weights"
+"$LJ" export out --hf hf16 --dtype bf16 >export3.out 2>export3.err || { cat export3.err >&2; fail "export --dtype bf16 failed"; }
+grep -q '"torch_dtype": "bfloat16"' hf16/config.json || fail "hf16/config.json does not name bfloat16: $(grep dtype hf16/config.json)"
+head -c 4000 hf16/model.safetensors | grep -q '"dtype":"BF16"' || fail "hf16/model.safetensors holds no BF16 tensor"
+if head -c 4000 hf16/model.safetensors | grep -q '"dtype":"F32"'; then fail "hf16/model.safetensors still holds F32 tensors"; fi
+size32=$(stat -c %s hf/model.safetensors) size16=$(stat -c %s hf16/model.safetensors)
+[ $((size16 * 2)) -lt $((size32 + 8192)) ] || fail "bf16 file $size16 bytes, f32 file $size32: not half"
+loss16=$(eval_loss hf16 | cut -d' ' -f2)
+loss32=$(cut -d' ' -f2 <<<"$loss_hf")
+# Rounding every weight to bf16 (relative error <= 2^-9) moves the loss of this 3-step tiny
+# model by little: observed 5.550718 vs 5.550703. Bound: 2^-9 of the loss.
+perl -e 'exit !(abs($ARGV[0] - $ARGV[1]) <= $ARGV[1] / 512)' "$loss16" "$loss32" ||
+  fail "bf16 export evaluates to $loss16, the f32 one to $loss32"
+pass "export --dtype bf16: half the bytes ($size16 vs $size32), eval loss $loss16 (f32: $loss32)"
+# A model whose config says bfloat16: training keeps f32 master weights in its checkpoints and
+# export writes the config's dtype by default.
+"$LJ" train --model hf16 --data tok.bin --out out16 --steps 1 --batch-size 2 --seq-len 32 --threads 2 >t16.out 2>t16.err ||
+  { cat t16.err >&2; fail "train --model hf16 failed"; }
+head -c 4000 "out16/$(cat out16/latest)/model.safetensors" | grep -q '"dtype":"F32"' || fail "the checkpoint of a bf16 model does not keep f32 master weights"
+"$LJ" export out16 --hf hf16b >export4.out 2>export4.err || { cat export4.err >&2; fail "export of out16 failed"; }
+grep -q "bf16 weights: the config's torch_dtype" export4.out || fail "export did not default to the config's bf16: $(cat export4.out)"
+head -c 4000 hf16b/model.safetensors | grep -q '"dtype":"BF16"' || fail "default export of a bf16 model wrote no BF16 tensor"
+pass "a bf16 model trains from f32 master weights and exports as bf16 by default"
+
+echo "check: eval --precision bf16 scores close to f32"
+"$LJ" eval --model hf "${eval_args[@]}" --precision bf16 >e16.out 2>e16.err || { cat e16.err >&2; fail "eval --precision bf16 failed"; }
+grep -q '^precision: bf16 mixed' e16.out || fail "eval --precision bf16 does not say it ran in bf16: $(cat e16.out)"
+lossb=$(grep -Eo '^loss [0-9.]+' e16.out | cut -d' ' -f2)
+# Observed 5.550762 vs 5.550703 (nearly uniform logits of a 3-step model); bound 2^-9 of the loss.
+perl -e 'exit !(abs($ARGV[0] - $ARGV[1]) <= $ARGV[1] / 512)' "$lossb" "$loss32" ||
+  fail "eval --precision bf16 gives $lossb, f32 $loss32"
+pass "eval --precision bf16: loss $lossb (f32: $loss32)"
+
+echo "check: a bf16 run resumed from its checkpoint ends bitwise equal to an uninterrupted one"
+for c in "" --compile; do
+  b16=(--model tiny --data tok.bin --batch-size 2 --seq-len 32 --threads 2 --precision bf16 --decay constant
+    --warmup-steps 0 --checkpoint-every 2 $c)
+  rm -rf rA rB
+  "$LJ" train "${b16[@]}" --steps 4 --out rA >rA.out 2>rA.err || { cat rA.err >&2; fail "bf16 train $c failed"; }
+  "$LJ" train "${b16[@]}" --steps 2 --out rB >rB.out 2>rB.err || { cat rB.err >&2; fail "bf16 train $c (2 steps) failed"; }
+  "$LJ" train "${b16[@]}" --steps 4 --out rB >rB2.out 2>rB2.err || { cat rB2.err >&2; fail "bf16 resume $c failed"; }
+  grep -q "resumed from step 2" rB2.out || fail "bf16 run $c did not resume: $(tail -1 rB2.out)"
+  for f in model.safetensors optimizer.safetensors; do
+    cmp -s rA/step-4/$f rB/step-4/$f || fail "bf16 $c: step-4/$f of the resumed run differs"
+  done
+  head -c 4000 rB/step-4/model.safetensors | grep -q '"dtype":"F32"' || fail "bf16 $c: checkpoint weights are not f32"
+done
+pass "bf16 eager and compiled: 2 + 2 steps equal 4 steps bit for bit (f32 master weights and Adam states)"
 
 echo "check: init writes a fresh model that eval scores near ln(vocab)"
 "$LJ" init --model tiny --out fresh >init.out 2>init.err || { cat init.err >&2; fail "init failed"; }

@@ -9,7 +9,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto back = lj::parse_trainer_state(lj::trainer_state_json(*s), "round trip");
   if (!back.ok() || back->step != s->step || back->optimizer_steps != s->optimizer_steps ||
       back->data_position != s->data_position || back->skipped_steps != s->skipped_steps ||
-      back->seed != s->seed || back->fingerprint != s->fingerprint) {
+      back->seed != s->seed || back->fingerprint != s->fingerprint ||
+      back->loss_scale.has_value() != s->loss_scale.has_value() ||
+      (s->loss_scale &&
+       (back->loss_scale->scale != s->loss_scale->scale ||
+        back->loss_scale->iter != s->loss_scale->iter ||
+        back->loss_scale->last_overflow_iter != s->loss_scale->last_overflow_iter ||
+        back->loss_scale->hysteresis_left != s->loss_scale->hysteresis_left ||
+        back->loss_scale->overflows != s->loss_scale->overflows))) {
     __builtin_trap();
   }
   return 0;

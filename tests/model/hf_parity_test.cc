@@ -8,9 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "io/safetensors.h"
+#include "model/hf_fixture.h"
 #include "model/model_test_util.h"
-#include "models/hf_config.h"
 #include "train/lr_schedule.h"
 #include "train/train_step.h"
 
@@ -28,52 +27,13 @@ class HfParity : public ::testing::TestWithParam<std::tuple<std::string, bool>> 
   static std::string label() { return fixture() + (compiled() ? "/compiled" : "/eager"); }
 
   void SetUp() override {
-    auto f = SafetensorsFile::open(std::string(LJ_FIXTURE_DIR) + "/" + fixture() + ".safetensors");
-    ASSERT_TRUE(f.ok()) << f.status().to_string();
-    file_ = std::make_unique<SafetensorsFile>(std::move(f).value());
-    const auto& meta = file_->header().metadata;
-    auto cfg = parse_hf_config(meta.at("config_json"), fixture());
-    ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
-    config_ = *cfg;
-    train_ = nlohmann::json::parse(meta.at("train"));
+    file_ = std::make_unique<testing_util::HfFixture>(fixture() + ".safetensors");
+    ASSERT_TRUE(file_->ok());
+    config_ = testing_util::fixture_config(*file_, fixture());
+    train_ = nlohmann::json::parse(file_->metadata("train"));
   }
 
-  std::vector<float> read(const std::string& name) {
-    const SafetensorsEntry* e = file_->find(name);
-    EXPECT_NE(e, nullptr) << name;
-    if (e == nullptr) return {};
-    int64_t n = 1;
-    for (int64_t d : e->shape) n *= d;
-    std::vector<float> v(static_cast<size_t>(n));
-    if (e->dtype_name == "I64") {
-      const auto bytes = file_->bytes(*e);
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t x;
-        std::memcpy(&x, bytes.data() + 8 * i, 8);
-        v[static_cast<size_t>(i)] = static_cast<float>(x);
-      }
-      return v;
-    }
-    EXPECT_TRUE(file_->read_f32(*e, v).ok());
-    return v;
-  }
-
-  // tokens = input_ids; targets[t] = labels[t + 1] (HF shifts inside the loss), last = -100.
-  void batch(Device& dev, Tensor* tokens, Tensor* targets, int64_t* B, int64_t* T) {
-    const SafetensorsEntry* e = file_->find("input_ids");
-    ASSERT_NE(e, nullptr);
-    *B = e->shape[0], *T = e->shape[1];
-    const auto ids = read("input_ids"), labels = read("labels");
-    *tokens = Tensor::empty(dev, DType::i32, {*B, *T}, MemCategory::temporaries);
-    *targets = Tensor::empty(dev, DType::i32, {*B, *T}, MemCategory::temporaries);
-    for (int64_t b = 0; b < *B; ++b) {
-      for (int64_t t = 0; t < *T; ++t) {
-        const auto i = static_cast<size_t>(b * *T + t);
-        tokens->data<int32_t>()[i] = static_cast<int32_t>(ids[i]);
-        targets->data<int32_t>()[i] = t + 1 < *T ? static_cast<int32_t>(labels[i + 1]) : -100;
-      }
-    }
-  }
+  std::vector<float> read(const std::string& name) { return file_->read(name); }
 
   std::unique_ptr<TrainStep> make_trainer(Device& dev, bool logits) {
     TrainStepConfig tc;
@@ -88,16 +48,11 @@ class HfParity : public ::testing::TestWithParam<std::tuple<std::string, bool>> 
     EXPECT_TRUE(t.ok()) << t.status().to_string();
     if (!t.ok()) return nullptr;
     auto trainer = std::move(t).value();
-    const auto& specs = trainer->param_specs();
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const auto w = read(specs[i].name);
-      EXPECT_EQ(static_cast<int64_t>(w.size()), trainer->params()[i].numel()) << specs[i].name;
-      std::copy(w.begin(), w.end(), trainer->params()[i].data<float>());
-    }
+    file_->load_params(*trainer);
     return trainer;
   }
 
-  std::unique_ptr<SafetensorsFile> file_;
+  std::unique_ptr<testing_util::HfFixture> file_;
   LlamaConfig config_;
   nlohmann::json train_;
 };
@@ -107,8 +62,7 @@ TEST_P(HfParity, LogitsLossAndGradients) {
   auto trainer = make_trainer(dev, /*logits=*/true);
   ASSERT_NE(trainer, nullptr);
   Tensor tokens, targets;
-  int64_t B = 0, T = 0;
-  batch(dev, &tokens, &targets, &B, &T);
+  file_->batch(dev, &tokens, &targets);
   auto fb = trainer->forward_backward(tokens, targets);
   ASSERT_TRUE(fb.ok()) << fb.status().to_string();
 
@@ -144,8 +98,7 @@ TEST_P(HfParity, FiveAdamWSteps) {
   auto trainer = make_trainer(dev, /*logits=*/false);
   ASSERT_NE(trainer, nullptr);
   Tensor tokens, targets;
-  int64_t B = 0, T = 0;
-  batch(dev, &tokens, &targets, &B, &T);
+  file_->batch(dev, &tokens, &targets);
   LrSchedule sched;
   sched.max_lr = train_["max_lr"].get<double>();
   sched.min_lr = train_["min_lr"].get<double>();

@@ -135,8 +135,11 @@ TEST(DeepSpeedPrecision, Blocks) {
   EXPECT_EQ(d.loss_scale.loss_scale_window, 1000);
   EXPECT_EQ(d.loss_scale.hysteresis, 2);
   EXPECT_EQ(d.loss_scale.min_loss_scale, 1);
+  EXPECT_FALSE(d.loss_scale.consecutive_hysteresis);
   d = parse_ok(R"({"fp16": {"enabled": true, "loss_scale": 128, "initial_scale_power": 12,
-                   "loss_scale_window": 500, "hysteresis": 4, "min_loss_scale": 0.5}})");
+                   "loss_scale_window": 500, "hysteresis": 4, "min_loss_scale": 0.5,
+                   "consecutive_hysteresis": true}})");
+  EXPECT_TRUE(d.loss_scale.consecutive_hysteresis);
   EXPECT_EQ(d.loss_scale.loss_scale, 128);
   EXPECT_EQ(d.loss_scale.initial_scale_power, 12);
   EXPECT_EQ(d.loss_scale.loss_scale_window, 500);

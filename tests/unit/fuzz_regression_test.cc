@@ -125,6 +125,34 @@ TEST(FuzzRegression, CheckpointJsonFieldsAreRangeChecked) {
       R"({"step":1.5,"optimizer_steps":0,"data_position":0,"skipped_steps":0,"seed":1})", "ts");
   EXPECT_FALSE(real.ok());
 
+  // fp16's loss scaler state: round trips; a scale that is not a positive finite number (1e400
+  // parses as inf, which JSON cannot write back) is refused.
+  const std::string base =
+      R"({"step":3,"optimizer_steps":1,"data_position":0,"skipped_steps":2,"seed":1,)";
+  auto ls =
+      parse_trainer_state(base + R"("loss_scale":{"scale":32768,"iter":3,"last_overflow_iter":1,)" +
+                              R"("hysteresis_left":1,"overflows":2}})",
+                          "ts");
+  ASSERT_TRUE(ls.ok()) << ls.status().message();
+  ASSERT_TRUE(ls->loss_scale.has_value());
+  auto again = parse_trainer_state(trainer_state_json(*ls), "ts");
+  ASSERT_TRUE(again.ok() && again->loss_scale.has_value());
+  EXPECT_EQ(again->loss_scale->scale, 32768);
+  EXPECT_EQ(again->loss_scale->last_overflow_iter, 1);
+  EXPECT_EQ(again->loss_scale->overflows, 2);
+  for (const char* scale : {"1e400", "0", "-2", "\"x\""}) {
+    auto bad = parse_trainer_state(base + R"("loss_scale":{"scale":)" + scale +
+                                       R"(,"iter":0,"last_overflow_iter":-1,"hysteresis_left":2,)" +
+                                       R"("overflows":0}})",
+                                   "ts");
+    EXPECT_FALSE(bad.ok()) << scale;
+  }
+  EXPECT_FALSE(parse_trainer_state(base + R"("loss_scale":{"scale":1,"iter":0,)" +
+                                       R"("last_overflow_iter":-2,"hysteresis_left":2,)" +
+                                       R"("overflows":0}})",
+                                   "ts")
+                   .ok());
+
   const std::string state =
       R"("trainer_state":{"step":1,"optimizer_steps":1,"data_position":0,"skipped_steps":0,"seed":1})";
   auto manifest = [&](const std::string& world, const std::string& file, const std::string& fmt) {

@@ -53,6 +53,28 @@ std::string runtime_name(unsigned runtime) {
   }
 }
 
+// Whether oneDNN creates an f16 x f16 -> f32 matmul primitive here (asked once).
+bool f16_matmul_available() {
+  static const bool available = [] {
+    dnnl_engine_t engine = nullptr;
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) return false;
+    const dnnl_dims_t dims = {16, 16};
+    dnnl_memory_desc_t a, b, c;
+    dnnl_memory_desc_init_by_tag(&a, 2, dims, dnnl_f16, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&b, 2, dims, dnnl_f16, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&c, 2, dims, dnnl_f32, dnnl_ab);
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = nullptr;
+    const bool ok =
+        dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &desc, nullptr, engine, nullptr) == dnnl_success;
+    if (pd != nullptr) dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(engine);
+    return ok;
+  }();
+  return available;
+}
+
 }  // namespace
 
 OneDnnInfo onednn_info() {
@@ -68,6 +90,7 @@ OneDnnInfo onednn_info() {
   const unsigned bits = static_cast<unsigned>(isa);
   info.isa_avx2 = (bits & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2;
   info.isa_avx512 = (bits & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  info.f16_matmul = f16_matmul_available();
   return info;
 }
 

@@ -14,6 +14,9 @@ struct OneDnnInfo {
   std::string cpu_isa;      // effective ISA: "avx2", "avx512_core", ... or "0x…" when unnamed
   bool isa_avx2 = false;    // the effective ISA includes AVX2
   bool isa_avx512 = false;  // the effective ISA includes AVX-512 (core)
+  // A matmul primitive on f16 operands can be created on this CPU (oneDNN 2.6 has none: f16
+  // GEMMs then run in f32 on widened operands, backends/cpu/widen.cc).
+  bool f16_matmul = false;
 };
 
 OneDnnInfo onednn_info();

@@ -116,7 +116,9 @@ size_t widened_workspace(const Node& n, std::span<const TensorView> in, int thre
 void widen_half_kernels(KernelTable& t) {
   inner_table() = t;
   for (int i = 0; i < kNumOps; ++i) {
-    if (t.fn[i] == nullptr || t.bf16[i]) continue;
+    // Every kernel: a bf16-native one still needs widening for f16 (needs_widening decides per
+    // call, so its bf16 calls reach it directly).
+    if (t.fn[i] == nullptr) continue;
     t.fn[i] = widened_forward;
     t.ws[i] = widened_workspace;
   }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "graph/builder.h"
 #include "passes/pipeline/pipeline.h"
 
 namespace lj {
@@ -26,7 +27,16 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   p.recompute = options.recompute;
   p.num_layers = model.num_hidden_layers;
   p.autocast = options.autocast;
-  LJ_RETURN_IF_ERROR(run_train_pipeline(g, ids.loss, ids.params, names, p, report));
+  ValueId loss = ids.loss;
+  if (options.loss_scaling) {
+    Builder b(g);
+    b.set_scope("loss_scale");
+    const Val scale = b.state("loss_scale", DType::f32, Shape{});
+    const Val scaled = mul(b.val(ids.loss), scale);
+    LJ_RETURN_IF_ERROR(b.status());
+    loss = scaled.id;
+  }
+  LJ_RETURN_IF_ERROR(run_train_pipeline(g, loss, ids.params, names, p, report));
   return ids;
 }
 

@@ -27,6 +27,10 @@ struct GraphOptions {
   // parameters (master weights) cast to bf16 at their point of use, bf16 activations, f32
   // losses, reductions and gradients. f32: off. Needs dtype f32.
   DType autocast = DType::f32;
+  // fp16 loss scaling (train/loss_scaler.h): a scalar f32 input "loss_scale" (Role::state, after
+  // the parameters) multiplies the loss before autodiff, so every gradient comes out scaled by
+  // it; the "loss" output stays unscaled.
+  bool loss_scaling = false;
 };
 
 // The joint graph of one training step: the forward graph (build_llama) and the gradient of
