@@ -75,6 +75,7 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
     d.zero.stage = static_cast<int>(ds->zero.stage);
     d.zero.reduce_bucket_size = ds->zero.reduce_bucket_size;
     d.zero.allgather_bucket_size = ds->zero.allgather_bucket_size;
+    d.zero.overlap_comm = ds->zero.overlap_comm;
     const auto origin = [&](const std::string& key) {
       for (const auto& l : ds->resolved) {
         if (l.key == key) return ds->source + ": " + l.origin;
@@ -84,11 +85,15 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
     d.stage_origin = origin("zero_optimization.stage");
     d.reduce_bucket_origin = origin("zero_optimization.reduce_bucket_size");
     d.allgather_bucket_origin = origin("zero_optimization.allgather_bucket_size");
+    d.overlap_origin = origin("zero_optimization.overlap_comm");
     return d;
   }
   d.zero.stage = static_cast<int>(run.zero_stage.value);
   d.stage_origin = run.zero_stage.from_flag ? "flag" : "default";
   d.reduce_bucket_origin = d.allgather_bucket_origin = "DeepSpeed default";
+  // DeepSpeed's code default: overlap_comm is true for stage 3 only.
+  d.zero.overlap_comm = d.zero.stage == 3;
+  d.overlap_origin = "DeepSpeed default (true for stage 3 only)";
   return d;
 }
 
@@ -100,10 +105,14 @@ std::string DataParallelSettings::describe() const {
        reduce_bucket_origin + ")\n";
   s += "  allgather_bucket_size = " + std::to_string(zero.allgather_bucket_size) + "  (" +
        allgather_bucket_origin + ")\n";
+  s += std::string("  overlap_comm = ") + (zero.overlap_comm ? "true" : "false") + "  (" +
+       overlap_origin + ")\n";
   if (world_size == 1) {
     s += "  one process: no collectives, the stage changes nothing\n";
   } else {
-    s += "  overlap: none yet (collectives run after backward, exposed)\n";
+    s += zero.overlap_comm
+             ? "  gradient buckets reduce during backward, nonblocking (at most 2 in flight)\n"
+             : "  gradient buckets reduce during backward, each blocking where it fills\n";
   }
   return s;
 }

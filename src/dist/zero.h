@@ -18,6 +18,11 @@
 // Buckets: a collective moves at most reduce_bucket_size (gradients) or allgather_bucket_size
 // (parameters) elements in total, counted over all ranks as DeepSpeed counts them; the
 // collectives are split into buckets of that size, each packed into one contiguous buffer.
+//
+// Where the gradient reductions run: TrainStep's joint graph carries them as collective nodes
+// (passes/collectives/grad_sync.h places them during backward, train/grad_sync.h runs them);
+// all_reduce_grads and reduce_scatter_grads below are the same reductions after backward, for a
+// graph without those nodes.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +37,10 @@ struct ZeroConfig {
   int stage = 0;                                // 0, 1 or 2
   int64_t reduce_bucket_size = 500'000'000;     // elements per gradient collective
   int64_t allgather_bucket_size = 500'000'000;  // elements per parameter all-gather
+  // DeepSpeed's overlap_comm: a gradient bucket's reduction runs while backward goes on (its
+  // wait as late as passes/collectives/grad_sync.h allows); false: it blocks where it starts.
+  // DeepSpeed's code default is true only for stage 3 (the CLI resolves that).
+  bool overlap_comm = false;
   // invalid_argument for a stage outside 0-3 or a bucket size below 1; unimplemented for 3.
   Status validate() const;
 };

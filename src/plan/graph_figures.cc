@@ -88,8 +88,10 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
       const auto workspace = [&](int64_t n) {
         return Tensor::empty(dev, DType::f32, {std::max<int64_t>(n, 1)}, MemCategory::workspace);
       };
+      // With the gradient collectives in the graph, their buffers were in the dry run itself.
+      const bool in_graph = options.grad_sync.enabled();
       if (zm.reduce_buffer_numel > 0) {
-        Tensor bucket = workspace(zm.reduce_buffer_numel);
+        Tensor bucket = in_graph ? Tensor() : workspace(zm.reduce_buffer_numel);
         if (dry.mpi_temporaries) {
           // Inside the MPI call, beside the bucket; freed by MPI, never in ljperf's cache.
           const auto bytes = static_cast<size_t>(zm.reduce_buffer_numel) * sizeof(float);

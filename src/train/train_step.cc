@@ -29,10 +29,14 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
 
 StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
                                                        TrainStepConfig config, Device& dev) {
+  if (config.data_parallel.comm != nullptr) {
+    LJ_RETURN_IF_ERROR(config.data_parallel.zero.validate());  // before the graph's collectives
+  }
   TrainGraph built;
   built.options = config.graph;
+  built.options.grad_sync = grad_sync_options(config.data_parallel);
   LJ_ASSIGN_OR_RETURN(built.ids,
-                      build_train_graph(model, config.graph, &built.graph, &built.passes));
+                      build_train_graph(model, built.options, &built.graph, &built.passes));
   return create(model, std::move(config), dev, std::move(built));
 }
 
@@ -43,7 +47,8 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
            built.options.output_logits == config.graph.output_logits &&
            built.options.recompute == config.graph.recompute &&
            built.options.dtype == config.graph.dtype &&
-           built.options.autocast == config.graph.autocast)
+           built.options.autocast == config.graph.autocast &&
+           built.options.grad_sync == grad_sync_options(config.data_parallel))
       << "TrainStep::create: the joint graph was built with other GraphOptions than the step's";
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
@@ -52,6 +57,9 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   s->ids_ = std::move(built.ids);
   s->passes_ = std::move(built.passes);
   s->specs_ = llama_param_specs(model);
+  for (const NamedValue& o : s->graph_.outputs()) {
+    if (o.name.rfind("grad:", 0) == 0) ++s->num_grad_outputs_;
+  }
   s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->executor_ = std::make_unique<Executor>(
       s->graph_, dev,
@@ -66,10 +74,23 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   if (config.data_parallel.comm != nullptr) {
     LJ_ASSIGN_OR_RETURN(s->zero_,
                         ZeroOptimizer::create(dev, config.data_parallel, s->params_, config.adamw));
+    s->grad_sync_ = std::make_unique<GradSync>(s->graph_, *s->executor_, *config.data_parallel.comm,
+                                               s->zero_->layout());
   } else {
     s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
   }
   return s;
+}
+
+GradSyncOptions grad_sync_options(const DataParallel& dp) {
+  GradSyncOptions o;
+  if (dp.comm == nullptr) return o;
+  o.stage = dp.zero.stage;
+  o.world_size = dp.comm->world_size();
+  o.rank = dp.comm->rank();
+  o.reduce_bucket_size = dp.zero.reduce_bucket_size;
+  o.overlap = dp.zero.overlap_comm;
+  return o;
 }
 
 std::string TrainStep::compile_log() const {
@@ -111,7 +132,8 @@ StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, cons
   r.loss = outs[0].at(0);
   size_t next = 1;
   if (config_.graph.output_logits) r.logits = outs[next++];
-  r.grads.assign(outs.begin() + static_cast<std::ptrdiff_t>(next), outs.end());
+  r.grads.assign(outs.begin() + static_cast<std::ptrdiff_t>(next),
+                 outs.begin() + static_cast<std::ptrdiff_t>(next + num_grad_outputs_));
   return r;
 }
 
@@ -124,9 +146,22 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
   StepResult r;
   std::vector<Tensor> grads;
   const double scale = 1.0 / static_cast<double>(micro_batches.size());
-  for (const Batch& mb : micro_batches) {
+  const bool in_graph = grad_sync_ && grad_sync_->active();
+  const int count = static_cast<int>(micro_batches.size());
+  for (int i = 0; i < count; ++i) {
+    const Batch& mb = micro_batches[static_cast<size_t>(i)];
+    if (in_graph) {
+      grad_sync_->begin_micro_batch(i, count, grads.empty() ? nullptr : &grads,
+                                    zero_->grad_shard());
+    }
     LJ_ASSIGN_OR_RETURN(ForwardBackward fb, forward_backward(mb.tokens, mb.targets));
     r.loss += fb.loss * scale;
+    if (in_graph && (grad_sync_->stage() == 2 || i == count - 1)) {
+      // Backward reduced them: the averaged gradients (stages 0, 1) or none (stage 2, in the
+      // optimizer's shard).
+      grads = std::move(fb.grads);
+      continue;
+    }
     if (grads.empty()) {
       grads = std::move(fb.grads);
       // Planned (compiled) mode returns views of the executor's arena: own the first
@@ -144,11 +179,13 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
       for (int64_t k = 0; k < n; ++k) acc[k] += g[k];
     }
   }
-  if (micro_batches.size() > 1) scale_grads(grads, scale, dev_.threads());
+  if (micro_batches.size() > 1 && !in_graph) scale_grads(grads, scale, dev_.threads());
   if (zero_) {
-    LJ_ASSIGN_OR_RETURN(ZeroStepResult z,
-                        zero_->step(params_, std::move(grads), r.loss, lr, config_.grad_clip));
-    return StepResult{z.loss, z.grad_norm, z.updated, z.comm_seconds};
+    LJ_ASSIGN_OR_RETURN(ZeroStepResult z, zero_->step(params_, std::move(grads), r.loss, lr,
+                                                      config_.grad_clip, in_graph));
+    const GradSyncTimes t = in_graph ? grad_sync_->take_times() : GradSyncTimes{};
+    return StepResult{z.loss, z.grad_norm, z.updated, z.comm_seconds + t.comm_seconds,
+                      z.comm_seconds + t.exposed_seconds};
   }
   r.grad_norm = global_grad_norm(grads, dev_.threads());
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {

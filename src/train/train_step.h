@@ -12,6 +12,7 @@
 #include "runtime/executor.h"
 #include "runtime/fused_kernels.h"
 #include "train/adamw.h"
+#include "train/grad_sync.h"
 #include "train/zero_optimizer.h"
 
 namespace lj {
@@ -35,6 +36,10 @@ struct TrainStepConfig {
   DataParallel data_parallel;
 };
 
+// The gradient collectives the joint graph carries for `dp` (passes/collectives/grad_sync.h):
+// none without a communicator.
+GradSyncOptions grad_sync_options(const DataParallel& dp);
+
 // What one forward+backward gives.
 struct ForwardBackward {
   double loss = 0;
@@ -44,9 +49,13 @@ struct ForwardBackward {
 
 struct StepResult {
   double loss = 0;
-  double grad_norm = 0;     // before clipping
-  bool updated = true;      // false: non-finite loss or gradient, the update was skipped
-  double comm_seconds = 0;  // time in data-parallel collectives (ZeroStepResult::comm_seconds)
+  double grad_norm = 0;  // before clipping
+  bool updated = true;   // false: non-finite loss or gradient, the update was skipped
+  // Data parallel: wall time of the step's collectives (backward's bucket reductions from start
+  // to completion, train/grad_sync.h, plus the optimizer's blocking ones), and the part of it
+  // the step spent waiting on them or packing for them (not hidden behind compute).
+  double comm_seconds = 0;
+  double comm_exposed_seconds = 0;
 };
 
 class TrainStep {
@@ -99,6 +108,8 @@ class TrainStep {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<AdamW> adamw_;         // one process
   std::unique_ptr<ZeroOptimizer> zero_;  // TrainStepConfig::data_parallel.comm set
+  std::unique_ptr<GradSync> grad_sync_;  // the graph's gradient collectives, bound
+  size_t num_grad_outputs_ = 0;          // "grad:" outputs (none at stage 2 with collectives)
   Tensor rope_cos_, rope_sin_;
   std::shared_ptr<codegen::KernelCache> kernel_cache_;
   FusedKernelReport kernel_report_;

@@ -28,8 +28,9 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create(Device& dev, cons
 }
 
 StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::vector<Tensor> grads,
-                                             double local_loss, double lr, double grad_clip) {
-  LJ_CHECK_EQ(grads.size(), layout_.num_params());
+                                             double local_loss, double lr, double grad_clip,
+                                             bool grads_reduced) {
+  if (!(grads_reduced && zero_.stage == 2)) LJ_CHECK_EQ(grads.size(), layout_.num_params());
   const int threads = dev_.threads();
   const int world = comm_.world_size();
   const float mean = 1.0f / static_cast<float>(world);
@@ -49,8 +50,10 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   const FlatRange mine = layout_.shard(comm_.rank());
   const std::vector<FlatPiece> pieces = layout_.pieces(mine);
   float* shard_grad = nullptr;  // stage 2: flat over `mine`
-  if (zero_.stage == 2) {
-    shard_grad = grad_shard_.data<float>();
+  if (zero_.stage == 2) shard_grad = grad_shard_.data<float>();
+  if (grads_reduced) {
+    // backward's collectives averaged them (train/grad_sync.h): stage 2's are in the shard
+  } else if (zero_.stage == 2) {
     t0 = now_seconds();
     LJ_RETURN_IF_ERROR(reduce_scatter_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size,
                                             mean, shard_grad));
@@ -60,7 +63,7 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
     LJ_RETURN_IF_ERROR(
         all_reduce_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size, mean));
   }
-  comm_done();
+  if (!grads_reduced) comm_done();
   // The gradient elements of a piece of this rank's shard.
   auto grad_of = [&](const FlatPiece& p) -> float* {
     return shard_grad != nullptr ? shard_grad + (p.flat_offset - mine.begin)

@@ -28,14 +28,17 @@ for z in 0 1 2; do
   if grep -q '^rank ' "d$z.out" "d$z.err"; then fail "--zero $z: a rank printed an error line"; fi
   grep -Eq "zero_optimization.stage = $z +\(flag\)" "d$z.out" || fail "--zero $z: the stage is not printed"
   grep -Eq '^data parallel: 2 ranks \(communicator: mpi\)' "d$z.out" || fail "--zero $z: no data-parallel line"
-  grep -Eq '^ +comm/step +p50 .*overlap: none yet' "d$z.out" || fail "--zero $z: no comm/step line"
+  grep -Eq '^ +comm/step +p50 ' "d$z.out" || fail "--zero $z: no comm/step line"
+  grep -Eq '^ +exposed comm +p50 .*overlapped [0-9]+% \(overlap_comm off\)' "d$z.out" ||
+    fail "--zero $z: no exposed comm line"
   grep -Eq '^ +peak RSS per rank \(VmHWM\) +[0-9.]+ [KMG]iB, [0-9.]+ [KMG]iB' "d$z.out" ||
     fail "--zero $z: no per-rank peak RSS line"
   [ "$(json_count "d$z.jsonl")" -eq 1 ] || fail "--zero $z: expected one result record (rank 0 writes it)"
   [ "$(json_get "d$z.jsonl" 1 config.world_size)" = 2 ] || fail "--zero $z: config.world_size is not 2"
   [ "$(json_get "d$z.jsonl" 1 config.zero_stage)" = "$z" ] || fail "--zero $z: config.zero_stage is not $z"
   for key in summary.tokens_per_s_per_rank summary.process_peak_rss_bytes_per_rank \
-    summary.optimizer_bytes_per_rank summary.comm_s_per_step_per_rank; do
+    summary.optimizer_bytes_per_rank summary.comm_s_per_step_per_rank \
+    summary.comm_exposed_s_per_step_per_rank; do
     n=$(json_get "d$z.jsonl" 1 "$key" | tr ',' '\n' | grep -c '[0-9]')
     [ "$n" -eq 2 ] || fail "--zero $z: $key has $n entries, expected 2"
   done

@@ -26,6 +26,7 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   p.recompute = options.recompute;
   p.num_layers = model.num_hidden_layers;
   p.autocast = options.autocast;
+  p.grad_sync = options.grad_sync;
   LJ_RETURN_IF_ERROR(run_train_pipeline(g, ids.loss, ids.params, names, p, report));
   return ids;
 }

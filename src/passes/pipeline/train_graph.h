@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "graph/ir.h"
 #include "models/llama.h"
+#include "passes/collectives/grad_sync.h"
 #include "passes/pass.h"
 #include "passes/remat/remat.h"
 
@@ -27,6 +28,9 @@ struct GraphOptions {
   // parameters (master weights) cast to bf16 at their point of use, bf16 activations, f32
   // losses, reductions and gradients. f32: off. Needs dtype f32.
   DType autocast = DType::f32;
+  // Several processes: the gradient collectives in the graph (passes/collectives/grad_sync.h);
+  // stage -1 (the default): one process, none.
+  GradSyncOptions grad_sync;
 };
 
 // The joint graph of one training step: the forward graph (build_llama) and the gradient of
