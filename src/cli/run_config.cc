@@ -76,6 +76,8 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
     d.zero.reduce_bucket_size = ds->zero.reduce_bucket_size;
     d.zero.allgather_bucket_size = ds->zero.allgather_bucket_size;
     d.zero.overlap_comm = ds->zero.overlap_comm;
+    d.zero.stage3_prefetch_bucket_size = ds->zero.stage3_prefetch_bucket_size;
+    d.zero.stage3_param_persistence_threshold = ds->zero.stage3_param_persistence_threshold;
     const auto origin = [&](const std::string& key) {
       for (const auto& l : ds->resolved) {
         if (l.key == key) return ds->source + ": " + l.origin;
@@ -107,6 +109,11 @@ std::string DataParallelSettings::describe() const {
        allgather_bucket_origin + ")\n";
   s += std::string("  overlap_comm = ") + (zero.overlap_comm ? "true" : "false") + "  (" +
        overlap_origin + ")\n";
+  if (zero.stage == 3) {
+    s += "  stage3_prefetch_bucket_size = " + std::to_string(zero.stage3_prefetch_bucket_size) +
+         ", stage3_param_persistence_threshold = " +
+         std::to_string(zero.stage3_param_persistence_threshold) + "\n";
+  }
   if (world_size == 1) {
     s += "  one process: no collectives, the stage changes nothing\n";
   } else {
@@ -118,19 +125,13 @@ std::string DataParallelSettings::describe() const {
 }
 
 Status check_zero_supported(const ZeroConfig& zero) {
-  if (zero.stage == 3) {
-    return unimplemented(
-        "ZeRO stage 3 (parameters sharded too) is not implemented yet in ljperf",
-        "use --zero 2: gradients and optimizer states sharded (flags win over the DeepSpeed "
-        "JSON)");
-  }
   return zero.validate();
 }
 
 void add_zero_flag(CLI::App* sub, int* zero) {
   sub->add_option("--zero", *zero,
-                  "ZeRO stage 0-2 across the ranks of mpirun (wins over the DeepSpeed JSON's "
-                  "zero_optimization.stage; 3 is not implemented yet)")
+                  "ZeRO stage 0-3 across the ranks of mpirun (wins over the DeepSpeed JSON's "
+                  "zero_optimization.stage)")
       ->check(CLI::Range(0, 3));
 }
 

@@ -76,6 +76,10 @@ class Communicator {
                                          std::span<float> recv) = 0;
   // recv: world_size blocks of send.size() elements, block r = rank r's send. Not in place.
   virtual CommHandle iall_gather(std::span<const float> send, std::span<float> recv) = 0;
+  // Uneven blocks: rank r sends counts[r] elements (possibly 0; send.size() == counts[rank()]);
+  // recv holds the ranks' blocks in rank order, counts[0] + ... + counts[N-1] elements.
+  virtual CommHandle iall_gather(std::span<const float> send, std::span<const int64_t> counts,
+                                 std::span<float> recv) = 0;
   // `data` on every rank becomes root's.
   virtual CommHandle ibroadcast(std::span<std::byte> data, int root) = 0;
   virtual CommHandle ibarrier() = 0;
@@ -116,6 +120,8 @@ class SelfCommunicator final : public Communicator {
   CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<const int64_t> counts,
                                  std::span<float> recv) override;
   CommHandle iall_gather(std::span<const float> send, std::span<float> recv) override;
+  CommHandle iall_gather(std::span<const float> send, std::span<const int64_t> counts,
+                         std::span<float> recv) override;
   CommHandle ibroadcast(std::span<std::byte> data, int root) override;
   CommHandle ibarrier() override { return CommHandle(); }
   [[noreturn]] void abort(int exit_code) override;

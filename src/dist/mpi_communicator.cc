@@ -219,6 +219,37 @@ class MpiCommunicator final : public Communicator {
       return MPI_Iallgather(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, comm_, r);
     });
   }
+  CommHandle iall_gather(std::span<const float> send, std::span<const int64_t> counts,
+                         std::span<float> recv) override {
+    if (counts.size() != static_cast<size_t>(world_)) {
+      return CommHandle(invalid_argument("all_gather: " + std::to_string(counts.size()) +
+                                         " counts for " + std::to_string(world_) + " ranks"));
+    }
+    // counts, then displacements: MPI may read both until the collective completes.
+    std::vector<int> ints(2 * counts.size());
+    size_t total = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      LJ_COMM_COUNT(n, static_cast<size_t>(std::max<int64_t>(counts[r], 0)), "all_gather");
+      LJ_COMM_COUNT(at, total, "all_gather");
+      ints[r] = n;
+      ints[counts.size() + r] = at;
+      total += static_cast<size_t>(n);
+    }
+    if (recv.size() != total ||
+        send.size() != static_cast<size_t>(ints[static_cast<size_t>(rank_)])) {
+      return CommHandle(invalid_argument("all_gather: send has " + std::to_string(send.size()) +
+                                         " elements, recv " + std::to_string(recv.size()) +
+                                         "; the counts sum to " + std::to_string(total)));
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc =
+        MPI_Iallgatherv(send.data(), ints[static_cast<size_t>(rank_)], MPI_FLOAT, recv.data(),
+                        ints.data(), ints.data() + counts.size(), MPI_FLOAT, comm_, &request);
+    if (rc != MPI_SUCCESS) return CommHandle(mpi_status(rc, "MPI_Iallgatherv"));
+    return CommHandle(std::make_unique<MpiRequest>(request, "MPI_Iallgatherv", "all_gather", comm_,
+                                                   rank_, options_.timeout_seconds,
+                                                   std::move(ints)));
+  }
   CommHandle ibroadcast(std::span<std::byte> data, int root) override {
     if (root < 0 || root >= world_) {
       return CommHandle(invalid_argument("broadcast from rank " + std::to_string(root) +

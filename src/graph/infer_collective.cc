@@ -19,7 +19,7 @@ Status infer_grad_reduce_wait(const InferCtx& c, std::vector<TypedShape>* out) {
   if (c.in.size() != 1 || c.in[0].dtype != DType::f32) {
     return shape_error(c, "takes one f32 buffer (grad_reduce_start's)");
   }
-  if (c.attrs.i("stage") == 2) {
+  if (c.attrs.i("stage") >= 2) {
     out->push_back(TypedShape{DType::f32, Shape{}});
     return ok_status();
   }
@@ -34,6 +34,31 @@ Status infer_grad_reduce_wait(const InferCtx& c, std::vector<TypedShape>* out) {
     out->push_back(TypedShape{DType::f32, Shape(d)});
   }
   if (at != dims.size() || out->empty()) return shape_error(c, "ranks and dims disagree");
+  return ok_status();
+}
+
+Status infer_param_gather_start(const InferCtx& c, std::vector<TypedShape>* out) {
+  if (c.in.size() != 1 || c.in[0].dtype != DType::f32 || c.in[0].shape.rank() != 1) {
+    return shape_error(c, "takes the f32 (S) parameter shard");
+  }
+  const int64_t numel = c.attrs.i("numel");
+  if (numel < 1) return shape_error(c, "needs numel >= 1");
+  out->push_back(TypedShape{DType::f32, Shape{numel}});
+  return ok_status();
+}
+
+Status infer_param_gather_wait(const InferCtx& c, std::vector<TypedShape>* out) {
+  if (c.in.size() != 1 || c.in[0].dtype != DType::f32) {
+    return shape_error(c, "takes one f32 buffer (param_gather_start's)");
+  }
+  std::vector<Dim> d;
+  int64_t n = 1;
+  for (int64_t x : c.attrs.ints("dims")) {
+    d.emplace_back(x);
+    n *= x;
+  }
+  if (n != c.attrs.i("numel")) return shape_error(c, "dims and numel disagree");
+  out->push_back(TypedShape{DType::f32, Shape(d)});
   return ok_status();
 }
 

@@ -54,11 +54,17 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
     inputs.push_back(
         Tensor::empty(dev, options.dtype, {seq_len, model.head_dim}, MemCategory::workspace));
   }
-  for (const ParamSpec& s : specs)
-    inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
   const bool sharded = dry.with_adam_states && dry.world_size > 1;
   std::vector<int64_t> numels;
   for (const ParamSpec& s : specs) numels.push_back(numel_of(s.dims));
+  if (options.grad_sync.stage == 3) {
+    // ZeRO-3: the graph takes this rank's shard of the parameters, and gathers them itself.
+    const FlatLayout layout(numels, options.grad_sync.world_size);
+    inputs.push_back(Tensor::empty(dev, DType::f32, {layout.shard_numel()}, MemCategory::weights));
+  } else {
+    for (const ParamSpec& s : specs)
+      inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
+  }
   const ZeroMemory zm =
       sharded ? zero_memory(FlatLayout(numels, dry.world_size), dry.zero) : ZeroMemory{};
   std::vector<Tensor> moments;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -46,7 +47,7 @@ class GradSync {
   // run of ex. A graph without collectives binds nothing (active() false).
   GradSync(const Graph& g, Executor& ex, Communicator& comm, const FlatLayout& layout);
 
-  bool active() const { return !buckets_.empty(); }
+  bool active() const { return !buckets_.empty() || !gathers_.empty(); }
   int stage() const { return stage_; }
   // Before the forward_backward of micro-batch `index` of `count`. acc (stages 0, 1): the
   // gradients accumulated over micro-batches 0 .. index - 1 (one per parameter; null for the
@@ -64,15 +65,27 @@ class GradSync {
     bool in_flight = false;
     double started_at = 0;
   };
+  // Stage 3: one parameter's all-gather (param_gather_start / _wait), keyed by its buffer.
+  struct Gather {
+    std::vector<int64_t> counts;  // elements of the parameter in each rank's shard
+    int64_t send_begin = 0;       // where this rank's part starts in its shard
+    CommHandle handle;
+    bool in_flight = false;
+    double started_at = 0;
+  };
   Status start(Bucket& b, KernelContext& c);
   Status wait(Bucket& b, KernelContext& c);
+  Status start_gather(Gather& a, KernelContext& c);
+  Status wait_gather(Gather& a, KernelContext& c);
+  void completed(Gather& a, double now);
   void poll();
   void completed(Bucket& b, double now);
 
   Communicator& comm_;
   const FlatLayout& layout_;
   int stage_ = 0;
-  std::vector<Bucket> buckets_;  // by the nodes' bucket attribute
+  std::vector<Bucket> buckets_;                  // by the nodes' bucket attribute
+  std::unordered_map<ValueId, Gather> gathers_;  // by the start's output (the buffer)
   int index_ = 0, count_ = 1;
   const std::vector<Tensor>* acc_ = nullptr;
   float* shard_ = nullptr;

@@ -1,5 +1,6 @@
 #include "train/train_step.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -25,6 +26,24 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
     params.push_back(std::move(t));
   }
   return params;
+}
+
+Tensor init_llama_shard(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed,
+                        const FlatLayout& layout, int rank) {
+  const FlatRange mine = layout.shard(rank);
+  Tensor t = Tensor::zeros(dev, DType::f32, {layout.shard_numel()}, MemCategory::weights);
+  float* out = t.data<float>();
+  for (const FlatPiece& p : layout.pieces(mine)) {
+    float* dst = out + (p.flat_offset - mine.begin);
+    const uint64_t stream = seed + p.param;
+    const bool norm = specs[p.param].is_norm;
+    for (int64_t k = 0; k < p.count; ++k) {
+      dst[k] = norm ? 1.0f
+                    : static_cast<float>(
+                          std * random_normal01(stream, static_cast<uint64_t>(p.param_offset + k)));
+    }
+  }
+  return t;
 }
 
 StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
@@ -60,7 +79,8 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   for (const NamedValue& o : s->graph_.outputs()) {
     if (o.name.rfind("grad:", 0) == 0) ++s->num_grad_outputs_;
   }
-  s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
+  const bool zero3 = config.data_parallel.comm != nullptr && config.data_parallel.zero.stage == 3;
+  if (!zero3) s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->executor_ = std::make_unique<Executor>(
       s->graph_, dev,
       ExecutorOptions{.profile = config.profile,
@@ -72,14 +92,60 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
                         compile_kernels(s->graph_, *s->kernel_cache_, *s->executor_));
   }
   if (config.data_parallel.comm != nullptr) {
-    LJ_ASSIGN_OR_RETURN(s->zero_,
-                        ZeroOptimizer::create(dev, config.data_parallel, s->params_, config.adamw));
+    if (zero3) {
+      std::vector<int64_t> numels;
+      for (const ParamSpec& p : s->specs_) numels.push_back(numel_of(p.dims));
+      FlatLayout layout(std::move(numels), config.data_parallel.comm->world_size());
+      Tensor shard = init_llama_shard(dev, s->specs_, model.initializer_range, config.seed, layout,
+                                      config.data_parallel.comm->rank());
+      LJ_ASSIGN_OR_RETURN(
+          s->zero_, ZeroOptimizer::create_sharded(dev, config.data_parallel, std::move(layout),
+                                                  std::move(shard), config.adamw));
+    } else {
+      LJ_ASSIGN_OR_RETURN(
+          s->zero_, ZeroOptimizer::create(dev, config.data_parallel, s->params_, config.adamw));
+    }
     s->grad_sync_ = std::make_unique<GradSync>(s->graph_, *s->executor_, *config.data_parallel.comm,
                                                s->zero_->layout());
+    s->sharded_params_ = zero3;  // the shard (zero_->param_shard()) is the only copy
   } else {
     s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
   }
   return s;
+}
+
+Status TrainStep::gather_params() {
+  if (!sharded_params_ || !params_.empty()) return ok_status();
+  Communicator& comm = *config_.data_parallel.comm;
+  const FlatLayout& layout = zero_->layout();
+  const FlatRange mine = layout.shard(comm.rank());
+  const float* shard = zero_->param_shard().data<float>();
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    Tensor t = Tensor::empty(dev_, DType::f32, specs_[i].dims, MemCategory::weights);
+    const int64_t fb = layout.param_begin(i), fe = fb + t.numel();
+    std::vector<int64_t> counts;
+    for (int r = 0; r < comm.world_size(); ++r) {
+      const FlatRange s = layout.shard(r);
+      counts.push_back(std::max<int64_t>(0, std::min(fe, s.end) - std::max(fb, s.begin)));
+    }
+    const int64_t lo = std::max(fb, mine.begin) - mine.begin;
+    LJ_RETURN_IF_ERROR(
+        comm.iall_gather(
+                std::span<const float>(
+                    shard + lo, static_cast<size_t>(counts[static_cast<size_t>(comm.rank())])),
+                counts, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel())))
+            .wait());
+    params_.push_back(std::move(t));
+  }
+  return ok_status();
+}
+
+void TrainStep::scatter_params() {
+  if (!sharded_params_ || params_.empty()) return;
+  const FlatLayout& layout = zero_->layout();
+  pack_flat(layout, params_, layout.shard(config_.data_parallel.comm->rank()),
+            zero_->param_shard().data<float>());
+  params_.clear();
 }
 
 GradSyncOptions grad_sync_options(const DataParallel& dp) {
@@ -90,6 +156,8 @@ GradSyncOptions grad_sync_options(const DataParallel& dp) {
   o.rank = dp.comm->rank();
   o.reduce_bucket_size = dp.zero.reduce_bucket_size;
   o.overlap = dp.zero.overlap_comm;
+  o.prefetch_bucket_size = dp.zero.stage3_prefetch_bucket_size;
+  o.persistence_threshold = dp.zero.stage3_param_persistence_threshold;
   return o;
 }
 
@@ -125,7 +193,11 @@ Status TrainStep::rope_for(int64_t seq_len) {
 StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, const Tensor& targets) {
   LJ_RETURN_IF_ERROR(rope_for(tokens.dims().back()));
   std::vector<Tensor> inputs{tokens, targets, rope_cos_, rope_sin_};
-  inputs.insert(inputs.end(), params_.begin(), params_.end());
+  if (sharded_params_) {
+    inputs.push_back(zero_->param_shard());  // the graph gathers the parameters (ZeRO-3)
+  } else {
+    inputs.insert(inputs.end(), params_.begin(), params_.end());
+  }
   LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, executor_->run(inputs));
   // Outputs: loss, [logits], then one gradient per parameter (see create()).
   ForwardBackward r;
@@ -156,7 +228,7 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
     }
     LJ_ASSIGN_OR_RETURN(ForwardBackward fb, forward_backward(mb.tokens, mb.targets));
     r.loss += fb.loss * scale;
-    if (in_graph && (grad_sync_->stage() == 2 || i == count - 1)) {
+    if (in_graph && (grad_sync_->stage() >= 2 || i == count - 1)) {
       // Backward reduced them: the averaged gradients (stages 0, 1) or none (stage 2, in the
       // optimizer's shard).
       grads = std::move(fb.grads);

@@ -82,7 +82,15 @@ class TrainStep {
 
   const Graph& graph() const { return graph_; }
   const LlamaConfig& model() const { return model_; }
+  // The whole parameters. ZeRO stage 3 keeps only its shard: params() is empty there between
+  // gather_params() (a collective: every rank calls it) and scatter_params().
   std::vector<Tensor>& params() { return params_; }
+  // Stage 3: all-gathers the whole parameters into params() from every rank's shard; below
+  // stage 3, nothing (they are there).
+  Status gather_params();
+  // Stage 3: takes this rank's shard from params() (changed, e.g. by a resume) and drops them;
+  // below stage 3, nothing.
+  void scatter_params();
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   Executor& executor() { return *executor_; }
   // What the compiler did (GraphOptions::compile): passes with timings, compiled regions and
@@ -111,6 +119,7 @@ class TrainStep {
   std::unique_ptr<GradSync> grad_sync_;  // the graph's gradient collectives, bound
   size_t num_grad_outputs_ = 0;          // "grad:" outputs (none at stage 2 with collectives)
   Tensor rope_cos_, rope_sin_;
+  bool sharded_params_ = false;  // ZeRO stage 3
   std::shared_ptr<codegen::KernelCache> kernel_cache_;
   FusedKernelReport kernel_report_;
 };
@@ -119,6 +128,11 @@ class TrainStep {
 // max_position_embeddings.
 Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos,
                         Tensor* sin);
+
+// The same values for rank `rank`'s shard of the flat vector (dist/zero.h) only: f32 (S), the
+// padding zero. Whole parameters are never made (ZeRO-3).
+Tensor init_llama_shard(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed,
+                        const FlatLayout& layout, int rank);
 
 // HF's initialisation: normal(0, initializer_range) for linear and embedding weights, ones for
 // norms; stream `seed + parameter index`, counter-based (core/random.h).

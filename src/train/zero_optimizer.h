@@ -1,4 +1,4 @@
-// The optimizer side of data parallelism: ZeRO stages 0-2 (dist/zero.h) applied to AdamW
+// The optimizer side of data parallelism: ZeRO stages 0-3 (dist/zero.h) applied to AdamW
 // (train/adamw.h). TrainStep hands it each rank's accumulated gradients; it averages them across
 // ranks, clips by the global norm, updates the parameters this rank owns and gathers the rest.
 // With one rank (SelfCommunicator) every stage computes bit for bit what TrainStep computes
@@ -31,10 +31,18 @@ struct ZeroStepResult {
 
 class ZeroOptimizer {
  public:
-  // dp.comm must be set and outlive the optimizer. Errors: a stage that is not 0-2.
+  // dp.comm must be set and outlive the optimizer. Errors: a stage that is not 0-3. Stage 3:
+  // the parameters' shard is taken from `params`; create_sharded() below avoids holding them.
   static StatusOr<std::unique_ptr<ZeroOptimizer>> create(Device& dev, const DataParallel& dp,
                                                          const std::vector<Tensor>& params,
                                                          AdamWConfig adamw);
+  // Stage 3 without the whole parameters: `layout` is theirs, `param_shard` (f32 (S), weights)
+  // this rank's shard of them, already initialised; the optimizer keeps it.
+  static StatusOr<std::unique_ptr<ZeroOptimizer>> create_sharded(Device& dev,
+                                                                 const DataParallel& dp,
+                                                                 FlatLayout layout,
+                                                                 Tensor param_shard,
+                                                                 AdamWConfig adamw);
 
   // One update. grads: this rank's gradients (f32, the mean over its micro-batches), one per
   // parameter, consumed (changed in place, or dropped at stage 2). local_loss: this rank's mean
@@ -44,8 +52,11 @@ class ZeroOptimizer {
   StatusOr<ZeroStepResult> step(std::vector<Tensor>& params, std::vector<Tensor> grads,
                                 double local_loss, double lr, double grad_clip,
                                 bool grads_reduced = false);
-  // Stage 2: this rank's averaged gradient shard (layout().shard_numel() elements); else null.
+  // Stages 2, 3: this rank's averaged gradient shard (layout().shard_numel() elements); else null.
   float* grad_shard() { return grad_shard_.defined() ? grad_shard_.data<float>() : nullptr; }
+  // Stage 3: this rank's shard of the parameters (f32 (S), the only copy it keeps; made from
+  // the params given to create()); step() updates it in place. Undefined below stage 3.
+  Tensor& param_shard() { return param_shard_; }
 
   // Stage 0: m and v per parameter; stages 1 and 2: one flat m and v for this rank's shard.
   AdamW& adamw() { return *adamw_; }
@@ -61,7 +72,8 @@ class ZeroOptimizer {
   ZeroConfig zero_;
   FlatLayout layout_;
   std::unique_ptr<AdamW> adamw_;
-  Tensor grad_shard_;  // stage 2: (S) this rank's reduced gradient
+  Tensor grad_shard_;   // stages 2, 3: (S) this rank's reduced gradient
+  Tensor param_shard_;  // stage 3: (S) this rank's parameters
 };
 
 }  // namespace lj

@@ -152,7 +152,7 @@ TEST_P(ShardedResume, KStepsThenResumeToTwoKIsBitwiseEqualToAnUninterruptedRun) 
   if (c.rank() == 0) fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, ShardedResume, ::testing::Values(0, 1, 2),
+INSTANTIATE_TEST_SUITE_P(Stages, ShardedResume, ::testing::Values(0, 1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "stage" + std::to_string(info.param);
                          });

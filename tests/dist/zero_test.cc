@@ -68,6 +68,7 @@ TrainRun train(Device& dev, Communicator* comm, ZeroConfig zero, int world, int6
     run.losses.push_back(r->loss);
     run.grad_norms.push_back(r->grad_norm);
   }
+  LJ_CHECK((*step)->gather_params().ok());  // ZeRO-3 keeps only its shard
   run.params = (*step)->params();
   return run;
 }
@@ -180,7 +181,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // The same with the reductions overlapping backward (overlap_comm).
                       Case{0, 1, 4099, 3001, true}, Case{1, 1, 4099, 3001, true},
                       Case{2, 1, 4099, 3001, true}, Case{0, 2, 4099, 3001, true},
-                      Case{2, 2, 4099, 3001, true}),
+                      Case{2, 2, 4099, 3001, true},
+                      // ZeRO-3: parameters gathered in forward and backward, blocking and
+                      // prefetched.
+                      Case{3, 1, 500'000'000, 500'000'000}, Case{3, 1, 4099, 3001, true},
+                      Case{3, 2, 4099, 3001, true}, Case{3, 2, 4099, 3001, false}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return "stage" + std::to_string(info.param.stage) + "_accum" +
              std::to_string(info.param.grad_accum) +
@@ -190,7 +195,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ZeroDeterminism, TwoRunsAtTheSameWorldSizeAreBitwiseEqual) {
   Communicator& c = dist_comm();
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     const ZeroConfig zero{stage, 4099, 3001, /*overlap_comm=*/true};
     Device d1(1), d2(1);
     const TrainRun a = train(d1, &c, zero, c.world_size(), 1);
@@ -202,9 +207,9 @@ TEST(ZeroDeterminism, TwoRunsAtTheSameWorldSizeAreBitwiseEqual) {
 TEST(ZeroMemory, StagesOneAndTwoHoldAnNthOfTheOptimizerStates) {
   Communicator& c = dist_comm();
   const int n = c.world_size();
-  int64_t bytes[3] = {};
+  int64_t bytes[4] = {};
   int64_t numel = 0;
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     Device dev(1);
     const TrainRun r = train(dev, &c, ZeroConfig{.stage = stage}, n, 1);
     bytes[stage] = r.optimizer_bytes;
@@ -215,14 +220,14 @@ TEST(ZeroMemory, StagesOneAndTwoHoldAnNthOfTheOptimizerStates) {
   if (c.rank() == 0) {
     std::printf(
         "optimizer bytes per rank at N=%d (%lld parameters): stage 0 %lld, stage 1 %lld, "
-        "stage 2 %lld (ratio %.4f, 1/N = %.4f)\n",
+        "stage 2 %lld, stage 3 %lld (ratio %.4f, 1/N = %.4f)\n",
         n, static_cast<long long>(numel), static_cast<long long>(bytes[0]),
         static_cast<long long>(bytes[1]), static_cast<long long>(bytes[2]),
-        static_cast<double>(bytes[1]) / bytes[0], 1.0 / n);
+        static_cast<long long>(bytes[3]), static_cast<double>(bytes[1]) / bytes[0], 1.0 / n);
   }
   // m and v in f32; the allocator rounds each block up a little (runtime/memory.h).
   EXPECT_GE(bytes[0], 2 * 4 * numel);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     EXPECT_GE(bytes[stage], 2 * 4 * shard);
     EXPECT_LE(bytes[stage], 2 * 4 * shard + 2 * 4096) << "stage " << stage;
   }
@@ -236,10 +241,13 @@ TEST(ZeroMemory, DryRunOfOneRankMatchesARealRankByCategory) {
   auto model = llama_preset("tiny");
   ASSERT_TRUE(model.ok());
   const int64_t B = kMicroBatch, T = kSeqLen;  // tokens_of's shape
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     // Small buckets, so the step splits its collectives as a large model's would.
-    const ZeroConfig zero{
-        .stage = stage, .reduce_bucket_size = 5000, .allgather_bucket_size = 7000};
+    const ZeroConfig zero{.stage = stage,
+                          .reduce_bucket_size = 5000,
+                          .allgather_bucket_size = 7000,
+                          .overlap_comm = stage == 3,
+                          .stage3_prefetch_bucket_size = 20000};
     DryRunOptions dry;
     dry.world_size = c.world_size();
     dry.zero = zero;

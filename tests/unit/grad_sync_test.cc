@@ -126,6 +126,49 @@ TEST(GradSyncPass, StageTwoKeepsOnlyTokensAndSizesTheReceiveByRank) {
   }
 }
 
+TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) {
+  const auto specs = llama_param_specs(*llama_preset("tiny"));
+  for (bool overlap : {false, true}) {
+    GradSyncOptions gs{
+        .stage = 3, .world_size = 2, .rank = 1, .reduce_bucket_size = 20000, .overlap = overlap};
+    gs.prefetch_bucket_size = 10000;
+    gs.persistence_threshold = 100;  // the norms (64 elements) are gathered once
+    const Placed p = tiny_graph(gs);
+    ASSERT_TRUE(verify(p.g).ok()) << verify(p.g).to_string();
+    // What the caller feeds: data, rope tables and the shard; no parameter.
+    for (ValueId v : p.g.inputs()) EXPECT_NE(p.g.input_role(v), Role::param) << v;
+    ASSERT_NE(p.g.find_input("zero3.param_shard"), kNoValue);
+    std::vector<int> fwd(specs.size(), 0), bwd(specs.size(), 0);
+    std::vector<size_t> first_wait(p.g.values().size(), 0);
+    for (size_t i = 0; i < p.g.nodes().size(); ++i) {
+      const Node& n = p.g.nodes()[i];
+      if (n.op != Op::param_gather_wait) continue;
+      auto& count = n.phase == Phase::forward ? fwd : bwd;
+      ++count[static_cast<size_t>(n.attrs.i("param"))];
+      // Its start comes before it, and with overlap not right before (prefetched) for all
+      // but possibly the first of each phase.
+      const ValueId buffer = n.inputs[0];
+      EXPECT_LT(static_cast<size_t>(p.g.value(buffer).node), i);
+      if (!overlap) EXPECT_EQ(static_cast<size_t>(p.g.value(buffer).node), i - 1);
+    }
+    for (size_t k = 0; k < specs.size(); ++k) {
+      EXPECT_EQ(fwd[k], 1) << specs[k].name;
+      // Small ones keep their forward gather; the embedding's gradient (a scatter-add of the
+      // output's gradient) does not read the table, so backward does not gather it.
+      const bool small = numel_of(specs[k].dims) < gs.persistence_threshold;
+      const bool unread = specs[k].name == "model.embed_tokens.weight";
+      EXPECT_EQ(bwd[k], small || unread ? 0 : 1) << specs[k].name;
+    }
+    // Every reader of a whole parameter reads a gather's output.
+    for (const Node& n : p.g.nodes()) {
+      for (ValueId v : n.inputs) {
+        const Node& prod = p.g.producer(v);
+        if (prod.op == Op::input) EXPECT_NE(p.g.input_role(v), Role::param) << op_name(n.op);
+      }
+    }
+  }
+}
+
 TEST(GradSyncPass, RunsLastAfterTheSchedule) {
   PipelineOptions o;
   o.compile = true;

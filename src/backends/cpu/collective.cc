@@ -18,6 +18,8 @@ Status unbound_collective(KernelContext& c) {
 void register_collective(KernelTable& t) {
   t[Op::grad_reduce_start] = unbound_collective;
   t[Op::grad_reduce_wait] = unbound_collective;
+  t[Op::param_gather_start] = unbound_collective;
+  t[Op::param_gather_wait] = unbound_collective;
 }
 
 }  // namespace lj::cpu

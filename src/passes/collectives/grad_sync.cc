@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "passes/collectives/param_gather.h"
 
 namespace lj {
 
@@ -39,7 +40,7 @@ std::vector<GradBucket> grad_buckets(const std::vector<int64_t>& numels,
 StatusOr<bool> GradSyncPass::run(Graph& g) {
   if (!options_.enabled()) return false;
   const int stage = options_.stage;
-  if (stage < 0 || stage > 2) {
+  if (stage < 0 || stage > 3) {
     return invalid_argument("grad_sync: ZeRO stage " + std::to_string(stage) +
                             " has no gradient collectives here");
   }
@@ -88,7 +89,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
             {"flat_end", b.flat_end},
             {"recv_begin", b.recv_begin},
             {"recv_count", b.recv_count},
-            {"numel", b.numel() + (stage == 2 ? b.recv_count : 0)}};
+            {"numel", b.numel() + (stage >= 2 ? b.recv_count : 0)}};
     std::vector<ValueId> grads;
     std::vector<int64_t> flat_dims, ranks;
     for (int64_t p = b.param_begin; p < b.param_end; ++p) {
@@ -103,7 +104,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
                    scope, Phase::backward);
     Attrs wa = a;
     std::vector<TypedShape> wait_types;
-    if (stage == 2) {
+    if (stage >= 2) {
       wait_types.push_back(TypedShape{DType::f32, Shape{}});
     } else {
       wa.set("dims", flat_dims);
@@ -117,7 +118,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
         g.add_node(Op::grad_reduce_wait, {buffer}, wa, wait_types, scope, Phase::backward);
     start_of[k] = s;
     wait_of[k] = w;
-    if (stage == 2) {
+    if (stage >= 2) {
       outputs.push_back({"grad_sync:" + std::to_string(k), g.node(w).outputs[0]});
     } else {
       for (int64_t p = b.param_begin; p < b.param_end; ++p) {
@@ -126,7 +127,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
       }
     }
   }
-  if (stage == 2) {
+  if (stage >= 2) {
     std::vector<NamedValue> kept;
     for (NamedValue& o : outputs) {
       if (o.name.rfind("grad:", 0) != 0) kept.push_back(std::move(o));
@@ -156,6 +157,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
   while (waited < order.size()) emit_wait(waited++);
   g.set_nodes(std::move(nodes));
   g.mutable_outputs() = std::move(outputs);
+  if (stage == 3) LJ_RETURN_IF_ERROR(place_param_gathers(g, options_, numels));
   return true;
 }
 

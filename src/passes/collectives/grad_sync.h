@@ -16,9 +16,11 @@
 // reductions are in flight, as DeepSpeed's double-buffered reduction holds at most two buckets
 // (a bound on the communication buffers the memory plan sees).
 //
+// Stage 3 reduces as stage 2 and also gathers the parameters (param_gather.h).
+//
 // Outputs: stages 0 and 1 rewire every "grad:<name>" output to the wait's averaged gradient;
-// stage 2 drops them (a rank keeps only its shard, in the optimizer) and adds one scalar token
-// per bucket, "grad_sync:<bucket>", so the waits stay reachable.
+// stages 2 and 3 drop them (a rank keeps only its shard, in the optimizer) and adds one scalar
+// token per bucket, "grad_sync:<bucket>", so the waits stay reachable.
 //
 // Before: every pass that adds, drops or reorders nodes (autodiff, remat, dce, fusion, the
 // schedule): the starts are placed by node position. Nothing may run after it.
@@ -32,11 +34,15 @@
 namespace lj {
 
 struct GradSyncOptions {
-  int stage = -1;  // ZeRO stage 0-2; -1: one process, no collectives (the pass does nothing)
+  int stage = -1;  // ZeRO stage 0-3; -1: one process, no collectives (the pass does nothing)
   int world_size = 1;
   int rank = 0;
   int64_t reduce_bucket_size = 500'000'000;  // elements per bucket
   bool overlap = false;                      // DeepSpeed's overlap_comm
+  // Stage 3 (param_gather.h): elements gathered ahead of their use, and the size below which a
+  // parameter is gathered once per step (its forward gather serves backward too).
+  int64_t prefetch_bucket_size = 50'000'000;
+  int64_t persistence_threshold = 100'000;
   bool enabled() const { return stage >= 0; }
   bool operator==(const GradSyncOptions&) const = default;
 };
