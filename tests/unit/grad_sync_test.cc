@@ -149,7 +149,9 @@ TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) 
       // but possibly the first of each phase.
       const ValueId buffer = n.inputs[0];
       EXPECT_LT(static_cast<size_t>(p.g.value(buffer).node), i);
-      if (!overlap) EXPECT_EQ(static_cast<size_t>(p.g.value(buffer).node), i - 1);
+      if (!overlap) {
+        EXPECT_EQ(static_cast<size_t>(p.g.value(buffer).node), i - 1);
+      }
     }
     for (size_t k = 0; k < specs.size(); ++k) {
       EXPECT_EQ(fwd[k], 1) << specs[k].name;
@@ -163,7 +165,9 @@ TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) 
     for (const Node& n : p.g.nodes()) {
       for (ValueId v : n.inputs) {
         const Node& prod = p.g.producer(v);
-        if (prod.op == Op::input) EXPECT_NE(p.g.input_role(v), Role::param) << op_name(n.op);
+        if (prod.op == Op::input) {
+          EXPECT_NE(p.g.input_role(v), Role::param) << op_name(n.op);
+        }
       }
     }
   }
