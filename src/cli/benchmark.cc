@@ -75,7 +75,7 @@ struct Resolved : StepSettings {
   std::string warmup_note;  // set when the default warmup was lowered for a short run
   std::optional<DeepSpeedConfig> ds;
   DataParallelSettings dp;  // ranks, ZeRO stage and buckets
-  HostParallel parallel() const { return HostParallel{dp.world_size, dp.zero}; }
+  HostParallel parallel() const { return HostParallel{dp.world_size, dp.zero, dp.rank}; }
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -286,6 +286,7 @@ struct StepLog {
   std::vector<double> all_seconds;
   std::vector<double> losses;
   std::vector<double> measured_comm_seconds;       // this rank's time in collectives, after warmup
+  std::vector<double> measured_exposed_seconds;    // the part of it the step waited for
   std::vector<double> measured_optimizer_seconds;  // StepResult::optimizer_seconds, after warmup
   std::vector<double> measured_cpu_seconds;        // process CPU time per step, after warmup
 };
@@ -322,6 +323,7 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
       log.measured_comm_seconds.push_back(res.comm_seconds);
       log.measured_optimizer_seconds.push_back(res.optimizer_seconds);
       log.measured_cpu_seconds.push_back(cpu_dt);
+      log.measured_exposed_seconds.push_back(res.comm_exposed_seconds);
     }
     const double tps = static_cast<double>(tokens_per_step) / dt;
     if (tty) {
@@ -348,8 +350,14 @@ struct Summary {
   std::string peak_name;  // the MFU denominator, named ("232.1 GFLOP/s fp32, measured")
   double rss = 0;         // this process's peak RSS (VmHWM)
   double comm_s = 0;      // this rank's median time in collectives per measured step
+  double exposed_s = 0;   // ... of which the step waited for (median)
   int64_t kernels_per_step = 0;
-  std::vector<double> tokens_per_s_by_rank, rss_by_rank, comm_s_by_rank, optimizer_bytes_by_rank;
+  std::vector<double> tokens_per_s_by_rank, rss_by_rank, comm_s_by_rank, exposed_s_by_rank,
+      optimizer_bytes_by_rank;
+  // The share of the communication hidden behind compute: 1 - exposed / comm.
+  double overlapped_share() const {
+    return comm_s > 0 ? std::max(0.0, 1.0 - exposed_s / comm_s) : 0;
+  }
 };
 
 // A collective with several ranks: every rank calls it.
@@ -359,6 +367,7 @@ StatusOr<Summary> summarize(const Resolved& r, const MfuPeak& peak, const StepLo
   m.p50 = percentile(log.measured_seconds, 0.5);
   m.p90 = percentile(log.measured_seconds, 0.9);
   m.comm_s = percentile(log.measured_comm_seconds, 0.5);
+  m.exposed_s = percentile(log.measured_exposed_seconds, 0.5);
   m.flops_per_token = r.model.config.flops_per_token(r.seq_len);
   m.peak_flops = peak.flops;
   m.peak_name = peak.name;
@@ -367,6 +376,7 @@ StatusOr<Summary> summarize(const Resolved& r, const MfuPeak& peak, const StepLo
   LJ_ASSIGN_OR_RETURN(m.tokens_per_s_by_rank, dist.gather(local_tps));
   LJ_ASSIGN_OR_RETURN(m.rss_by_rank, dist.gather(m.rss));
   LJ_ASSIGN_OR_RETURN(m.comm_s_by_rank, dist.gather(m.comm_s));
+  LJ_ASSIGN_OR_RETURN(m.exposed_s_by_rank, dist.gather(m.exposed_s));
   LJ_ASSIGN_OR_RETURN(m.optimizer_bytes_by_rank,
                       dist.gather(static_cast<double>(dev.memory().peak(MemCategory::optimizer))));
   for (double t : m.tokens_per_s_by_rank) m.tokens_per_s += t;
@@ -391,11 +401,15 @@ void print_ranks(const Resolved& r, const Summary& m, const Pricing& predicted) 
   const auto tps = [](double v) { return fmt::format("{:.0f}", v); };
   const auto ms = [](double v) { return format_seconds(v); };
   fmt::print("  per rank      tokens/s {}   (rank order)\n", per_rank(m.tokens_per_s_by_rank, tps));
+  fmt::print("  comm/step     p50 {} ({:.1f}% of the step; per rank {})\n",
+             format_seconds(m.comm_s), m.p50 > 0 ? 100.0 * m.comm_s / m.p50 : 0.0,
+             per_rank(m.comm_s_by_rank, ms));
   fmt::print(
-      "  comm/step     p50 {} ({:.1f}% of the step; per rank {})   overlap: none yet (all "
-      "exposed)\n",
-      format_seconds(m.comm_s), m.p50 > 0 ? 100.0 * m.comm_s / m.p50 : 0.0,
-      per_rank(m.comm_s_by_rank, ms));
+      "  exposed comm  p50 {} ({:.1f}% of the step; per rank {})   overlapped {:.0f}% "
+      "(overlap_comm {})\n",
+      format_seconds(m.exposed_s), m.p50 > 0 ? 100.0 * m.exposed_s / m.p50 : 0.0,
+      per_rank(m.exposed_s_by_rank, ms), 100.0 * m.overlapped_share(),
+      r.dp.zero.overlap_comm ? "on" : "off");
   const double pred = predicted.memory.total;
   const auto err = [&](double v) { return fmt::format("{:+.1f}%", 100.0 * (pred - v) / v); };
   fmt::print("  peak RSS per rank (VmHWM)   {}\n",
@@ -516,7 +530,10 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                   {"optimizer_bytes_per_rank", m.optimizer_bytes_by_rank},
                   {"comm_s_per_step", m.comm_s},
                   {"comm_s_per_step_per_rank", m.comm_s_by_rank},
-                  {"comm_overlap", "none"}};
+                  {"comm_exposed_s_per_step", m.exposed_s},
+                  {"comm_exposed_s_per_step_per_rank", m.exposed_s_by_rank},
+                  {"comm_overlapped_share", m.overlapped_share()},
+                  {"overlap_comm", r.dp.zero.overlap_comm}};
   const Pricing& predicted = prepared.predicted;
   const GraphFigures& figures = prepared.figures;
   nlohmann::ordered_json pred;

@@ -125,6 +125,9 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
     d.zero.stage = static_cast<int>(ds->zero.stage);
     d.zero.reduce_bucket_size = ds->zero.reduce_bucket_size;
     d.zero.allgather_bucket_size = ds->zero.allgather_bucket_size;
+    d.zero.overlap_comm = ds->zero.overlap_comm;
+    d.zero.stage3_prefetch_bucket_size = ds->zero.stage3_prefetch_bucket_size;
+    d.zero.stage3_param_persistence_threshold = ds->zero.stage3_param_persistence_threshold;
     const auto origin = [&](const std::string& key) {
       for (const auto& l : ds->resolved) {
         if (l.key == key) return ds->source + ": " + l.origin;
@@ -134,11 +137,15 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
     d.stage_origin = origin("zero_optimization.stage");
     d.reduce_bucket_origin = origin("zero_optimization.reduce_bucket_size");
     d.allgather_bucket_origin = origin("zero_optimization.allgather_bucket_size");
+    d.overlap_origin = origin("zero_optimization.overlap_comm");
     return d;
   }
   d.zero.stage = static_cast<int>(run.zero_stage.value);
   d.stage_origin = run.zero_stage.from_flag ? "flag" : "default";
   d.reduce_bucket_origin = d.allgather_bucket_origin = "DeepSpeed default";
+  // DeepSpeed's code default: overlap_comm is true for stage 3 only.
+  d.zero.overlap_comm = d.zero.stage == 3;
+  d.overlap_origin = "DeepSpeed default (true for stage 3 only)";
   return d;
 }
 
@@ -150,28 +157,31 @@ std::string DataParallelSettings::describe() const {
        reduce_bucket_origin + ")\n";
   s += "  allgather_bucket_size = " + std::to_string(zero.allgather_bucket_size) + "  (" +
        allgather_bucket_origin + ")\n";
+  s += std::string("  overlap_comm = ") + (zero.overlap_comm ? "true" : "false") + "  (" +
+       overlap_origin + ")\n";
+  if (zero.stage == 3) {
+    s += "  stage3_prefetch_bucket_size = " + std::to_string(zero.stage3_prefetch_bucket_size) +
+         ", stage3_param_persistence_threshold = " +
+         std::to_string(zero.stage3_param_persistence_threshold) + "\n";
+  }
   if (world_size == 1) {
     s += "  one process: no collectives, the stage changes nothing\n";
   } else {
-    s += "  overlap: none yet (collectives run after backward, exposed)\n";
+    s += zero.overlap_comm
+             ? "  gradient buckets reduce during backward, nonblocking (at most 2 in flight)\n"
+             : "  gradient buckets reduce during backward, each blocking where it fills\n";
   }
   return s;
 }
 
 Status check_zero_supported(const ZeroConfig& zero) {
-  if (zero.stage == 3) {
-    return unimplemented(
-        "ZeRO stage 3 (parameters sharded too) is not implemented yet in ljperf",
-        "use --zero 2: gradients and optimizer states sharded (flags win over the DeepSpeed "
-        "JSON)");
-  }
   return zero.validate();
 }
 
 void add_zero_flag(CLI::App* sub, int* zero) {
   sub->add_option("--zero", *zero,
-                  "ZeRO stage 0-2 across the ranks of mpirun (wins over the DeepSpeed JSON's "
-                  "zero_optimization.stage; 3 is not implemented yet)")
+                  "ZeRO stage 0-3 across the ranks of mpirun (wins over the DeepSpeed JSON's "
+                  "zero_optimization.stage)")
       ->check(CLI::Range(0, 3));
 }
 

@@ -66,7 +66,7 @@ struct DataParallelSettings {
   int rank = 0;
   std::string backend = "self";  // the communicator's ("self", "mpi")
   ZeroConfig zero;
-  std::string stage_origin, reduce_bucket_origin, allgather_bucket_origin;
+  std::string stage_origin, reduce_bucket_origin, allgather_bucket_origin, overlap_origin;
   // One line per resolved value with its origin, for printing at start ("data parallel: ...").
   std::string describe() const;
 };

@@ -76,7 +76,24 @@ CommHandle SelfCommunicator::ireduce_scatter_sum(std::span<const float> send,
                                                  std::span<float> recv) {
   return copy_into(send, recv, "reduce_scatter");
 }
+CommHandle SelfCommunicator::ireduce_scatter_sum(std::span<const float> send,
+                                                 std::span<const int64_t> counts,
+                                                 std::span<float> recv) {
+  if (counts.size() != 1) {
+    return CommHandle(invalid_argument("reduce_scatter: " + std::to_string(counts.size()) +
+                                       " counts in a world of 1"));
+  }
+  return copy_into(send, recv, "reduce_scatter");
+}
 CommHandle SelfCommunicator::iall_gather(std::span<const float> send, std::span<float> recv) {
+  return copy_into(send, recv, "all_gather");
+}
+CommHandle SelfCommunicator::iall_gather(std::span<const float> send,
+                                         std::span<const int64_t> counts, std::span<float> recv) {
+  if (counts.size() != 1) {
+    return CommHandle(invalid_argument("all_gather: " + std::to_string(counts.size()) +
+                                       " counts in a world of 1"));
+  }
   return copy_into(send, recv, "all_gather");
 }
 CommHandle SelfCommunicator::ibroadcast(std::span<std::byte> data, int root) {

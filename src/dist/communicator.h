@@ -69,8 +69,17 @@ class Communicator {
   // send: world_size blocks of recv.size() elements; recv = sum over ranks of their block rank().
   // In place is not allowed here (the sizes differ).
   virtual CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<float> recv) = 0;
+  // Uneven blocks: send holds counts[0] + ... + counts[N-1] elements, block r (counts[r] of them,
+  // possibly 0) summed over ranks goes to rank r; recv.size() == counts[rank()].
+  virtual CommHandle ireduce_scatter_sum(std::span<const float> send,
+                                         std::span<const int64_t> counts,
+                                         std::span<float> recv) = 0;
   // recv: world_size blocks of send.size() elements, block r = rank r's send. Not in place.
   virtual CommHandle iall_gather(std::span<const float> send, std::span<float> recv) = 0;
+  // Uneven blocks: rank r sends counts[r] elements (possibly 0; send.size() == counts[rank()]);
+  // recv holds the ranks' blocks in rank order, counts[0] + ... + counts[N-1] elements.
+  virtual CommHandle iall_gather(std::span<const float> send, std::span<const int64_t> counts,
+                                 std::span<float> recv) = 0;
   // `data` on every rank becomes root's.
   virtual CommHandle ibroadcast(std::span<std::byte> data, int root) = 0;
   virtual CommHandle ibarrier() = 0;
@@ -108,7 +117,11 @@ class SelfCommunicator final : public Communicator {
   CommHandle iall_reduce_sum(std::span<const float> send, std::span<float> recv) override;
   CommHandle iall_reduce_sum(std::span<const double> send, std::span<double> recv) override;
   CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<float> recv) override;
+  CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<const int64_t> counts,
+                                 std::span<float> recv) override;
   CommHandle iall_gather(std::span<const float> send, std::span<float> recv) override;
+  CommHandle iall_gather(std::span<const float> send, std::span<const int64_t> counts,
+                         std::span<float> recv) override;
   CommHandle ibroadcast(std::span<std::byte> data, int root) override;
   CommHandle ibarrier() override { return CommHandle(); }
   [[noreturn]] void abort(int exit_code) override;

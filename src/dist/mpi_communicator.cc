@@ -4,12 +4,14 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/log.h"
 
@@ -93,8 +95,9 @@ int wait_or_abort(MPI_Request* request, MPI_Comm comm, int rank, const char* op,
 class MpiRequest final : public CommRequest {
  public:
   MpiRequest(MPI_Request request, const char* what, const char* op, MPI_Comm comm, int rank,
-             double timeout_seconds)
-      : request_(request),
+             double timeout_seconds, std::vector<int> counts = {})
+      : counts_(std::move(counts)),
+        request_(request),
         what_(what),
         op_(op),
         comm_(comm),
@@ -121,6 +124,7 @@ class MpiRequest final : public CommRequest {
   }
 
  private:
+  std::vector<int> counts_;  // a count array MPI may read until the collective completes
   MPI_Request request_;
   const char* what_;  // the MPI call, for errors
   const char* op_;    // the collective, for the timeout line
@@ -177,6 +181,33 @@ class MpiCommunicator final : public Communicator {
       return MPI_Ireduce_scatter_block(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, comm_, r);
     });
   }
+  CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<const int64_t> counts,
+                                 std::span<float> recv) override {
+    if (counts.size() != static_cast<size_t>(world_)) {
+      return CommHandle(invalid_argument("reduce_scatter: " + std::to_string(counts.size()) +
+                                         " counts for " + std::to_string(world_) + " ranks"));
+    }
+    std::vector<int> ints;
+    size_t total = 0;
+    for (int64_t c : counts) {
+      LJ_COMM_COUNT(n, static_cast<size_t>(std::max<int64_t>(c, 0)), "reduce_scatter");
+      ints.push_back(n);
+      total += static_cast<size_t>(n);
+    }
+    if (send.size() != total ||
+        recv.size() != static_cast<size_t>(ints[static_cast<size_t>(rank_)])) {
+      return CommHandle(invalid_argument("reduce_scatter: send has " + std::to_string(send.size()) +
+                                         " elements, recv " + std::to_string(recv.size()) +
+                                         "; the counts sum to " + std::to_string(total)));
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = MPI_Ireduce_scatter(send.data(), recv.data(), ints.data(), MPI_FLOAT, MPI_SUM,
+                                       comm_, &request);
+    if (rc != MPI_SUCCESS) return CommHandle(mpi_status(rc, "MPI_Ireduce_scatter"));
+    return CommHandle(std::make_unique<MpiRequest>(request, "MPI_Ireduce_scatter", "reduce_scatter",
+                                                   comm_, rank_, options_.timeout_seconds,
+                                                   std::move(ints)));
+  }
   CommHandle iall_gather(std::span<const float> send, std::span<float> recv) override {
     if (recv.size() != send.size() * static_cast<size_t>(world_)) {
       return CommHandle(invalid_argument("all_gather: recv has " + std::to_string(recv.size()) +
@@ -187,6 +218,37 @@ class MpiCommunicator final : public Communicator {
     return started("MPI_Iallgather", "all_gather", [&](MPI_Request* r) {
       return MPI_Iallgather(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, comm_, r);
     });
+  }
+  CommHandle iall_gather(std::span<const float> send, std::span<const int64_t> counts,
+                         std::span<float> recv) override {
+    if (counts.size() != static_cast<size_t>(world_)) {
+      return CommHandle(invalid_argument("all_gather: " + std::to_string(counts.size()) +
+                                         " counts for " + std::to_string(world_) + " ranks"));
+    }
+    // counts, then displacements: MPI may read both until the collective completes.
+    std::vector<int> ints(2 * counts.size());
+    size_t total = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      LJ_COMM_COUNT(n, static_cast<size_t>(std::max<int64_t>(counts[r], 0)), "all_gather");
+      LJ_COMM_COUNT(at, total, "all_gather");
+      ints[r] = n;
+      ints[counts.size() + r] = at;
+      total += static_cast<size_t>(n);
+    }
+    if (recv.size() != total ||
+        send.size() != static_cast<size_t>(ints[static_cast<size_t>(rank_)])) {
+      return CommHandle(invalid_argument("all_gather: send has " + std::to_string(send.size()) +
+                                         " elements, recv " + std::to_string(recv.size()) +
+                                         "; the counts sum to " + std::to_string(total)));
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc =
+        MPI_Iallgatherv(send.data(), ints[static_cast<size_t>(rank_)], MPI_FLOAT, recv.data(),
+                        ints.data(), ints.data() + counts.size(), MPI_FLOAT, comm_, &request);
+    if (rc != MPI_SUCCESS) return CommHandle(mpi_status(rc, "MPI_Iallgatherv"));
+    return CommHandle(std::make_unique<MpiRequest>(request, "MPI_Iallgatherv", "all_gather", comm_,
+                                                   rank_, options_.timeout_seconds,
+                                                   std::move(ints)));
   }
   CommHandle ibroadcast(std::span<std::byte> data, int root) override {
     if (root < 0 || root >= world_) {

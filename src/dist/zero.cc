@@ -13,10 +13,6 @@ Status ZeroConfig::validate() const {
     return invalid_argument("ZeRO stage " + std::to_string(stage) + " does not exist",
                             "zero_optimization.stage is 0, 1, 2 or 3");
   }
-  if (stage == 3) {
-    return unimplemented("ZeRO stage 3 (sharded parameters) is not implemented yet",
-                         "use stage 2, which shards gradients and optimizer states");
-  }
   if (reduce_bucket_size < 1 || allgather_bucket_size < 1) {
     return invalid_argument("ZeRO bucket sizes must be at least 1 element (reduce_bucket_size " +
                             std::to_string(reduce_bucket_size) + ", allgather_bucket_size " +
@@ -121,6 +117,13 @@ ZeroMemory zero_memory(const FlatLayout& layout, const ZeroConfig& zero) {
     return m;
   }
   m.adam_state_numel = layout.shard_numel();
+  if (zero.stage == 3) {
+    // The collectives are all in the graph (gathers, reduce-scatters); the step updates the
+    // shard in place.
+    m.grad_shard_numel = layout.shard_numel();
+    m.param_shard_numel = layout.shard_numel();
+    return m;
+  }
   if (zero.stage == 2) {
     m.grad_shard_numel = layout.shard_numel();
     m.reduce_buffer_numel = reduce_scatter_buffer_numel(layout, zero.reduce_bucket_size);

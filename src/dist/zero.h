@@ -13,11 +13,19 @@
 //            its shard of the parameters, then the parameters are all-gathered.
 //   stage 2: as 1, but gradients are reduce-scattered: after reduction a rank holds only its
 //            shard's gradient. (The full gradient from backward still exists until then.)
-//   stage 3 (parameters sharded too) is not implemented yet.
+//   stage 3: as 2, and the parameters are sharded too: a rank holds only its shard of the flat
+//            vector; each parameter is all-gathered before its use in forward and again in
+//            backward and freed after (passes/collectives/grad_sync.h), and AdamW updates the
+//            shard in place (nothing to gather after the step).
 //
 // Buckets: a collective moves at most reduce_bucket_size (gradients) or allgather_bucket_size
 // (parameters) elements in total, counted over all ranks as DeepSpeed counts them; the
 // collectives are split into buckets of that size, each packed into one contiguous buffer.
+//
+// Where the gradient reductions run: TrainStep's joint graph carries them as collective nodes
+// (passes/collectives/grad_sync.h places them during backward, train/grad_sync.h runs them);
+// all_reduce_grads and reduce_scatter_grads below are the same reductions after backward, for a
+// graph without those nodes.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +37,18 @@
 namespace lj {
 
 struct ZeroConfig {
-  int stage = 0;                                // 0, 1 or 2
+  int stage = 0;                                // 0, 1, 2 or 3
   int64_t reduce_bucket_size = 500'000'000;     // elements per gradient collective
   int64_t allgather_bucket_size = 500'000'000;  // elements per parameter all-gather
-  // invalid_argument for a stage outside 0-3 or a bucket size below 1; unimplemented for 3.
+  // DeepSpeed's overlap_comm: a gradient bucket's reduction runs while backward goes on (its
+  // wait as late as passes/collectives/grad_sync.h allows); false: it blocks where it starts.
+  // DeepSpeed's code default is true only for stage 3 (the CLI resolves that).
+  bool overlap_comm = false;
+  // Stage 3 (DeepSpeed's code defaults): elements gathered ahead of their use, and parameters
+  // below this many elements gathered once per step (kept from forward through backward).
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;
+  // invalid_argument for a stage outside 0-3 or a bucket size below 1.
   Status validate() const;
 };
 
@@ -103,8 +119,9 @@ int64_t all_gather_send_numel(const FlatLayout& layout, int64_t allgather_bucket
 // replays it in its dry run (plan/graph_figures.h). Padding: stages 1-2 size states by the padded
 // shard, ceil(numel / N) elements, so a rank holds at most N - 1 elements more than numel / N.
 struct ZeroMemory {
-  int64_t adam_state_numel = 0;  // m and v each: numel at stage 0, shard_numel at 1-2
-  int64_t grad_shard_numel = 0;  // stage 2: the reduced gradient shard (kept for the run)
+  int64_t adam_state_numel = 0;   // m and v each: numel at stage 0, shard_numel at 1-3
+  int64_t grad_shard_numel = 0;   // stages 2, 3: the reduced gradient shard (kept for the run)
+  int64_t param_shard_numel = 0;  // stage 3: the parameters are this shard only
   // One step, after backward: the gradient collective's buffer (all-reduce at 0-1,
   // reduce-scatter at 2), freed; stage 2 then frees the full gradients; stages 1-2 then
   // all-gather the parameters through a send and a receive buffer.

@@ -80,6 +80,10 @@ class Graph {
   const std::vector<NamedValue>& outputs() const { return outputs_; }
   void add_output(std::string name, ValueId v) { outputs_.push_back({std::move(name), v}); }
   ValueId find_output(const std::string& name) const;
+  // Rewires or drops outputs (passes that replace what the caller fetches, e.g. collectives).
+  std::vector<NamedValue>& mutable_outputs() { return outputs_; }
+  // Drops or reorders what the caller feeds (ZeRO-3 feeds a shard instead of the parameters).
+  std::vector<ValueId>& mutable_inputs() { return inputs_; }
 
   // Rebuilds the node list (used by passes that reorder or drop nodes); value ids stay valid.
   void set_nodes(std::vector<Node> nodes);

@@ -58,14 +58,25 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
     inputs.push_back(
         Tensor::empty(dev, options.dtype, {seq_len, model.head_dim}, MemCategory::workspace));
   }
-  for (const ParamSpec& s : specs)
-    inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
-  // fp16: the loss scale, a () f32 input after the parameters (GraphOptions::loss_scaling).
-  if (options.loss_scaling)
-    inputs.push_back(Tensor::empty(dev, DType::f32, {}, MemCategory::workspace));
   const bool sharded = dry.with_adam_states && dry.world_size > 1;
   std::vector<int64_t> numels;
   for (const ParamSpec& s : specs) numels.push_back(numel_of(s.dims));
+  // fp16: the loss scale, a () f32 input after the parameters (GraphOptions::loss_scaling).
+  const auto loss_scale = [&] {
+    if (options.loss_scaling)
+      inputs.push_back(Tensor::empty(dev, DType::f32, {}, MemCategory::workspace));
+  };
+  if (options.grad_sync.stage == 3) {
+    // ZeRO-3: the graph takes this rank's shard of the parameters, and gathers them itself; the
+    // pass that adds the shard input runs after the loss scale was added, so the shard is last.
+    loss_scale();
+    const FlatLayout layout(numels, options.grad_sync.world_size);
+    inputs.push_back(Tensor::empty(dev, DType::f32, {layout.shard_numel()}, MemCategory::weights));
+  } else {
+    for (const ParamSpec& s : specs)
+      inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
+    loss_scale();
+  }
   const ZeroMemory zm =
       sharded ? zero_memory(FlatLayout(numels, dry.world_size), dry.zero) : ZeroMemory{};
   std::vector<Tensor> moments;
@@ -95,8 +106,10 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
       const auto workspace = [&](int64_t n) {
         return Tensor::empty(dev, DType::f32, {std::max<int64_t>(n, 1)}, MemCategory::workspace);
       };
+      // With the gradient collectives in the graph, their buffers were in the dry run itself.
+      const bool in_graph = options.grad_sync.enabled();
       if (zm.reduce_buffer_numel > 0) {
-        Tensor bucket = workspace(zm.reduce_buffer_numel);
+        Tensor bucket = in_graph ? Tensor() : workspace(zm.reduce_buffer_numel);
         if (dry.mpi_temporaries) {
           // Inside the MPI call, beside the bucket; freed by MPI, never in ljperf's cache.
           const auto bytes = static_cast<size_t>(zm.reduce_buffer_numel) * sizeof(float);

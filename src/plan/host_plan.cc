@@ -68,6 +68,18 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
   PreparedRun r;
   r.graph.options = graph;
   r.graph.options.dtype = DType::f32;  // the CPU trains in f32
+  if (parallel.world_size > 1 && parallel.zero.stage >= 0 && parallel.zero.stage <= 3) {
+    // The gradient collectives in the graph, as TrainStep builds it (train_step.h
+    // grad_sync_options).
+    GradSyncOptions& gs = r.graph.options.grad_sync;
+    gs.stage = parallel.zero.stage;
+    gs.world_size = parallel.world_size;
+    gs.rank = parallel.rank;
+    gs.reduce_bucket_size = parallel.zero.reduce_bucket_size;
+    gs.overlap = parallel.zero.overlap_comm;
+    gs.prefetch_bucket_size = parallel.zero.stage3_prefetch_bucket_size;
+    gs.persistence_threshold = parallel.zero.stage3_param_persistence_threshold;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   LJ_ASSIGN_OR_RETURN(r.graph.ids,
                       build_train_graph(model, r.graph.options, &r.graph.graph, &r.graph.passes));

@@ -20,6 +20,7 @@ namespace lj {
 struct HostParallel {
   int world_size = 1;
   ZeroConfig zero = {};
+  int rank = 0;  // the rank the figures are for (stage 2's shard part of each bucket)
 };
 
 // A PlanRequest for this host: the predictor coefficients (load_coefficients) with this host's

@@ -201,6 +201,7 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
         const bool own = ni < node_kernels_.size() && node_kernels_[ni];
         LJ_RETURN_IF_ERROR(
             launch_kernel(n, own ? node_kernels_[ni] : NodeKernel(fn), in_views, out_views));
+        if (after_kernel_) after_kernel_();
       }
     }
     // Free what this node read for the last time, and outputs nobody reads.

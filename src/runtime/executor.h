@@ -67,6 +67,10 @@ class Executor {
   // compiled fused kernel (runtime/fused_kernels.h). Set before run(); an empty one clears it.
   using NodeKernel = std::function<Status(KernelContext&)>;
   void set_node_kernel(size_t node_index, NodeKernel k);
+  // Called after every kernel run() launches (not in dry runs); empty: nothing. How a
+  // nonblocking collective started by one node makes progress while later nodes compute
+  // (train/grad_sync.h polls its in-flight reductions here).
+  void set_after_kernel(std::function<void()> fn) { after_kernel_ = std::move(fn); }
 
  private:
   Status bind(std::span<const Tensor> inputs);
@@ -89,6 +93,7 @@ class Executor {
   void* workspace_ = nullptr;  // kernel scratch, see ArenaWorkspace in executor.cc
   size_t workspace_bytes_ = 0;
   std::vector<NodeKernel> node_kernels_;  // per node index; empty: the backend's kernel
+  std::function<void()> after_kernel_;
 };
 
 }  // namespace lj

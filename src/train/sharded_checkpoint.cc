@@ -155,7 +155,7 @@ Status save_sharded_checkpoint(Communicator& comm, const std::string& dir,
                                const LlamaConfig& config, const std::vector<ParamSpec>& specs,
                                const ShardedCheckpoint& c, int keep_last) {
   LJ_CHECK(c.params != nullptr && c.m != nullptr && c.v != nullptr);
-  LJ_CHECK(c.zero_stage >= 0 && c.zero_stage <= 2) << "stage " << c.zero_stage;
+  LJ_CHECK(c.zero_stage >= 0 && c.zero_stage <= 3) << "stage " << c.zero_stage;
   const int rank = comm.rank(), world = comm.world_size();
   const FlatLayout layout = flat_layout_of(specs, world);
   const std::string name = "step-" + std::to_string(c.state.step);
@@ -246,7 +246,7 @@ StatusOr<RankCheckpoint> load_checkpoint_for_rank(const std::string& step_dir,
                                                   const std::vector<ParamSpec>& specs,
                                                   int zero_stage, const FlatLayout& layout,
                                                   int rank, Device& dev) {
-  LJ_CHECK(zero_stage >= 0 && zero_stage <= 2) << "stage " << zero_stage;
+  LJ_CHECK(zero_stage >= 0 && zero_stage <= 3) << "stage " << zero_stage;
   LJ_CHECK(rank >= 0 && rank < layout.world_size());
   // The flat range this rank's optimizer needs (never the padding).
   const FlatRange shard = layout.shard(rank);

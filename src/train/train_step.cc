@@ -1,5 +1,6 @@
 #include "train/train_step.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -28,12 +29,34 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
   return params;
 }
 
+Tensor init_llama_shard(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed,
+                        const FlatLayout& layout, int rank) {
+  const FlatRange mine = layout.shard(rank);
+  Tensor t = Tensor::zeros(dev, DType::f32, {layout.shard_numel()}, MemCategory::weights);
+  float* out = t.data<float>();
+  for (const FlatPiece& p : layout.pieces(mine)) {
+    float* dst = out + (p.flat_offset - mine.begin);
+    const uint64_t stream = seed + p.param;
+    const bool norm = specs[p.param].is_norm;
+    for (int64_t k = 0; k < p.count; ++k) {
+      dst[k] = norm ? 1.0f
+                    : static_cast<float>(
+                          std * random_normal01(stream, static_cast<uint64_t>(p.param_offset + k)));
+    }
+  }
+  return t;
+}
+
 StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
                                                        TrainStepConfig config, Device& dev) {
+  if (config.data_parallel.comm != nullptr) {
+    LJ_RETURN_IF_ERROR(config.data_parallel.zero.validate());  // before the graph's collectives
+  }
   TrainGraph built;
   built.options = config.graph;
+  built.options.grad_sync = grad_sync_options(config.data_parallel);
   LJ_ASSIGN_OR_RETURN(built.ids,
-                      build_train_graph(model, config.graph, &built.graph, &built.passes));
+                      build_train_graph(model, built.options, &built.graph, &built.passes));
   return create(model, std::move(config), dev, std::move(built));
 }
 
@@ -45,13 +68,21 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
            built.options.recompute == config.graph.recompute &&
            built.options.dtype == config.graph.dtype &&
            built.options.autocast == config.graph.autocast &&
-           built.options.loss_scaling == config.graph.loss_scaling)
+           built.options.loss_scaling == config.graph.loss_scaling &&
+           built.options.grad_sync == grad_sync_options(config.data_parallel))
       << "TrainStep::create: the joint graph was built with other GraphOptions than the step's";
   if (config.loss_scale.enabled != config.graph.loss_scaling) {
     return invalid_argument("loss scaling needs the joint graph's loss_scale input",
                             "set GraphOptions::loss_scaling with LossScaleConfig::enabled");
   }
   if (config.loss_scale.enabled) LJ_RETURN_IF_ERROR(config.loss_scale.validate());
+  if (config.loss_scale.enabled && config.data_parallel.comm != nullptr &&
+      config.data_parallel.comm->world_size() > 1) {
+    // The gradients are reduced inside backward (train/grad_sync.h), before step() could undo
+    // the scale, and at stages 2-3 only a shard of them is left: not wired yet.
+    return invalid_argument("fp16 loss scaling with several ranks is not implemented yet",
+                            "use --precision bf16 under mpirun, or fp16 in one process");
+  }
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
@@ -59,11 +90,15 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   s->ids_ = std::move(built.ids);
   s->passes_ = std::move(built.passes);
   s->specs_ = llama_param_specs(model);
-  s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->scaler_ = LossScaler(config.loss_scale);
   if (config.graph.loss_scaling) {
     s->loss_scale_ = Tensor::empty(dev, DType::f32, {}, MemCategory::workspace);
   }
+  for (const NamedValue& o : s->graph_.outputs()) {
+    if (o.name.rfind("grad:", 0) == 0) ++s->num_grad_outputs_;
+  }
+  const bool zero3 = config.data_parallel.comm != nullptr && config.data_parallel.zero.stage == 3;
+  if (!zero3) s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   s->executor_ = std::make_unique<Executor>(
       s->graph_, dev,
       ExecutorOptions{.profile = config.profile,
@@ -75,12 +110,73 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
                         compile_kernels(s->graph_, *s->kernel_cache_, *s->executor_));
   }
   if (config.data_parallel.comm != nullptr) {
-    LJ_ASSIGN_OR_RETURN(s->zero_,
-                        ZeroOptimizer::create(dev, config.data_parallel, s->params_, config.adamw));
+    if (zero3) {
+      std::vector<int64_t> numels;
+      for (const ParamSpec& p : s->specs_) numels.push_back(numel_of(p.dims));
+      FlatLayout layout(std::move(numels), config.data_parallel.comm->world_size());
+      Tensor shard = init_llama_shard(dev, s->specs_, model.initializer_range, config.seed, layout,
+                                      config.data_parallel.comm->rank());
+      LJ_ASSIGN_OR_RETURN(
+          s->zero_, ZeroOptimizer::create_sharded(dev, config.data_parallel, std::move(layout),
+                                                  std::move(shard), config.adamw));
+    } else {
+      LJ_ASSIGN_OR_RETURN(
+          s->zero_, ZeroOptimizer::create(dev, config.data_parallel, s->params_, config.adamw));
+    }
+    s->grad_sync_ = std::make_unique<GradSync>(s->graph_, *s->executor_, *config.data_parallel.comm,
+                                               s->zero_->layout());
+    s->sharded_params_ = zero3;  // the shard (zero_->param_shard()) is the only copy
   } else {
     s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
   }
   return s;
+}
+
+Status TrainStep::gather_params() {
+  if (!sharded_params_ || !params_.empty()) return ok_status();
+  Communicator& comm = *config_.data_parallel.comm;
+  const FlatLayout& layout = zero_->layout();
+  const FlatRange mine = layout.shard(comm.rank());
+  const float* shard = zero_->param_shard().data<float>();
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    Tensor t = Tensor::empty(dev_, DType::f32, specs_[i].dims, MemCategory::weights);
+    const int64_t fb = layout.param_begin(i), fe = fb + t.numel();
+    std::vector<int64_t> counts;
+    for (int r = 0; r < comm.world_size(); ++r) {
+      const FlatRange s = layout.shard(r);
+      counts.push_back(std::max<int64_t>(0, std::min(fe, s.end) - std::max(fb, s.begin)));
+    }
+    const int64_t lo = std::max(fb, mine.begin) - mine.begin;
+    LJ_RETURN_IF_ERROR(
+        comm.iall_gather(
+                std::span<const float>(
+                    shard + lo, static_cast<size_t>(counts[static_cast<size_t>(comm.rank())])),
+                counts, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel())))
+            .wait());
+    params_.push_back(std::move(t));
+  }
+  return ok_status();
+}
+
+void TrainStep::scatter_params() {
+  if (!sharded_params_ || params_.empty()) return;
+  const FlatLayout& layout = zero_->layout();
+  pack_flat(layout, params_, layout.shard(config_.data_parallel.comm->rank()),
+            zero_->param_shard().data<float>());
+  params_.clear();
+}
+
+GradSyncOptions grad_sync_options(const DataParallel& dp) {
+  GradSyncOptions o;
+  if (dp.comm == nullptr) return o;
+  o.stage = dp.zero.stage;
+  o.world_size = dp.comm->world_size();
+  o.rank = dp.comm->rank();
+  o.reduce_bucket_size = dp.zero.reduce_bucket_size;
+  o.overlap = dp.zero.overlap_comm;
+  o.prefetch_bucket_size = dp.zero.stage3_prefetch_bucket_size;
+  o.persistence_threshold = dp.zero.stage3_param_persistence_threshold;
+  return o;
 }
 
 std::string TrainStep::compile_log() const {
@@ -115,10 +211,14 @@ Status TrainStep::rope_for(int64_t seq_len) {
 StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, const Tensor& targets) {
   LJ_RETURN_IF_ERROR(rope_for(tokens.dims().back()));
   std::vector<Tensor> inputs{tokens, targets, rope_cos_, rope_sin_};
-  inputs.insert(inputs.end(), params_.begin(), params_.end());
-  if (loss_scale_.defined()) {
-    loss_scale_.data<float>()[0] = static_cast<float>(scaler_.scale());
-    inputs.push_back(loss_scale_);
+  if (loss_scale_.defined()) loss_scale_.data<float>()[0] = static_cast<float>(scaler_.scale());
+  if (sharded_params_) {
+    // The graph gathers the parameters (ZeRO-3); its shard input comes after the loss scale.
+    if (loss_scale_.defined()) inputs.push_back(loss_scale_);
+    inputs.push_back(zero_->param_shard());
+  } else {
+    inputs.insert(inputs.end(), params_.begin(), params_.end());
+    if (loss_scale_.defined()) inputs.push_back(loss_scale_);
   }
   LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, executor_->run(inputs));
   // Outputs: loss, [logits], then one gradient per parameter (see create()).
@@ -126,7 +226,8 @@ StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, cons
   r.loss = outs[0].at(0);
   size_t next = 1;
   if (config_.graph.output_logits) r.logits = outs[next++];
-  r.grads.assign(outs.begin() + static_cast<std::ptrdiff_t>(next), outs.end());
+  r.grads.assign(outs.begin() + static_cast<std::ptrdiff_t>(next),
+                 outs.begin() + static_cast<std::ptrdiff_t>(next + num_grad_outputs_));
   return r;
 }
 
@@ -140,9 +241,22 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
   r.loss_scale = scaler_.scale();
   std::vector<Tensor> grads;
   const double scale = 1.0 / static_cast<double>(micro_batches.size());
-  for (const Batch& mb : micro_batches) {
+  const bool in_graph = grad_sync_ && grad_sync_->active();
+  const int count = static_cast<int>(micro_batches.size());
+  for (int i = 0; i < count; ++i) {
+    const Batch& mb = micro_batches[static_cast<size_t>(i)];
+    if (in_graph) {
+      grad_sync_->begin_micro_batch(i, count, grads.empty() ? nullptr : &grads,
+                                    zero_->grad_shard());
+    }
     LJ_ASSIGN_OR_RETURN(ForwardBackward fb, forward_backward(mb.tokens, mb.targets));
     r.loss += fb.loss * scale;
+    if (in_graph && (grad_sync_->stage() >= 2 || i == count - 1)) {
+      // Backward reduced them: the averaged gradients (stages 0, 1) or none (stage 2, in the
+      // optimizer's shard).
+      grads = std::move(fb.grads);
+      continue;
+    }
     if (grads.empty()) {
       grads = std::move(fb.grads);
       // Planned (compiled) mode returns views of the executor's arena: own the first
@@ -160,15 +274,22 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
       for (int64_t k = 0; k < n; ++k) acc[k] += g[k];
     }
   }
-  // The mean over micro-batches, and the loss scale undone (a power of two: exact).
-  const double unscale = scale / r.loss_scale;
-  if (unscale != 1.0) scale_grads(grads, unscale, dev_.threads());
+  if (micro_batches.size() > 1 && !in_graph) scale_grads(grads, scale, dev_.threads());
+  // fp16: the loss scale undone (a power of two: exact). Several ranks are refused in create().
+  if (r.loss_scale != 1.0) scale_grads(grads, 1.0 / r.loss_scale, dev_.threads());
   const double t_opt = now_seconds();
   if (zero_) {
-    LJ_ASSIGN_OR_RETURN(ZeroStepResult z,
-                        zero_->step(params_, std::move(grads), r.loss, lr, config_.grad_clip));
-    StepResult zr{z.loss,       z.grad_norm, z.updated, z.comm_seconds, now_seconds() - t_opt,
-                  r.loss_scale, false};
+    LJ_ASSIGN_OR_RETURN(ZeroStepResult z, zero_->step(params_, std::move(grads), r.loss, lr,
+                                                      config_.grad_clip, in_graph));
+    const GradSyncTimes t = in_graph ? grad_sync_->take_times() : GradSyncTimes{};
+    StepResult zr{z.loss,
+                  z.grad_norm,
+                  z.updated,
+                  z.comm_seconds + t.comm_seconds,
+                  z.comm_seconds + t.exposed_seconds,
+                  now_seconds() - t_opt,
+                  r.loss_scale,
+                  false};
     if (config_.loss_scale.enabled) {
       zr.overflow = !z.updated;
       LJ_RETURN_IF_ERROR(scaler_.update(zr.overflow));

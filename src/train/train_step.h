@@ -12,6 +12,7 @@
 #include "runtime/executor.h"
 #include "runtime/fused_kernels.h"
 #include "train/adamw.h"
+#include "train/grad_sync.h"
 #include "train/loss_scaler.h"
 #include "train/zero_optimizer.h"
 
@@ -38,6 +39,10 @@ struct TrainStepConfig {
   LossScaleConfig loss_scale;
 };
 
+// The gradient collectives the joint graph carries for `dp` (passes/collectives/grad_sync.h):
+// none without a communicator.
+GradSyncOptions grad_sync_options(const DataParallel& dp);
+
 // What one forward+backward gives.
 struct ForwardBackward {
   double loss = 0;
@@ -47,9 +52,13 @@ struct ForwardBackward {
 
 struct StepResult {
   double loss = 0;
-  double grad_norm = 0;     // before clipping
-  bool updated = true;      // false: non-finite loss or gradient, the update was skipped
-  double comm_seconds = 0;  // time in data-parallel collectives (ZeroStepResult::comm_seconds)
+  double grad_norm = 0;  // before clipping
+  bool updated = true;   // false: non-finite loss or gradient, the update was skipped
+  // Data parallel: wall time of the step's collectives (backward's bucket reductions from start
+  // to completion, train/grad_sync.h, plus the optimizer's blocking ones), and the part of it
+  // the step spent waiting on them or packing for them (not hidden behind compute).
+  double comm_seconds = 0;
+  double comm_exposed_seconds = 0;
   // Wall time of the optimizer phase on the host: gradient norm, clipping and the AdamW update
   // (ZeRO: its whole step, collectives included). Not executor kernels, so the profile adds it.
   double optimizer_seconds = 0;
@@ -84,7 +93,15 @@ class TrainStep {
 
   const Graph& graph() const { return graph_; }
   const LlamaConfig& model() const { return model_; }
+  // The whole parameters. ZeRO stage 3 keeps only its shard: params() is empty there between
+  // gather_params() (a collective: every rank calls it) and scatter_params().
   std::vector<Tensor>& params() { return params_; }
+  // Stage 3: all-gathers the whole parameters into params() from every rank's shard; below
+  // stage 3, nothing (they are there).
+  Status gather_params();
+  // Stage 3: takes this rank's shard from params() (changed, e.g. by a resume) and drops them;
+  // below stage 3, nothing.
+  void scatter_params();
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   Executor& executor() { return *executor_; }
   // What the compiler did (GraphOptions::compile): passes with timings, compiled regions and
@@ -112,9 +129,12 @@ class TrainStep {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<AdamW> adamw_;         // one process
   std::unique_ptr<ZeroOptimizer> zero_;  // TrainStepConfig::data_parallel.comm set
+  std::unique_ptr<GradSync> grad_sync_;  // the graph's gradient collectives, bound
+  size_t num_grad_outputs_ = 0;          // "grad:" outputs (none at stage 2 with collectives)
   Tensor rope_cos_, rope_sin_;
   LossScaler scaler_{LossScaleConfig{}};
-  Tensor loss_scale_;  // () f32: the graph's loss_scale input, when it has one
+  Tensor loss_scale_;            // () f32: the graph's loss_scale input, when it has one
+  bool sharded_params_ = false;  // ZeRO stage 3
   std::shared_ptr<codegen::KernelCache> kernel_cache_;
   FusedKernelReport kernel_report_;
 };
@@ -123,6 +143,11 @@ class TrainStep {
 // max_position_embeddings.
 Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tensor* cos,
                         Tensor* sin);
+
+// The same values for rank `rank`'s shard of the flat vector (dist/zero.h) only: f32 (S), the
+// padding zero. Whole parameters are never made (ZeRO-3).
+Tensor init_llama_shard(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed,
+                        const FlatLayout& layout, int rank);
 
 // HF's initialisation: normal(0, initializer_range) for linear and embedding weights, ones for
 // norms; stream `seed + parameter index`, counter-based (core/random.h).

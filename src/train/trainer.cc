@@ -112,7 +112,11 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
   }
   DataLoader& loader = *loader_slot;
   if (c.step.graph.compile) info("compile: on\n" + trainer->compile_log());
-  if (initial != nullptr) copy_into(trainer->params(), *initial);
+  if (initial != nullptr) {
+    LJ_RETURN_IF_ERROR(trainer->gather_params());  // ZeRO-3: whole parameters to write into
+    copy_into(trainer->params(), *initial);
+    trainer->scatter_params();
+  }
 
   TrainerState state;
   state.seed = c.step.seed;
@@ -160,7 +164,9 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
                                 "(micro-batch x accumulation x ranks)");
       }
       state = resumed->state;
+      LJ_RETURN_IF_ERROR(trainer->gather_params());
       copy_into(trainer->params(), resumed->params);
+      trainer->scatter_params();
       copy_into(trainer->optimizer().m(), resumed->m);
       copy_into(trainer->optimizer().v(), resumed->v);
       trainer->optimizer().set_steps(state.optimizer_steps);
@@ -177,10 +183,14 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
     const double t0 = now_seconds();
     if (c.step.loss_scale.enabled) state.loss_scale = trainer->loss_scaler().state();
     if (comm != nullptr) {
+      // ZeRO-3: the whole parameters for the checkpoint's weights (freed after).
+      LJ_RETURN_IF_ERROR(trainer->gather_params());
       const ShardedCheckpoint ck{state, c.step.data_parallel.zero.stage, &trainer->params(),
                                  &trainer->optimizer().m(), &trainer->optimizer().v()};
-      LJ_RETURN_IF_ERROR(save_sharded_checkpoint(*comm, c.out_dir, model, trainer->param_specs(),
-                                                 ck, c.keep_last));
+      const Status saved =
+          save_sharded_checkpoint(*comm, c.out_dir, model, trainer->param_specs(), ck, c.keep_last);
+      trainer->scatter_params();
+      LJ_RETURN_IF_ERROR(saved);
     } else {
       Checkpoint ck{state, trainer->params(), trainer->optimizer().m(), trainer->optimizer().v()};
       LJ_RETURN_IF_ERROR(
@@ -192,12 +202,14 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
   };
   auto evaluate_now = [&]() -> Status {
     if (val_data == nullptr) return ok_status();
+    LJ_RETURN_IF_ERROR(trainer->gather_params());  // ZeRO-3: evaluated whole, freed after
     HfModel view{model, trainer->param_specs(), trainer->params()};
     EvalOptions o;
     o.batch_size = c.batch_size;
     o.seq_len = c.seq_len;
     o.max_batches = c.val_batches;
     auto evaluated = evaluate(view, *val_data, o, dev);
+    trainer->scatter_params();
     LJ_RETURN_IF_ERROR(agreed(evaluated.status()));
     const EvalResult& r = *evaluated;
     if (cb.on_eval) cb.on_eval(EvalMetrics{state.step, r.loss, r.perplexity});

@@ -20,16 +20,36 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create(Device& dev, cons
   } else {
     const int64_t shard = z->layout_.shard_numel();
     z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{shard}, adamw);
-    if (dp.zero.stage == 2) {
+    if (dp.zero.stage >= 2) {
       z->grad_shard_ = Tensor::zeros(dev, DType::f32, {shard}, MemCategory::grads);
+    }
+    if (dp.zero.stage == 3) {
+      z->param_shard_ = Tensor::zeros(dev, DType::f32, {shard}, MemCategory::weights);
+      pack_flat(z->layout_, params, z->layout_.shard(dp.comm->rank()),
+                z->param_shard_.data<float>());
     }
   }
   return z;
 }
 
+StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create_sharded(
+    Device& dev, const DataParallel& dp, FlatLayout layout, Tensor param_shard, AdamWConfig adamw) {
+  LJ_CHECK(dp.comm != nullptr && dp.zero.stage == 3);
+  LJ_RETURN_IF_ERROR(dp.zero.validate());
+  LJ_CHECK_EQ(param_shard.numel(), layout.shard_numel());
+  std::unique_ptr<ZeroOptimizer> z(new ZeroOptimizer(dev, *dp.comm, dp.zero, std::move(layout)));
+  const int64_t shard = z->layout_.shard_numel();
+  z->param_shard_ = std::move(param_shard);
+  z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{shard}, adamw);
+  z->grad_shard_ = Tensor::zeros(dev, DType::f32, {shard}, MemCategory::grads);
+  return z;
+}
+
 StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::vector<Tensor> grads,
-                                             double local_loss, double lr, double grad_clip) {
-  LJ_CHECK_EQ(grads.size(), layout_.num_params());
+                                             double local_loss, double lr, double grad_clip,
+                                             bool grads_reduced) {
+  if (!(grads_reduced && zero_.stage >= 2)) LJ_CHECK_EQ(grads.size(), layout_.num_params());
+  LJ_CHECK(zero_.stage < 3 || grads_reduced) << "stage 3 reduces in backward";
   const int threads = dev_.threads();
   const int world = comm_.world_size();
   const float mean = 1.0f / static_cast<float>(world);
@@ -49,8 +69,10 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   const FlatRange mine = layout_.shard(comm_.rank());
   const std::vector<FlatPiece> pieces = layout_.pieces(mine);
   float* shard_grad = nullptr;  // stage 2: flat over `mine`
-  if (zero_.stage == 2) {
-    shard_grad = grad_shard_.data<float>();
+  if (zero_.stage >= 2) shard_grad = grad_shard_.data<float>();
+  if (grads_reduced) {
+    // backward's collectives averaged them (train/grad_sync.h): stage 2's are in the shard
+  } else if (zero_.stage == 2) {
     t0 = now_seconds();
     LJ_RETURN_IF_ERROR(reduce_scatter_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size,
                                             mean, shard_grad));
@@ -60,7 +82,7 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
     LJ_RETURN_IF_ERROR(
         all_reduce_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size, mean));
   }
-  comm_done();
+  if (!grads_reduced) comm_done();
   // The gradient elements of a piece of this rank's shard.
   auto grad_of = [&](const FlatPiece& p) -> float* {
     return shard_grad != nullptr ? shard_grad + (p.flat_offset - mine.begin)
@@ -105,9 +127,11 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   float* v = adamw_->v()[0].data<float>();
   for (const FlatPiece& p : pieces) {
     const int64_t s = p.flat_offset - mine.begin;
-    adamw_update(c, params[p.param].data<float>() + p.param_offset, grad_of(p), m + s, v + s,
-                 p.count, threads);
+    float* w = zero_.stage == 3 ? param_shard_.data<float>() + s
+                                : params[p.param].data<float>() + p.param_offset;
+    adamw_update(c, w, grad_of(p), m + s, v + s, p.count, threads);
   }
+  if (zero_.stage == 3) return r;  // backward gathers what it needs from the shards
   t0 = now_seconds();
   LJ_RETURN_IF_ERROR(all_gather_params(comm_, dev_, layout_, params, zero_.allgather_bucket_size));
   comm_done();

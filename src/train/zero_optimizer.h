@@ -1,4 +1,4 @@
-// The optimizer side of data parallelism: ZeRO stages 0-2 (dist/zero.h) applied to AdamW
+// The optimizer side of data parallelism: ZeRO stages 0-3 (dist/zero.h) applied to AdamW
 // (train/adamw.h). TrainStep hands it each rank's accumulated gradients; it averages them across
 // ranks, clips by the global norm, updates the parameters this rank owns and gathers the rest.
 // With one rank (SelfCommunicator) every stage computes bit for bit what TrainStep computes
@@ -6,9 +6,9 @@
 //
 // Memory per rank: stage 0 keeps m and v for every parameter; stages 1 and 2 only for the rank's
 // shard (numel_padded / world_size elements each); stage 2 also keeps a shard-sized gradient
-// buffer and drops the full gradients after the reduce-scatter. The full gradients from
-// backward still exist until then: sharding them during backward (DeepSpeed's bucketed
-// reduce-as-you-go) needs the collectives in the graph, which is a later step.
+// buffer. When the joint graph carries the gradient collectives (passes/collectives/grad_sync.h,
+// bound by train/grad_sync.h), backward has reduced the gradients bucket by bucket before step()
+// (grads_reduced), and stage 2's full gradients never outlive their bucket.
 #pragma once
 
 #include <memory>
@@ -23,24 +23,40 @@ struct ZeroStepResult {
   double loss = 0;       // mean over every rank's micro-batches
   double grad_norm = 0;  // global, before clipping
   bool updated = true;   // false: non-finite loss or gradient norm (the same on every rank)
-  // Wall time in this step's collectives (the loss and norm all-reduces, the gradient
-  // all-reduce or reduce-scatter and the parameter all-gather, their bucket packing included).
-  // All of it is exposed: nothing overlaps the collectives with compute yet.
+  // Wall time in this step's blocking collectives (the loss and norm all-reduces, the gradient
+  // all-reduce or reduce-scatter when backward did not reduce, and the parameter all-gather,
+  // their bucket packing included): all of it exposed.
   double comm_seconds = 0;
 };
 
 class ZeroOptimizer {
  public:
-  // dp.comm must be set and outlive the optimizer. Errors: a stage that is not 0-2.
+  // dp.comm must be set and outlive the optimizer. Errors: a stage that is not 0-3. Stage 3:
+  // the parameters' shard is taken from `params`; create_sharded() below avoids holding them.
   static StatusOr<std::unique_ptr<ZeroOptimizer>> create(Device& dev, const DataParallel& dp,
                                                          const std::vector<Tensor>& params,
                                                          AdamWConfig adamw);
+  // Stage 3 without the whole parameters: `layout` is theirs, `param_shard` (f32 (S), weights)
+  // this rank's shard of them, already initialised; the optimizer keeps it.
+  static StatusOr<std::unique_ptr<ZeroOptimizer>> create_sharded(Device& dev,
+                                                                 const DataParallel& dp,
+                                                                 FlatLayout layout,
+                                                                 Tensor param_shard,
+                                                                 AdamWConfig adamw);
 
   // One update. grads: this rank's gradients (f32, the mean over its micro-batches), one per
   // parameter, consumed (changed in place, or dropped at stage 2). local_loss: this rank's mean
   // loss. grad_clip 0: no clipping. Every rank must call it with the same lr and grad_clip.
+  // grads_reduced: backward's collectives (train/grad_sync.h) already averaged them across
+  // ranks: stages 0, 1 pass the averaged gradients, stage 2 none (they are in grad_shard()).
   StatusOr<ZeroStepResult> step(std::vector<Tensor>& params, std::vector<Tensor> grads,
-                                double local_loss, double lr, double grad_clip);
+                                double local_loss, double lr, double grad_clip,
+                                bool grads_reduced = false);
+  // Stages 2, 3: this rank's averaged gradient shard (layout().shard_numel() elements); else null.
+  float* grad_shard() { return grad_shard_.defined() ? grad_shard_.data<float>() : nullptr; }
+  // Stage 3: this rank's shard of the parameters (f32 (S), the only copy it keeps; made from
+  // the params given to create()); step() updates it in place. Undefined below stage 3.
+  Tensor& param_shard() { return param_shard_; }
 
   // Stage 0: m and v per parameter; stages 1 and 2: one flat m and v for this rank's shard.
   AdamW& adamw() { return *adamw_; }
@@ -56,7 +72,8 @@ class ZeroOptimizer {
   ZeroConfig zero_;
   FlatLayout layout_;
   std::unique_ptr<AdamW> adamw_;
-  Tensor grad_shard_;  // stage 2: (S) this rank's reduced gradient
+  Tensor grad_shard_;   // stages 2, 3: (S) this rank's reduced gradient
+  Tensor param_shard_;  // stage 3: (S) this rank's parameters
 };
 
 }  // namespace lj

@@ -152,7 +152,7 @@ TEST_P(ShardedResume, KStepsThenResumeToTwoKIsBitwiseEqualToAnUninterruptedRun) 
   if (c.rank() == 0) fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, ShardedResume, ::testing::Values(0, 1, 2),
+INSTANTIATE_TEST_SUITE_P(Stages, ShardedResume, ::testing::Values(0, 1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "stage" + std::to_string(info.param);
                          });
@@ -234,8 +234,10 @@ TEST(ReshardedResume, TwoRanksToThree) {
     std::printf("resume N=2 (stage 2) -> N=3 (stage 1): max rel err loss %.3g, weights %.3g\n",
                 loss_err, weight_err);
   }
-  // Observed: loss 1.7e-16, weights 1.1e-7 (2 + 2 + 2 instead of 3 + 3 micro-batch gradients);
-  // bounds as in TwoRanksToOneProcess.
+  // Observed: loss 1.5e-8, weights 8.9e-8 (2 + 2 + 2 micro-batch gradients against the
+  // uninterrupted stage-2 run's, which reduce-scatters each micro-batch as it goes and sums
+  // (a1 + b1) + (a2 + b2) + (a3 + b3) instead of 3 + 3; 1.7e-16 / 1.1e-7 before stage 2 reduced
+  // during backward); bounds as in TwoRanksToOneProcess (>= 60x the observed).
   EXPECT_LT(loss_err, 1e-6);
   EXPECT_LT(weight_err, 1e-4);
   ASSERT_TRUE(c.barrier().ok());

@@ -68,6 +68,7 @@ TrainRun train(Device& dev, Communicator* comm, ZeroConfig zero, int world, int6
     run.losses.push_back(r->loss);
     run.grad_norms.push_back(r->grad_norm);
   }
+  LJ_CHECK((*step)->gather_params().ok());  // ZeRO-3 keeps only its shard
   run.params = (*step)->params();
   return run;
 }
@@ -126,6 +127,7 @@ struct Case {
   int stage;
   int64_t grad_accum;
   int64_t reduce_bucket_size, allgather_bucket_size;
+  bool overlap = false;  // overlap_comm: the bucket reductions in flight during backward
 };
 
 class ZeroEquivalence : public ::testing::TestWithParam<Case> {};
@@ -136,7 +138,7 @@ TEST_P(ZeroEquivalence, MatchesOneProcessWithGradAccumN) {
   const int n = c.world_size();
   const TrainRun& ref = reference(n, k.grad_accum);
   Device dev(1);
-  const ZeroConfig zero{k.stage, k.reduce_bucket_size, k.allgather_bucket_size};
+  const ZeroConfig zero{k.stage, k.reduce_bucket_size, k.allgather_bucket_size, k.overlap};
   const TrainRun dp = train(dev, &c, zero, n, k.grad_accum);
   double loss_err = 0, norm_err = 0;
   for (size_t s = 0; s < dp.losses.size(); ++s) {
@@ -146,12 +148,12 @@ TEST_P(ZeroEquivalence, MatchesOneProcessWithGradAccumN) {
   const double param_err = max_param_rel(dp, ref);
   if (c.rank() == 0) {
     std::printf(
-        "stage %d N=%d accum %lld buckets %lld/%lld: max rel err loss %.3g, grad norm "
-        "%.3g, weights %.3g (%lld steps)\n",
+        "stage %d N=%d accum %lld buckets %lld/%lld overlap %d: max rel err loss %.3g, grad "
+        "norm %.3g, weights %.3g (%lld steps)\n",
         k.stage, n, static_cast<long long>(k.grad_accum),
         static_cast<long long>(k.reduce_bucket_size),
-        static_cast<long long>(k.allgather_bucket_size), loss_err, norm_err, param_err,
-        static_cast<long long>(kSteps));
+        static_cast<long long>(k.allgather_bucket_size), k.overlap ? 1 : 0, loss_err, norm_err,
+        param_err, static_cast<long long>(kSteps));
   }
   // Observed (4 steps, lr 1e-3): with one micro-batch per rank the sums happen in the same
   // order as in one process, and losses and weights are bitwise equal (norms of stages 1 and 2
@@ -159,6 +161,10 @@ TEST_P(ZeroEquivalence, MatchesOneProcessWithGradAccumN) {
   // are grouped differently: loss 2.2e-8 (N=2) / 1.5e-8 (N=3), grad norm 1.0e-8 / 9.7e-9,
   // weights 5.4e-6 / 2.7e-6 of each parameter's largest element (an Adam step moves an element
   // by ~lr whatever its gradient, so one whose gradient is near zero moves on rounding alone).
+  // Stage 2 reduce-scatters every micro-batch during backward (as DeepSpeed does) and sums the
+  // parts in the shard: grad norm 1.7e-8 / 6.5e-9, weights 5.3e-6 / 3.2e-6. With the reductions
+  // overlapping backward (overlap_comm) the numbers are the same as without: only when the
+  // collectives run changes, not what they add.
   // The bounds are 20-50x that; a wrong or missing micro-batch moves the loss by 1e-3 or more.
   EXPECT_LT(loss_err, 1e-6);
   EXPECT_LT(norm_err, 1e-6);
@@ -171,17 +177,26 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{0, 1, 500'000'000, 500'000'000}, Case{1, 1, 500'000'000, 500'000'000},
                       Case{2, 1, 500'000'000, 500'000'000},
                       // Small odd buckets: many collectives, cut inside parameters.
-                      Case{0, 1, 4099, 3001}, Case{1, 2, 4099, 3001}, Case{2, 2, 4099, 3001}),
+                      Case{0, 1, 4099, 3001}, Case{1, 2, 4099, 3001}, Case{2, 2, 4099, 3001},
+                      // The same with the reductions overlapping backward (overlap_comm).
+                      Case{0, 1, 4099, 3001, true}, Case{1, 1, 4099, 3001, true},
+                      Case{2, 1, 4099, 3001, true}, Case{0, 2, 4099, 3001, true},
+                      Case{2, 2, 4099, 3001, true},
+                      // ZeRO-3: parameters gathered in forward and backward, blocking and
+                      // prefetched.
+                      Case{3, 1, 500'000'000, 500'000'000}, Case{3, 1, 4099, 3001, true},
+                      Case{3, 2, 4099, 3001, true}, Case{3, 2, 4099, 3001, false}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return "stage" + std::to_string(info.param.stage) + "_accum" +
              std::to_string(info.param.grad_accum) +
-             (info.param.reduce_bucket_size < 1'000'000 ? "_small_buckets" : "");
+             (info.param.reduce_bucket_size < 1'000'000 ? "_small_buckets" : "") +
+             (info.param.overlap ? "_overlap" : "");
     });
 
 TEST(ZeroDeterminism, TwoRunsAtTheSameWorldSizeAreBitwiseEqual) {
   Communicator& c = dist_comm();
-  for (int stage : {0, 1, 2}) {
-    const ZeroConfig zero{stage, 4099, 3001};
+  for (int stage : {0, 1, 2, 3}) {
+    const ZeroConfig zero{stage, 4099, 3001, /*overlap_comm=*/true};
     Device d1(1), d2(1);
     const TrainRun a = train(d1, &c, zero, c.world_size(), 1);
     const TrainRun b = train(d2, &c, zero, c.world_size(), 1);
@@ -192,9 +207,9 @@ TEST(ZeroDeterminism, TwoRunsAtTheSameWorldSizeAreBitwiseEqual) {
 TEST(ZeroMemory, StagesOneAndTwoHoldAnNthOfTheOptimizerStates) {
   Communicator& c = dist_comm();
   const int n = c.world_size();
-  int64_t bytes[3] = {};
+  int64_t bytes[4] = {};
   int64_t numel = 0;
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     Device dev(1);
     const TrainRun r = train(dev, &c, ZeroConfig{.stage = stage}, n, 1);
     bytes[stage] = r.optimizer_bytes;
@@ -205,14 +220,14 @@ TEST(ZeroMemory, StagesOneAndTwoHoldAnNthOfTheOptimizerStates) {
   if (c.rank() == 0) {
     std::printf(
         "optimizer bytes per rank at N=%d (%lld parameters): stage 0 %lld, stage 1 %lld, "
-        "stage 2 %lld (ratio %.4f, 1/N = %.4f)\n",
+        "stage 2 %lld, stage 3 %lld (ratio %.4f, 1/N = %.4f)\n",
         n, static_cast<long long>(numel), static_cast<long long>(bytes[0]),
         static_cast<long long>(bytes[1]), static_cast<long long>(bytes[2]),
-        static_cast<double>(bytes[1]) / bytes[0], 1.0 / n);
+        static_cast<long long>(bytes[3]), static_cast<double>(bytes[1]) / bytes[0], 1.0 / n);
   }
   // m and v in f32; the allocator rounds each block up a little (runtime/memory.h).
   EXPECT_GE(bytes[0], 2 * 4 * numel);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     EXPECT_GE(bytes[stage], 2 * 4 * shard);
     EXPECT_LE(bytes[stage], 2 * 4 * shard + 2 * 4096) << "stage " << stage;
   }
@@ -226,15 +241,20 @@ TEST(ZeroMemory, DryRunOfOneRankMatchesARealRankByCategory) {
   auto model = llama_preset("tiny");
   ASSERT_TRUE(model.ok());
   const int64_t B = kMicroBatch, T = kSeqLen;  // tokens_of's shape
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     // Small buckets, so the step splits its collectives as a large model's would.
-    const ZeroConfig zero{
-        .stage = stage, .reduce_bucket_size = 5000, .allgather_bucket_size = 7000};
+    const ZeroConfig zero{.stage = stage,
+                          .reduce_bucket_size = 5000,
+                          .allgather_bucket_size = 7000,
+                          .overlap_comm = stage == 3,
+                          .stage3_prefetch_bucket_size = 20000};
     DryRunOptions dry;
     dry.world_size = c.world_size();
     dry.zero = zero;
     dry.mpi_temporaries = false;  // MPI's own buffers are outside ljperf's accounting
-    auto est = graph_figures(*model, B, T, {}, dry);
+    GraphOptions go;              // with the gradient collectives, as the trainer builds its graph
+    go.grad_sync = grad_sync_options(DataParallel{&c, zero});
+    auto est = graph_figures(*model, B, T, go, dry);
     ASSERT_TRUE(est.ok()) << est.status().to_string();
     Device dev(1);
     TrainStepConfig cfg;

@@ -27,7 +27,12 @@ TEST(DataParallelSettings, FlagOrDefaultWithoutAFile) {
   EXPECT_NE(text.find("data parallel: 2 ranks (communicator: mpi)"), std::string::npos) << text;
   EXPECT_NE(text.find("zero_optimization.stage = 2  (flag)"), std::string::npos) << text;
   EXPECT_NE(text.find("reduce_bucket_size = 500000000  (DeepSpeed default)"), std::string::npos);
-  EXPECT_NE(text.find("overlap: none yet"), std::string::npos) << text;
+  // DeepSpeed's code default: overlap_comm only at stage 3.
+  EXPECT_FALSE(d.zero.overlap_comm);
+  EXPECT_NE(text.find("overlap_comm = false  (DeepSpeed default (true for stage 3 only))"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("each blocking where it fills"), std::string::npos) << text;
 }
 
 TEST(DataParallelSettings, FromTheDeepSpeedFileWithOrigins) {
@@ -45,15 +50,18 @@ TEST(DataParallelSettings, FromTheDeepSpeedFileWithOrigins) {
   EXPECT_EQ(d.zero.allgather_bucket_size, 3000);
   EXPECT_EQ(d.stage_origin, "ds.json: file");
   EXPECT_EQ(d.reduce_bucket_origin, "ds.json: auto: hidden_size^2");
+  EXPECT_FALSE(d.zero.overlap_comm);  // DeepSpeed's code default below stage 3
+  auto on = parse_deepspeed_config(R"({"zero_optimization": {"stage": 2, "overlap_comm": true}})",
+                                   "ds.json", run);
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_TRUE(resolve_data_parallel(run, *on, 2, 0, "mpi").zero.overlap_comm);
 }
 
-TEST(DataParallelSettings, StageThreeIsRefusedWithTheStageTwoHint) {
-  const Status s = check_zero_supported(ZeroConfig{.stage = 3});
-  EXPECT_EQ(s.code(), StatusCode::unimplemented);
-  EXPECT_NE(s.message().find("stage 3"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("not implemented yet in ljperf"), std::string::npos);
-  EXPECT_NE(s.hint().find("--zero 2"), std::string::npos) << s.hint();
-  for (int stage : {0, 1, 2}) EXPECT_TRUE(check_zero_supported(ZeroConfig{.stage = stage}).ok());
+TEST(DataParallelSettings, StagesZeroToThreeAreSupported) {
+  for (int stage : {0, 1, 2, 3}) EXPECT_TRUE(check_zero_supported(ZeroConfig{.stage = stage}).ok());
+  const Status s = check_zero_supported(ZeroConfig{.stage = 4});
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_NE(s.message().find("stage 4"), std::string::npos) << s.message();
 }
 
 // ctest starts no launcher: one process, no data parallelism, no gate, errors pass through.

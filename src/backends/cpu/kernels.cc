@@ -13,6 +13,7 @@ const KernelTable& kernels() {
     register_loss(t);
     register_attention(t);
     register_opaque(t);
+    register_collective(t);
     register_fused(t);
     register_norm(t);
     register_swiglu(t);

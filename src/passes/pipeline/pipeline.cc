@@ -48,6 +48,7 @@ Stages assemble(const PipelineOptions& options) {
     pm.add(std::make_unique<DcePass>());  // constants and expands the groups inlined
     pm.add(std::make_unique<SchedulePass>());
   }
+  if (options.grad_sync.enabled()) pm.add(std::make_unique<GradSyncPass>(options.grad_sync));
   const Status order = check_pass_order(st.names());
   LJ_CHECK(order.ok()) << "the compiler pipeline's pass order: " << order.to_string();
   return st;
@@ -67,7 +68,11 @@ Status check_pass_order(std::span<const std::string> names, std::span<const Pass
     const std::vector<size_t> before = positions(r.before);
     if (before.empty()) continue;
     if (r.after == "*") {
-      if (before.size() != 1 || before.front() + 1 != names.size()) {
+      bool last = before.size() == 1;
+      for (size_t i = before.front() + 1; last && i < names.size(); ++i) {
+        last = !r.except.empty() && names[i] == r.except;
+      }
+      if (!last) {
         return invalid_argument(std::string(r.before) +
                                 " must run last, once: " + std::string(r.why));
       }

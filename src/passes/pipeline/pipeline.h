@@ -4,6 +4,7 @@
 //   [pattern fusion] -> [autocast] ->  autodiff  ->  [cse] -> remat -> [dce -> pointwise fusion
 //    compile only       bf16 only      + "grad:"      compile only      -> dce -> schedule]
 //                                      outputs                           compile only
+//   -> [grad_sync]  several processes only: the gradient collectives (passes/collectives)
 //
 // The order is not only written here: every pass list the driver assembles is checked against
 // kPassOrderRules (check_pass_order) before anything runs, and a list that breaks a rule is a
@@ -20,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "graph/ir.h"
+#include "passes/collectives/grad_sync.h"
 #include "passes/pass.h"
 #include "passes/remat/remat.h"
 
@@ -32,6 +34,8 @@ struct PipelineOptions {
   int64_t num_layers = 0;     // the model's layers (what remat's regions index)
   // bf16 (or f16): mixed precision, the autocast pass (passes/autocast) before autodiff. f32: off.
   DType autocast = DType::f32;
+  // Data parallelism: the gradient collectives, placed last (passes/collectives/grad_sync.h).
+  GradSyncOptions grad_sync;
 };
 
 // In a pass sequence, where autodiff (append_gradients) runs: not a Pass, but passes are ordered
@@ -39,11 +43,13 @@ struct PipelineOptions {
 inline constexpr std::string_view kAutodiffStep = "autodiff";
 
 // One ordering rule: when both are scheduled, `before` runs before `after`. "*" as `after` means
-// `before` runs after everything else (it is last).
+// `before` runs after everything else (it is last), except the pass named `except`, which may
+// follow it.
 struct PassOrderRule {
   std::string_view before;
   std::string_view after;
   std::string_view why;
+  std::string_view except = {};
 };
 inline constexpr PassOrderRule kPassOrderRules[] = {
     {"rms_norm_fusion", kAutodiffStep, "a fused op brings its own fused VJP"},
@@ -63,7 +69,10 @@ inline constexpr PassOrderRule kPassOrderRules[] = {
     {"cse", "remat", "cse would merge remat's deliberate copies back (passes/cse/cse.h)"},
     {"cse", "pointwise_fusion", "shared subexpressions are shared before fusion copies them"},
     {"remat", "pointwise_fusion", "fusion groups the recomputed copies too"},
-    {"schedule", "*", "kernels are bound to node positions; the memory plan follows the schedule"},
+    {"schedule", "*", "kernels are bound to node positions; the memory plan follows the schedule",
+     "grad_sync"},
+    {"grad_sync", "*",
+     "a bucket's reduction starts after the node that makes its last gradient, by position"},
 };
 
 // Checks a sequence of pass names (with kAutodiffStep where autodiff runs) against `rules`: an

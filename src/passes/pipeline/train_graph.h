@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "graph/ir.h"
 #include "models/llama.h"
+#include "passes/collectives/grad_sync.h"
 #include "passes/pass.h"
 #include "passes/remat/remat.h"
 
@@ -31,6 +32,9 @@ struct GraphOptions {
   // the parameters) multiplies the loss before autodiff, so every gradient comes out scaled by
   // it; the "loss" output stays unscaled.
   bool loss_scaling = false;
+  // Several processes: the gradient collectives in the graph (passes/collectives/grad_sync.h);
+  // stage -1 (the default): one process, none.
+  GradSyncOptions grad_sync;
 };
 
 // The joint graph of one training step: the forward graph (build_llama) and the gradient of

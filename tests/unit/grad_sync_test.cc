@@ -1,0 +1,191 @@
+// passes/collectives/grad_sync: the buckets, where the collectives go in the schedule, and what
+// the graph outputs become. (The collectives' numbers: tests/dist zero_test.cc.)
+#include "passes/collectives/grad_sync.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "models/llama.h"
+#include "passes/pipeline/pipeline.h"
+#include "passes/pipeline/train_graph.h"
+#include "passes/regions/regions.h"
+
+namespace lj {
+namespace {
+
+TEST(GradBuckets, WholeParametersFromTheLastBackwardsWithEachRanksShardPart) {
+  GradSyncOptions o{.stage = 2, .world_size = 2, .rank = 0, .reduce_bucket_size = 50};
+  // 100 elements, shards [0, 50) and [50, 100). From the end: 40 alone (40 + 30 > 50), then
+  // 30 + 20 = 50, then 10.
+  const std::vector<int64_t> numels{10, 20, 30, 40};
+  const std::vector<GradBucket> r0 = grad_buckets(numels, o);
+  ASSERT_EQ(r0.size(), 3u);
+  EXPECT_EQ(r0[0], (GradBucket{3, 4, 60, 100, 0, 0}));
+  EXPECT_EQ(r0[1], (GradBucket{1, 3, 10, 60, 10, 40}));
+  EXPECT_EQ(r0[2], (GradBucket{0, 1, 0, 10, 0, 10}));
+  o.rank = 1;
+  const std::vector<GradBucket> r1 = grad_buckets(numels, o);
+  EXPECT_EQ(r1[0], (GradBucket{3, 4, 60, 100, 10, 40}));
+  EXPECT_EQ(r1[1], (GradBucket{1, 3, 10, 60, 0, 10}));
+  EXPECT_EQ(r1[2], (GradBucket{0, 1, 0, 10, 0, 0}));
+  // A parameter above the size is a bucket of its own; one huge bucket takes everything.
+  o.reduce_bucket_size = 5;
+  EXPECT_EQ(grad_buckets(numels, o).size(), 4u);
+  o.reduce_bucket_size = 500'000'000;
+  EXPECT_EQ(grad_buckets(numels, o).size(), 1u);
+}
+
+struct Placed {
+  Graph g;
+  std::vector<size_t> starts, waits;  // node positions, in order
+};
+
+Placed tiny_graph(GradSyncOptions gs) {
+  auto model = llama_preset("tiny");
+  LJ_CHECK(model.ok());
+  GraphOptions go;
+  go.grad_sync = gs;
+  Placed p;
+  auto ids = build_train_graph(*model, go, &p.g);
+  LJ_CHECK(ids.ok()) << ids.status().to_string();
+  for (size_t i = 0; i < p.g.nodes().size(); ++i) {
+    if (p.g.nodes()[i].op == Op::grad_reduce_start) p.starts.push_back(i);
+    if (p.g.nodes()[i].op == Op::grad_reduce_wait) p.waits.push_back(i);
+  }
+  return p;
+}
+
+TEST(GradSyncPass, EachStartFollowsItsBucketsLastGradientWhileBackwardGoesOn) {
+  const GradSyncOptions gs{
+      .stage = 0, .world_size = 2, .rank = 0, .reduce_bucket_size = 20000, .overlap = true};
+  const Placed p = tiny_graph(gs);
+  ASSERT_TRUE(verify(p.g).ok());
+  ASSERT_GT(p.starts.size(), 3u);
+  ASSERT_EQ(p.starts.size(), p.waits.size());
+  for (size_t k = 0; k < p.starts.size(); ++k) {
+    const Node& s = p.g.nodes()[p.starts[k]];
+    EXPECT_EQ(s.attrs.i("bucket"), static_cast<int64_t>(k));
+    // The node before the start made one of its inputs (the bucket's last gradient)...
+    bool made_by_previous = false;
+    for (size_t back = p.starts[k] - 1; !made_by_previous; --back) {
+      const Node& prev = p.g.nodes()[back];
+      if (prev.op == Op::grad_reduce_start || prev.op == Op::grad_reduce_wait) continue;
+      for (ValueId v : s.inputs) made_by_previous |= p.g.value(v).node == static_cast<NodeId>(back);
+      break;
+    }
+    EXPECT_TRUE(made_by_previous) << "bucket " << k;
+    // ... and with overlap the wait comes before the start two buckets later, or at the end.
+    if (k + kMaxBucketsInFlight < p.starts.size()) {
+      EXPECT_LT(p.waits[k], p.starts[k + kMaxBucketsInFlight]);
+      EXPECT_GT(p.waits[k], p.starts[k + kMaxBucketsInFlight - 1]);
+    }
+  }
+  // Compute runs between the first start and its wait (the overlap).
+  EXPECT_GT(p.waits[0] - p.starts[0], 10u);
+  // Every gradient output is now a wait's output, each parameter's exactly once.
+  int grads = 0;
+  for (const NamedValue& o : p.g.outputs()) {
+    if (o.name.rfind("grad:", 0) != 0) continue;
+    ++grads;
+    EXPECT_EQ(p.g.producer(o.value).op, Op::grad_reduce_wait) << o.name;
+  }
+  EXPECT_EQ(grads, static_cast<int>(llama_param_specs(*llama_preset("tiny")).size()));
+  // Each collective ends a compiled region.
+  EXPECT_EQ(find_regions(p.g).breaks.size(), 2 * p.starts.size());
+}
+
+TEST(GradSyncPass, WithoutOverlapEachWaitFollowsItsStart) {
+  const Placed p = tiny_graph({.stage = 1, .world_size = 3, .reduce_bucket_size = 20000});
+  ASSERT_FALSE(p.starts.empty());
+  for (size_t k = 0; k < p.starts.size(); ++k) EXPECT_EQ(p.waits[k], p.starts[k] + 1);
+}
+
+TEST(GradSyncPass, StageTwoKeepsOnlyTokensAndSizesTheReceiveByRank) {
+  auto model = llama_preset("tiny");
+  int64_t numel = 0;
+  for (const ParamSpec& s : llama_param_specs(*model)) numel += numel_of(s.dims);
+  for (int rank : {0, 1, 2}) {
+    const Placed p = tiny_graph(
+        {.stage = 2, .world_size = 3, .rank = rank, .reduce_bucket_size = 30000, .overlap = true});
+    ASSERT_TRUE(verify(p.g).ok());
+    int64_t recv = 0, sent = 0;
+    for (size_t i : p.starts) {
+      const Node& n = p.g.nodes()[i];
+      recv += n.attrs.i("recv_count");
+      sent += n.attrs.i("flat_end") - n.attrs.i("flat_begin");
+      EXPECT_EQ(p.g.type(n.outputs[0]).shape[0].coef(),
+                n.attrs.i("flat_end") - n.attrs.i("flat_begin") + n.attrs.i("recv_count"));
+    }
+    EXPECT_EQ(sent, numel);
+    // Rank r receives its whole shard, less the padding of the last one.
+    const int64_t shard = (numel + 2) / 3;
+    EXPECT_EQ(recv, std::min(shard, numel - rank * shard)) << "rank " << rank;
+    for (const NamedValue& o : p.g.outputs()) EXPECT_NE(o.name.rfind("grad:", 0), 0u) << o.name;
+  }
+}
+
+TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) {
+  const auto specs = llama_param_specs(*llama_preset("tiny"));
+  for (bool overlap : {false, true}) {
+    GradSyncOptions gs{
+        .stage = 3, .world_size = 2, .rank = 1, .reduce_bucket_size = 20000, .overlap = overlap};
+    gs.prefetch_bucket_size = 10000;
+    gs.persistence_threshold = 100;  // the norms (64 elements) are gathered once
+    const Placed p = tiny_graph(gs);
+    ASSERT_TRUE(verify(p.g).ok()) << verify(p.g).to_string();
+    // What the caller feeds: data, rope tables and the shard; no parameter.
+    for (ValueId v : p.g.inputs()) EXPECT_NE(p.g.input_role(v), Role::param) << v;
+    ASSERT_NE(p.g.find_input("zero3.param_shard"), kNoValue);
+    std::vector<int> fwd(specs.size(), 0), bwd(specs.size(), 0);
+    std::vector<size_t> first_wait(p.g.values().size(), 0);
+    for (size_t i = 0; i < p.g.nodes().size(); ++i) {
+      const Node& n = p.g.nodes()[i];
+      if (n.op != Op::param_gather_wait) continue;
+      auto& count = n.phase == Phase::forward ? fwd : bwd;
+      ++count[static_cast<size_t>(n.attrs.i("param"))];
+      // Its start comes before it, and with overlap not right before (prefetched) for all
+      // but possibly the first of each phase.
+      const ValueId buffer = n.inputs[0];
+      EXPECT_LT(static_cast<size_t>(p.g.value(buffer).node), i);
+      if (!overlap) {
+        EXPECT_EQ(static_cast<size_t>(p.g.value(buffer).node), i - 1);
+      }
+    }
+    for (size_t k = 0; k < specs.size(); ++k) {
+      EXPECT_EQ(fwd[k], 1) << specs[k].name;
+      // Small ones keep their forward gather; the embedding's gradient (a scatter-add of the
+      // output's gradient) does not read the table, so backward does not gather it.
+      const bool small = numel_of(specs[k].dims) < gs.persistence_threshold;
+      const bool unread = specs[k].name == "model.embed_tokens.weight";
+      EXPECT_EQ(bwd[k], small || unread ? 0 : 1) << specs[k].name;
+    }
+    // Every reader of a whole parameter reads a gather's output.
+    for (const Node& n : p.g.nodes()) {
+      for (ValueId v : n.inputs) {
+        const Node& prod = p.g.producer(v);
+        if (prod.op == Op::input) {
+          EXPECT_NE(p.g.input_role(v), Role::param) << op_name(n.op);
+        }
+      }
+    }
+  }
+}
+
+TEST(GradSyncPass, RunsLastAfterTheSchedule) {
+  PipelineOptions o;
+  o.compile = true;
+  o.grad_sync = {.stage = 0, .world_size = 2};
+  const std::vector<std::string> names = pipeline_pass_names(o);
+  EXPECT_EQ(names.back(), "grad_sync");
+  EXPECT_EQ(names[names.size() - 2], "schedule");
+  EXPECT_TRUE(check_pass_order(names).ok());
+  const std::vector<std::string> wrong{"autodiff", "grad_sync", "schedule"};
+  EXPECT_FALSE(check_pass_order(wrong).ok());
+  const std::vector<std::string> after{"autodiff", "schedule", "grad_sync", "dce"};
+  EXPECT_FALSE(check_pass_order(after).ok());
+}
+
+}  // namespace
+}  // namespace lj
