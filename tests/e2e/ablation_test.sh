@@ -136,6 +136,7 @@ bad() {  # bad NAME EXPECTED-TEXT ARGS...
   pass "$name: $(grep '^error: ' bad.err)"
 }
 bad "--rounds 0" "--rounds must be at least 1" --model tiny --rounds 0
+bad "--np 0" "--np must be at least 1" --model tiny --np 0
 bad "--compile given" "sets --compile itself" --model tiny --compile
 bad "--peer-results missing" "nope.jsonl" --model tiny --peer-results nope.jsonl
 bad "child refuses a flag" "ljperf benchmark (base, round 1) failed" --model tiny --steps 0 --out bad_out
