@@ -27,7 +27,7 @@ for row in '^\| base \| — \| [0-9]+ \| [0-9]+–[0-9]+ \| 1\.00× \| — \| [0
   grep -Eq "$row" a.out || { cat a.out >&2; fail "no table row matching '$row'"; }
 done
 if grep -q 'n/a —' a.out; then cat a.out >&2; fail "a row is n/a at --np 2"; fi
-pass "4 rows measured: $(grep -E '^\| (base|\+comm) ' a.out | cut -d'|' -f2,4,12 | tr '\n' ';')"
+pass "4 rows measured: $(grep -E '^\| (base|\+comm) ' a.out | cut -d'|' -f2,4,10,11 | tr '\n' ';')"
 [ "$(grep -c '^ablation: round [12]/2 ' a.err)" -eq 8 ] || { cat a.err >&2; fail "expected 8 run lines on stderr"; }
 
 logs=$(grep -Eo 'records and logs are in [^ ]+' a.err | awk '{print $NF}')
@@ -98,7 +98,7 @@ timeout 120 mpirun "${mpi_flags[@]}" -np 2 "$LJ" ablation --model tiny >c.out 2>
 [ "$rc" -ne 0 ] || fail "ablation under mpirun was accepted"
 grep -q 'starts its own MPI jobs' c.err || { cat c.out c.err >&2; fail "no error saying why"; }
 grep -Fq 'ljperf ablation --np 2' c.err || { cat c.err >&2; fail "no --np hint"; }
-pass "$(grep -m1 '^error: ' c.err)"
+pass "$(grep -m1 'error: ' c.err)"
 
 echo "check: --np 2 without mpirun on PATH"
 rc=0
@@ -107,6 +107,19 @@ PATH=/nonexistent "$LJ" ablation --np 2 --model tiny >e.out 2>e.err || rc=$?
 [ "$(grep -c '^error: ' e.err)" -eq 1 ] && grep -q '^hint: ' e.err || { cat e.err >&2; fail "expected one error line and a hint"; }
 grep -q 'mpirun: none on PATH' e.err || { cat e.err >&2; fail "the error does not name mpirun"; }
 pass "$(grep '^error: ' e.err)"
+
+echo "check: --np 2 with a --deepspeed file that is missing or not a JSON object"
+for ds in nope.json bad.json; do
+  echo '[1, 2]' >bad.json
+  rc=0
+  "$LJ" ablation --np 2 --model tiny --deepspeed "$ds" --out bad_out >f.out 2>f.err || rc=$?
+  [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] || fail "--deepspeed $ds: exit $rc"
+  [ "$(grep -c '^error: ' f.err)" -eq 1 ] && grep -q '^hint: ' f.err || { cat f.err >&2; fail "--deepspeed $ds: expected one error line and a hint"; }
+  grep -Fq "$ds" f.err || { cat f.err >&2; fail "--deepspeed $ds: the error does not name the file"; }
+  grep -q '^ablation: round' f.err && fail "--deepspeed $ds: runs started"
+  [ ! -e bad_out ] || fail "--deepspeed $ds: --out was created"
+  pass "$(grep '^error: ' f.err)"
+done
 [ -z "$(ls -A "$TMPDIR")" ] || fail "temporary folders left in TMPDIR: $(ls "$TMPDIR")"
 
 e2e_finish
