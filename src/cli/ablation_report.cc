@@ -534,8 +534,9 @@ StatusOr<std::vector<AblationRun>> runs_from_results_json(const std::string& tex
 BarChart ablation_chart(const AblationReport& r) {
   BarChart c;
   const bool ranks = r.world_size > 1;
-  c.title = ranks ? fmt::format("ljperf ablation: {} (batch {} × seq {}, {} ranks × {} threads)",
-                                r.model, r.micro_batch, r.seq_len, r.world_size, r.threads)
+  c.title = ranks ? fmt::format("ljperf ablation: {} (batch {} × seq {}, {} ranks × {} thread{})",
+                                r.model, r.micro_batch, r.seq_len, r.world_size, r.threads,
+                                r.threads == 1 ? "" : "s")
                   : fmt::format("ljperf ablation: {} (batch {} × seq {}, {} threads)", r.model,
                                 r.micro_batch, r.seq_len, r.threads);
   c.subtitle_lines.push_back(fmt::format(

@@ -229,7 +229,7 @@ TEST(AblationReport, TwoRanksMeasureCommAndShowIt) {
   EXPECT_NE(svg.find("exposed comm per step (overlapped share): base 12.0 ms (0%), +comm 3.0 ms "
                      "(75%)"),
             std::string::npos);
-  EXPECT_NE(svg.find("2 ranks × 1 threads"), std::string::npos);
+  EXPECT_NE(svg.find("2 ranks × 1 thread)"), std::string::npos);
   // results.json round-trips at 2 ranks (world size, comm) to the same table.
   auto runs = runs_from_results_json(j.dump(), "results.json");
   ASSERT_TRUE(runs.ok()) << runs.status().to_string();
