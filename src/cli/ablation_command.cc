@@ -2,8 +2,10 @@
 // +comm, +compile, +compile +ckpt-opt; ablation_report.h holds the table of configurations), in
 // interleaved rounds so that load drifts hit every configuration alike. Each run is a separate
 // `ljperf benchmark --output` child of this same binary (/proc/self/exe), so every configuration
-// has its own process peak RSS. Prints a Markdown table; with --out, writes results.json (every
-// round's figures and the medians), table.md and chart.svg, each atomically.
+// has its own process peak RSS; with --np N (N > 1) each run is `mpirun -np N <this binary>
+// benchmark ...`, and a DeepSpeed JSON the ablation writes per row sets overlap_comm (blocking
+// collectives for base, overlapped from +comm on). Prints a Markdown table; with --out, writes
+// results.json (every round's figures and the medians), table.md and chart.svg, each atomically.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/prctl.h>
@@ -17,11 +19,14 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/ablation_report.h"
 #include "cli/cli.h"
+#include "cli/doctor_host.h"
 #include "cli/progress.h"
 #include "core/text_file.h"
+#include "dist/build_info.h"
 #include "io/atomic_file.h"
 #include "plan/host_peak.h"
 #include "plan/host_plan.h"
@@ -47,6 +52,7 @@ constexpr const char* kOwnedEnv[] = {"LJ_COMPILE", "CHECKPOINT_OPTIMIZATION"};
 struct AblationArgs {
   std::string model = "small";
   int rounds = 3;
+  int np = 1;  // ranks per run (mpirun -np) when above 1
   std::string out;
   std::string memory_limit;
   std::string peer_results;
@@ -97,9 +103,10 @@ std::pair<std::string, std::string> child_error(const std::string& log) {
   return {error, hint};
 }
 
-// Runs this binary with `argv` (argv[0]: its path, for messages), stdout and stderr into
+// Runs `program` (this binary when "") with `argv` (argv[0]: its path), stdout and stderr into
 // `log_path`, and the environment less kOwnedEnv; the exit status as waitpid gives it.
-StatusOr<int> spawn_and_wait(const std::vector<std::string>& argv, const std::string& log_path) {
+StatusOr<int> spawn_and_wait(const std::string& program, const std::vector<std::string>& argv,
+                             const std::string& log_path) {
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -121,14 +128,15 @@ StatusOr<int> spawn_and_wait(const std::vector<std::string>& argv, const std::st
     return io_error(std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
-    // The child: ends with the ablation (a kill of the ablation leaves no benchmark running),
-    // output into the log, then this same binary: /proc/self/exe is the running image even when
-    // the file was since replaced (a rebuild during a long ablation).
+    // The child: ends with the ablation (a kill of the ablation leaves no benchmark running;
+    // mpirun ends its ranks on SIGTERM), output into the log, then this same binary:
+    // /proc/self/exe is the running image even when the file was since replaced (a rebuild
+    // during a long ablation).
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
     dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
-    execve("/proc/self/exe", cargv.data(), envp.data());
+    execve(program.empty() ? "/proc/self/exe" : program.c_str(), cargv.data(), envp.data());
     _exit(127);
   }
   close(log_fd);
@@ -147,6 +155,14 @@ StatusOr<std::string> self_exe() {
 }
 
 Status check_args(const AblationArgs& a, const std::vector<std::string>& extras) {
+  if (a.np < 1) {
+    return invalid_argument("--np must be at least 1, got " + std::to_string(a.np),
+                            "e.g. --np 2 (every configuration as a 2-rank MPI job)");
+  }
+  if (a.np > 1 && !a.from.empty()) {
+    return invalid_argument("--from renders earlier results; --np has no effect with it",
+                            "drop --np (the results say how many ranks they ran on)");
+  }
   if (a.rounds < 1) {
     return invalid_argument("--rounds must be at least 1, got " + std::to_string(a.rounds),
                             "e.g. --rounds 3 (the median of 3 interleaved rounds)");
@@ -178,22 +194,115 @@ Status check_args(const AblationArgs& a, const std::vector<std::string>& extras)
   return ok_status();
 }
 
-// One run: `ljperf benchmark --model M <extras> <config args> --output F`, its record read back.
-StatusOr<AblationRun> run_one(const std::string& exe, const AblationArgs& a,
-                              const std::vector<std::string>& extras, const AblationConfig& c,
-                              int round, WorkDir& work) {
+// How the runs start: this binary, or mpirun with its flags in front of it (--np above 1); the
+// benchmark flags every run gets, and per row (several ranks) the DeepSpeed JSON setting its
+// overlap_comm.
+struct Launch {
+  std::string mpirun;               // "" : one process
+  std::vector<std::string> prefix;  // mpirun -np N [flags]
+  std::vector<std::string> extras;  // the user's benchmark flags, less --deepspeed when rewritten
+  std::string ds_blocking, ds_overlap;  // the JSON files ("" : one process)
+};
+
+// The path of --deepspeed in `extras` ("" when absent), and `extras` without it.
+std::pair<std::string, std::vector<std::string>> take_deepspeed(
+    const std::vector<std::string>& extras) {
+  std::string path;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < extras.size(); ++i) {
+    if (extras[i] == "--deepspeed" && i + 1 < extras.size()) {
+      path = extras[++i];
+    } else if (extras[i].rfind("--deepspeed=", 0) == 0) {
+      path = extras[i].substr(12);
+    } else {
+      rest.push_back(extras[i]);
+    }
+  }
+  return {path, rest};
+}
+
+// The DeepSpeed JSON of the rows: the user's file (its keys kept) with
+// zero_optimization.overlap_comm set, or only that key.
+StatusOr<std::string> write_ds_json(const std::string& user_file, bool overlap,
+                                    const std::string& path) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (!user_file.empty()) {
+    LJ_ASSIGN_OR_RETURN(std::string text,
+                        read_text_file(user_file, "--deepspeed takes a DeepSpeed JSON file"));
+    j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false,
+                                      /*ignore_comments=*/true);
+    if (j.is_discarded() || !j.is_object()) {
+      return invalid_argument("--deepspeed " + user_file + " is not a JSON object",
+                              "give a DeepSpeed config file, as `ljperf benchmark` takes it");
+    }
+    if (j.contains("zero_optimization") && !j["zero_optimization"].is_object()) {
+      return invalid_argument("--deepspeed " + user_file + ": zero_optimization is not an object",
+                              "e.g. \"zero_optimization\": {\"stage\": 1}");
+    }
+  }
+  j["zero_optimization"]["overlap_comm"] = overlap;
+  const std::string text = j.dump(2) + "\n";
+  LJ_RETURN_IF_ERROR(
+      write_file_atomic(path, [&](FileWriter& w) { return w.write(text.data(), text.size()); }));
+  return path;
+}
+
+// `--np N`: mpirun on PATH, a build with MPI, Open MPI's flags where they apply, and the rows'
+// DeepSpeed files in `work`.
+StatusOr<Launch> resolve_launch(const AblationArgs& a, const std::vector<std::string>& extras,
+                                const WorkDir& work) {
+  Launch l;
+  l.extras = extras;
+  if (a.np == 1) return l;
+  if (!built_with_mpi()) {
+    return unimplemented(
+        fmt::format("ablation --np {} needs MPI, and this ljperf was built without it", a.np),
+        "install an MPI (apt-get install libopenmpi-dev openmpi-bin) and rebuild, or drop --np");
+  }
+  l.mpirun = find_on_path("mpirun", std::getenv("PATH"));
+  if (l.mpirun.empty()) {
+    return not_found(
+        fmt::format("ablation --np {} starts each run with mpirun: none on PATH", a.np),
+        "install openmpi-bin (the launcher of " + mpi_library_version() + "), or drop --np");
+  }
+  l.prefix = {l.mpirun, "-np", std::to_string(a.np)};
+  if (mpi_library_version().rfind("Open MPI", 0) == 0) {
+    // Open MPI refuses more ranks than cores, and root, unless told (as tests/e2e/lib.sh does).
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (a.np > cores) l.prefix.push_back("--oversubscribe");
+    if (geteuid() == 0) l.prefix.push_back("--allow-run-as-root");
+  }
+  auto [user_ds, rest] = take_deepspeed(extras);
+  l.extras = rest;
+  LJ_ASSIGN_OR_RETURN(l.ds_blocking,
+                      write_ds_json(user_ds, false, work.path() + "/ds_blocking.json"));
+  LJ_ASSIGN_OR_RETURN(l.ds_overlap, write_ds_json(user_ds, true, work.path() + "/ds_overlap.json"));
+  return l;
+}
+
+// One run: `[mpirun -np N] ljperf benchmark --model M <extras> [--deepspeed F] <config args>
+// --output F`, its record read back.
+StatusOr<AblationRun> run_one(const std::string& exe, const AblationArgs& a, const Launch& launch,
+                              const AblationConfig& c, int round, WorkDir& work) {
   const std::string stem = fmt::format("{}/round{}_{}", work.path(), round,
                                        c.name == "base" ? std::string("base") : c.name.substr(1));
   std::string file_stem = stem;
   std::replace(file_stem.begin() + static_cast<long>(work.path().size()) + 1, file_stem.end(), ' ',
                '_');
   const std::string output = file_stem + ".jsonl", log = file_stem + ".log";
-  std::vector<std::string> argv = {exe, "benchmark", "--model", a.model};
-  argv.insert(argv.end(), extras.begin(), extras.end());
+  std::vector<std::string> argv = launch.prefix;
+  argv.insert(argv.end(), {exe, "benchmark", "--model", a.model});
+  argv.insert(argv.end(), launch.extras.begin(), launch.extras.end());
+  if (!launch.mpirun.empty()) {
+    argv.insert(argv.end(),
+                {"--deepspeed", c.overlap_comm ? launch.ds_overlap : launch.ds_blocking});
+  }
   argv.insert(argv.end(), c.args.begin(), c.args.end());
   argv.insert(argv.end(), {"--output", output});
-  LJ_ASSIGN_OR_RETURN(int status, spawn_and_wait(argv, log));
-  const std::string what = fmt::format("ljperf benchmark ({}, round {})", c.name, round);
+  LJ_ASSIGN_OR_RETURN(int status, spawn_and_wait(launch.mpirun, argv, log));
+  const std::string what =
+      fmt::format("{}ljperf benchmark ({}, round {})",
+                  launch.mpirun.empty() ? "" : fmt::format("mpirun -np {} ", a.np), c.name, round);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     work.keep();
     const auto text = read_text_file(log);
@@ -210,7 +319,15 @@ StatusOr<AblationRun> run_one(const std::string& exe, const AblationArgs& a,
   if (record.find('\n') != std::string::npos) {
     return internal_error(what + " wrote more than one record to " + output);
   }
-  return run_from_benchmark_record(record, c.name, round);
+  LJ_ASSIGN_OR_RETURN(AblationRun run, run_from_benchmark_record(record, c.name, round));
+  if (run.world_size != a.np) {
+    work.keep();
+    return internal_error(
+        fmt::format("{} ran on {} rank(s), not {}", what, run.world_size, a.np),
+        "is mpirun the launcher of the MPI ljperf was built with (ljperf doctor)? its output: " +
+            log);
+  }
+  return run;
 }
 
 // The configurations × rounds, interleaved: round 1 runs every configuration, then round 2, ...
@@ -221,6 +338,7 @@ StatusOr<std::vector<AblationRun>> run_rounds(const AblationArgs& a,
   LJ_ASSIGN_OR_RETURN(std::string exe, self_exe());
   LJ_ASSIGN_OR_RETURN(auto work, WorkDir::create());
   if (a.keep_logs) work->keep();
+  LJ_ASSIGN_OR_RETURN(const Launch launch, resolve_launch(a, extras, *work));
   std::vector<const AblationConfig*> runnable;
   for (const AblationConfig& c : configs) {
     if (world_size >= c.min_world_size) runnable.push_back(&c);
@@ -230,7 +348,7 @@ StatusOr<std::vector<AblationRun>> run_rounds(const AblationArgs& a,
   std::vector<AblationRun> runs;
   for (int round = 1; round <= a.rounds; ++round) {
     for (const AblationConfig* c : runnable) {
-      LJ_ASSIGN_OR_RETURN(AblationRun r, run_one(exe, a, extras, *c, round, *work));
+      LJ_ASSIGN_OR_RETURN(AblationRun r, run_one(exe, a, launch, *c, round, *work));
       if (!progress.is_tty()) {
         fmt::print(stderr, "ablation: round {}/{} {}: {} tokens/s, peak RSS {}\n", round, a.rounds,
                    c->name, format_tokens_per_s(r.tokens_per_s), format_mib(r.peak_rss_bytes));
@@ -275,13 +393,14 @@ Status run_ablation(const AblationArgs& a) {
   LJ_ASSIGN_OR_RETURN(LaunchEnv launch,
                       resolve_launch_env([](const char* k) { return std::getenv(k); }));
   if (launch.world_size > 1) {
-    return unimplemented(
-        fmt::format("ljperf ablation runs as one process, not under a launcher ({}={})",
+    return invalid_argument(
+        fmt::format("ljperf ablation starts its own MPI jobs; it does not run under a launcher "
+                    "({}={})",
                     launch.world_size_var, launch.world_size),
-        "run `ljperf ablation` without mpirun/srun/torchrun; the +comm row (blocking vs "
-        "overlapped collectives across ranks) is not measured yet");
+        fmt::format("run `ljperf ablation --np {} ...` without mpirun/srun/torchrun",
+                    launch.world_size));
   }
-  const int world_size = 1;
+  int world_size = a.np;
   const std::vector<AblationConfig> configs = ablation_configs(a.memory_limit);
   std::vector<AblationRun> peers;
   if (!a.peer_results.empty()) {
@@ -296,9 +415,15 @@ Status run_ablation(const AblationArgs& a) {
     LJ_ASSIGN_OR_RETURN(runs, run_rounds(a, extras, configs, world_size));
   } else {
     LJ_ASSIGN_OR_RETURN(runs, runs_from_files(a.from));
+    world_size = runs.front().world_size;
   }
-  // The denominator of MFU: the measured peak on the threads the runs used (cached per host).
-  LJ_ASSIGN_OR_RETURN(HostPeak hp, host_peak(DType::f32, runs.front().threads));
+  // The denominator of MFU: the measured peak on the threads the runs used, all ranks on this
+  // host (cached per host).
+  const int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const int threads = runs.front().threads;
+  LJ_ASSIGN_OR_RETURN(
+      HostPeak hp,
+      host_peak(DType::f32, world_size > 1 ? std::clamp(threads * world_size, 1, cores) : threads));
   const PeakFigure peak{hp.flops, hp.describe(), hp.nominal_flops, hp.threads, hp.isa};
   LJ_ASSIGN_OR_RETURN(AblationReport report,
                       summarize_ablation(configs, runs, peers, world_size, peak));
@@ -337,10 +462,21 @@ Command add_ablation_command(CLI::App& app) {
       "Any other flag (--batch-size, --seq-len, --threads, --steps, --deepspeed, ...) is passed "
       "to every `ljperf benchmark` child; see ljperf benchmark --help. The ablation sets "
       "--compile, --ckpt-opt, --recompute* and --output itself, and unsets LJ_COMPILE and "
-      "CHECKPOINT_OPTIMIZATION in the children.\nRows: base = eager, no recompute; +comm = "
-      "bucketed, overlapped collectives (n/a at world size 1); +compile = --compile; "
-      "+compile +ckpt-opt = --compile --ckpt-opt [--memory-limit X].\n");
+      "CHECKPOINT_OPTIMIZATION in the children.\nRows: base = eager, no recompute, blocking "
+      "collectives; +comm = bucketed collectives overlapped with backward (n/a at --np 1); "
+      "+compile = --compile; +compile +ckpt-opt = --compile --ckpt-opt [--memory-limit X]; the "
+      "rows below +comm keep it on.\nWith --np N (N > 1) every run is `mpirun -np N "
+      "[--oversubscribe] [--allow-run-as-root] ljperf benchmark ...` (mpirun from PATH; do not "
+      "start the ablation itself under mpirun), and the ablation passes each run a DeepSpeed JSON "
+      "setting zero_optimization.overlap_comm (false for base, true from +comm on): your "
+      "--deepspeed file's keys with that one overridden, or only that key (DeepSpeed's default "
+      "reduce_bucket_size). The table adds the exposed comm per step and the overlapped share; "
+      "tokens/s are summed over the ranks, peak RSS is the largest rank's.\n");
   sub->add_option("--model", args->model, "Model for every run, as benchmark takes it")
+      ->capture_default_str();
+  sub->add_option("--np", args->np,
+                  "Ranks per run: above 1, every configuration runs as an MPI job (mpirun -np N) "
+                  "and the +comm row is measured")
       ->capture_default_str();
   sub->add_option("--rounds", args->rounds,
                   "Interleaved rounds; every configuration runs once per round, the table shows "

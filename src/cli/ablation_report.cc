@@ -36,6 +36,27 @@ std::string speedup_text(double x) {
   return x > 0 ? fmt::format("{:.2f}×", x) : "—";
 }
 
+// The numbers of an array at `key` of `j` ("" when absent or not all numbers).
+std::vector<double> numbers_at(const Json& j, const std::string& key) {
+  std::vector<double> v;
+  if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return v;
+  for (const Json& x : j[key]) {
+    if (!x.is_number()) return {};
+    v.push_back(x.get<double>());
+  }
+  return v;
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+std::string ms_text(double s) {
+  return fmt::format("{:.1f} ms", 1e3 * s);
+}
+
 }  // namespace
 
 std::vector<AblationConfig> ablation_configs(const std::string& memory_limit) {
@@ -45,13 +66,23 @@ std::vector<AblationConfig> ablation_configs(const std::string& memory_limit) {
     ckpt.push_back(memory_limit);
   }
   return {
-      {"base", {}, 1, "eager (one primitive op at a time, caching allocator), no recompute"},
-      // Blocking vs bucketed, overlapped collectives: benchmark's data-parallel flags decide it
-      // once benchmark runs under a launcher; one process has no collective to overlap.
-      {"+comm", {}, 2, "bucketed, overlapped collectives"},
-      {"+compile", {"--compile"}, 1, "fusion, generated kernels, static memory plan"},
+      {"base",
+       {},
+       1,
+       "eager (one primitive op at a time, caching allocator), no recompute; several ranks: "
+       "blocking gradient collectives (overlap_comm false)",
+       false},
+      // Blocking vs bucketed, overlapped collectives: the ablation's DeepSpeed JSON per row
+      // (ablation_command.cc); one process has no collective to overlap.
+      {"+comm",
+       {},
+       2,
+       "bucket reductions started during backward, nonblocking (overlap_comm true, DeepSpeed's "
+       "default reduce_bucket_size unless --deepspeed sets one)",
+       true},
+      {"+compile", {"--compile"}, 1, "fusion, generated kernels, static memory plan", true},
       {"+compile +ckpt-opt", ckpt, 1,
-       "the planner picks the fastest recompute that fits the memory budget"},
+       "the planner picks the fastest recompute that fits the memory budget", true},
   };
 }
 
@@ -80,6 +111,28 @@ StatusOr<AblationRun> run_from_benchmark_record(const std::string& line, const s
   r.threads = static_cast<int>(th);
   r.model = j["config"].value("model", "");
   r.recompute = j["config"].value("recompute", "");
+  r.world_size = static_cast<int>(j["config"].value("world_size", int64_t{1}));
+  if (r.world_size > 1) {
+    // Memory per rank: the largest rank's; comm: the mean over ranks (rank order arrays).
+    const Json& sum = j["summary"];
+    const std::vector<double> rss = numbers_at(sum, "process_peak_rss_bytes_per_rank");
+    const std::vector<double> comm = numbers_at(sum, "comm_s_per_step_per_rank");
+    const std::vector<double> exposed = numbers_at(sum, "comm_exposed_s_per_step_per_rank");
+    const auto sized = [&](const std::vector<double>& v) {
+      return static_cast<int>(v.size()) == r.world_size;
+    };
+    if (!sized(rss) || !sized(comm) || !sized(exposed)) {
+      return invalid_argument(
+          source + fmt::format(" has world_size {} but not one figure per rank in "
+                               "summary.*_per_rank",
+                               r.world_size),
+          "it must be a record of `ljperf benchmark --output` run under mpirun");
+    }
+    r.peak_rss_bytes = *std::max_element(rss.begin(), rss.end());
+    r.comm_s = mean_of(comm);
+    r.comm_exposed_s = mean_of(exposed);
+    r.overlap_comm = sum.value("overlap_comm", false);
+  }
   return r;
 }
 
@@ -152,6 +205,12 @@ StatusOr<AblationReport> summarize_ablation(const std::vector<AblationConfig>& c
   rep.world_size = world_size;
   rep.peak = peak;
   for (const AblationRun& r : runs) {
+    if (r.world_size != world_size) {
+      return invalid_argument(
+          fmt::format("{} round {} ran on {} rank{}, the ablation on {}", r.config, r.round,
+                      r.world_size, r.world_size == 1 ? "" : "s", world_size),
+          "merge only results of the same --np");
+    }
     if (r.model != rep.model || r.micro_batch != rep.micro_batch || r.seq_len != rep.seq_len ||
         r.grad_accum != rep.grad_accum || r.threads != rep.threads) {
       return invalid_argument(
@@ -176,12 +235,19 @@ StatusOr<AblationReport> summarize_ablation(const std::vector<AblationConfig>& c
     }
   }
   const auto fill = [&](AblationRow& row) {
-    std::vector<double> tps, rss, pred;
+    std::vector<double> tps, rss, pred, comm, exposed, share;
     for (const AblationRun& r : row.runs) {
       tps.push_back(r.tokens_per_s);
       rss.push_back(r.peak_rss_bytes);
       if (r.predicted_peak_rss_bytes > 0) pred.push_back(r.predicted_peak_rss_bytes);
+      comm.push_back(r.comm_s);
+      exposed.push_back(r.comm_exposed_s);
+      share.push_back(r.overlapped_share());
     }
+    row.comm_s = spread_of(comm).median;
+    row.comm_exposed_s = spread_of(exposed);
+    row.overlapped_share = spread_of(share).median;
+    row.overlap_comm = row.runs.front().overlap_comm;
     row.tokens_per_s = spread_of(tps);
     row.peak_rss_bytes = spread_of(rss);
     row.predicted_peak_rss_bytes = pred.empty() ? 0 : spread_of(pred).median;
@@ -269,10 +335,13 @@ std::string format_ablation_markdown(const AblationReport& r) {
       r.rounds == 1 ? "" : "s");
   const bool ratio = !r.ratio_baseline.empty();
   const std::string mfu_head = fmt::format("MFU (of {})", r.peak.describe);
-  s += "| configuration | flags | tokens/s (median) | min–max | × base | × previous | peak RSS "
-       "(measured, median) | peak RSS (predicted) | recompute | " +
-       mfu_head + " |" + (ratio ? " × " + r.ratio_baseline + " |" : "") + "\n";
-  s += std::string("|---|---|--:|--:|--:|--:|--:|--:|---|--:|") + (ratio ? "--:|" : "") + "\n";
+  const bool ranks = r.world_size > 1;
+  s += "| configuration | flags | tokens/s (median) | min–max | × base | × previous | peak RSS " +
+       std::string(ranks ? "per rank (measured, max over ranks, median)" : "(measured, median)") +
+       " | peak RSS (predicted) | exposed comm / step | overlapped | recompute | " + mfu_head +
+       " |" + (ratio ? " × " + r.ratio_baseline + " |" : "") + "\n";
+  s += std::string("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|") + (ratio ? "--:|" : "") +
+       "\n";
   const AblationRow* baseline = nullptr;
   for (const AblationRow& row : r.rows) {
     if (row.peer && row.name == r.ratio_baseline) baseline = &row;
@@ -280,16 +349,22 @@ std::string format_ablation_markdown(const AblationReport& r) {
   for (const AblationRow& row : r.rows) {
     const std::string flags = row.flags.empty() ? "—" : "`" + row.flags + "`";
     if (!row.available) {
-      s += fmt::format("| {} | {} | n/a | | | | | | | |{}\n", row.name, flags, ratio ? " |" : "");
+      s += fmt::format("| {} | {} | n/a | | | | | | | | | |{}\n", row.name, flags,
+                       ratio ? " |" : "");
       continue;
     }
     const std::string range = fmt::format("{}–{}", format_tokens_per_s(row.tokens_per_s.min),
                                           format_tokens_per_s(row.tokens_per_s.max));
+    // Comm figures: several ljperf ranks only.
+    const bool comm = ranks && !row.peer;
     s += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f}% |", row.name, flags,
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f}% |", row.name, flags,
         format_tokens_per_s(row.tokens_per_s.median), range, speedup_text(row.speedup_vs_base),
         speedup_text(row.speedup_vs_previous), format_mib(row.peak_rss_bytes.median),
         row.predicted_peak_rss_bytes > 0 ? format_mib(row.predicted_peak_rss_bytes) : "—",
+        comm ? ms_text(row.comm_exposed_s.median) : "n/a",
+        comm ? fmt::format("{:.0f}% of {}", 100.0 * row.overlapped_share, ms_text(row.comm_s))
+             : "n/a",
         row.recompute.empty() ? "—" : row.recompute, 100.0 * row.mfu);
     if (ratio) {
       s += " " +
@@ -303,8 +378,18 @@ std::string format_ablation_markdown(const AblationReport& r) {
     if (!row.available) s += fmt::format("- {}: n/a — {}.\n", row.name, row.unavailable_reason);
   }
   s += fmt::format(
-      "- tokens/s: the median over rounds of each run's median step (warmup excluded); min–max: "
-      "the spread across rounds. × previous: over the row above that was measured.\n");
+      "- tokens/s: the median over rounds of each run's median step (warmup excluded){}; "
+      "min–max: the spread across rounds. × previous: over the row above that was measured.\n",
+      ranks ? fmt::format(", summed over the {} ranks", r.world_size) : "");
+  if (ranks) {
+    s += "- exposed comm / step: the time per step the ranks waited in gradient collectives "
+         "(mean over ranks, median over rounds); overlapped: the share of the collectives' time "
+         "hidden behind backward (1 − exposed ÷ total), of the total per step. base blocks "
+         "(overlap_comm false); +comm and the rows below overlap (overlap_comm true).\n";
+  } else {
+    s += "- exposed comm / step, overlapped: n/a at world size 1 (no collectives); "
+         "`ljperf ablation --np N` runs every row as an N-rank MPI job.\n";
+  }
   s += fmt::format(
       "- MFU: {:.4g} GFLOP per token (6N + 12·L·H·Q·T, torchtitan's convention, recompute not "
       "counted) × tokens/s ÷ {} ({} on {} threads; nominal {:.1f} GFLOP/s).\n",
@@ -319,8 +404,10 @@ std::string format_ablation_markdown(const AblationReport& r) {
       break;
     }
   }
-  s += "- peak RSS: each run's process peak resident set (VmHWM), median over rounds; predicted: "
-       "ljperf's memory predictor for that run.\n";
+  s += std::string("- peak RSS: each run's process peak resident set (VmHWM)") +
+       (ranks ? ", the largest rank's" : "") +
+       ", median over rounds; predicted: ljperf's memory predictor for that run" +
+       (ranks ? " (one rank: its ZeRO shard and collective buffers)" : "") + ".\n";
   return s;
 }
 
@@ -366,7 +453,14 @@ nlohmann::ordered_json ablation_to_json(const AblationReport& r) {
                                   {"seq_len", run.seq_len},
                                   {"grad_accum", run.grad_accum},
                                   {"threads", run.threads},
-                                  {"flops_per_token", run.flops_per_token}};
+                                  {"flops_per_token", run.flops_per_token},
+                                  {"world_size", run.world_size}};
+      if (run.world_size > 1) {
+        x["comm_s_per_step"] = run.comm_s;
+        x["comm_exposed_s_per_step"] = run.comm_exposed_s;
+        x["comm_overlapped_share"] = run.overlapped_share();
+        x["overlap_comm"] = run.overlap_comm;
+      }
       runs.push_back(x);
     }
     o["runs"] = runs;
@@ -380,6 +474,18 @@ nlohmann::ordered_json ablation_to_json(const AblationReport& r) {
                    {"mfu", row.mfu},
                    {"speedup_vs_base", row.speedup_vs_base},
                    {"speedup_vs_previous", row.speedup_vs_previous}};
+    // Several ljperf ranks: comm per step; null (n/a) otherwise.
+    const bool comm = r.world_size > 1 && !row.peer;
+    o["median"]["comm_s_per_step"] = comm ? nlohmann::ordered_json(row.comm_s) : nullptr;
+    o["median"]["comm_exposed_s_per_step"] =
+        comm ? nlohmann::ordered_json(row.comm_exposed_s.median) : nullptr;
+    o["median"]["comm_exposed_s_per_step_min"] =
+        comm ? nlohmann::ordered_json(row.comm_exposed_s.min) : nullptr;
+    o["median"]["comm_exposed_s_per_step_max"] =
+        comm ? nlohmann::ordered_json(row.comm_exposed_s.max) : nullptr;
+    o["median"]["comm_overlapped_share"] =
+        comm ? nlohmann::ordered_json(row.overlapped_share) : nullptr;
+    if (comm) o["overlap_comm"] = row.overlap_comm;
     o["recompute"] = row.recompute;
     rows.push_back(o);
   }
@@ -414,6 +520,10 @@ StatusOr<std::vector<AblationRun>> runs_from_results_json(const std::string& tex
       r.grad_accum = x.value("grad_accum", int64_t{0});
       r.threads = x.value("threads", 0);
       r.flops_per_token = x.value("flops_per_token", 0.0);
+      r.world_size = x.value("world_size", 1);
+      r.comm_s = x.value("comm_s_per_step", 0.0);
+      r.comm_exposed_s = x.value("comm_exposed_s_per_step", 0.0);
+      r.overlap_comm = x.value("overlap_comm", false);
       runs.push_back(std::move(r));
     }
   }
@@ -423,8 +533,12 @@ StatusOr<std::vector<AblationRun>> runs_from_results_json(const std::string& tex
 
 BarChart ablation_chart(const AblationReport& r) {
   BarChart c;
-  c.title = fmt::format("ljperf ablation: {} (batch {} × seq {}, {} threads)", r.model,
-                        r.micro_batch, r.seq_len, r.threads);
+  const bool ranks = r.world_size > 1;
+  c.title = ranks ? fmt::format("ljperf ablation: {} (batch {} × seq {}, {} ranks × {} thread{})",
+                                r.model, r.micro_batch, r.seq_len, r.world_size, r.threads,
+                                r.threads == 1 ? "" : "s")
+                  : fmt::format("ljperf ablation: {} (batch {} × seq {}, {} threads)", r.model,
+                                r.micro_batch, r.seq_len, r.threads);
   c.subtitle_lines.push_back(fmt::format(
       "median of {} interleaved round{}, error bars: min–max across rounds; each run its own "
       "process",
@@ -436,8 +550,20 @@ BarChart ablation_chart(const AblationReport& r) {
     }
   }
   c.subtitle_lines.push_back("MFU of " + r.peak.describe + ": " + mfus);
-  ChartPanel tps{"Throughput", "tokens/s", "", {}};
-  ChartPanel mem{"Peak memory", "process peak RSS (MiB)", "", {}};
+  if (ranks) {
+    std::string comm;
+    for (const AblationRow& row : r.rows) {
+      if (!row.available || row.peer) continue;
+      comm += fmt::format("{}{} {} ({:.0f}%)", comm.empty() ? "" : ", ", row.name,
+                          ms_text(row.comm_exposed_s.median), 100.0 * row.overlapped_share);
+    }
+    c.subtitle_lines.push_back("exposed comm per step (overlapped share): " + comm);
+  }
+  ChartPanel tps{"Throughput", ranks ? "tokens/s (all ranks)" : "tokens/s", "", {}};
+  ChartPanel mem{"Peak memory",
+                 ranks ? "process peak RSS per rank, max (MiB)" : "process peak RSS (MiB)",
+                 "",
+                 {}};
   for (const AblationRow& row : r.rows) {
     // Two lines under a bar: "+compile +ckpt-opt" is wider than its slot.
     std::string label = row.name;

@@ -5,6 +5,7 @@
 // feed fixed figures and read the outputs back.
 #pragma once
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct AblationConfig {
   std::vector<std::string> args;  // what it adds to every `ljperf benchmark` child
   int min_world_size = 1;         // below it the row is n/a
   std::string what;               // one line for the table's notes
+  // Several ranks: zero_optimization.overlap_comm in the DeepSpeed JSON the ablation writes for
+  // this row (false: blocking collectives; true: bucket reductions overlapped with backward).
+  bool overlap_comm = false;
 };
 
 // The configurations, given the ablation's --memory-limit ("" = benchmark's default budget).
@@ -31,15 +35,23 @@ struct AblationRun {
   std::string config;  // AblationConfig::name, or the peer's name
   int round = 0;       // 1-based
   double tokens_per_s = 0;
-  double peak_rss_bytes = 0;            // the run's process peak RSS (VmHWM)
-  double predicted_peak_rss_bytes = 0;  // 0: none (peers)
+  double peak_rss_bytes = 0;            // the run's process peak RSS (VmHWM), max over ranks
+  double predicted_peak_rss_bytes = 0;  // per rank; 0: none (peers)
   double step_s_p50 = 0;
   std::string recompute;  // what the run recomputed (ljperf only)
   // The run's shape, to check that every run measured the same thing.
   std::string model;
   int64_t micro_batch = 0, seq_len = 0, grad_accum = 0;
-  int threads = 0;
+  int threads = 0;             // per rank
   double flops_per_token = 0;  // torchtitan's 6N + 12·L·H·Q·T (0: unknown, peers)
+  // Several ranks (tokens_per_s is then the sum over ranks): the time per step in gradient
+  // collectives and the part of it the step waited for, each the mean over ranks.
+  int world_size = 1;
+  double comm_s = 0, comm_exposed_s = 0;
+  bool overlap_comm = false;
+  double overlapped_share() const {
+    return comm_s > 0 ? std::clamp(1.0 - comm_exposed_s / comm_s, 0.0, 1.0) : 0;
+  }
 };
 
 // One `ljperf benchmark --output` record (a JSON line) as a run of `config` in `round`.
@@ -70,6 +82,10 @@ struct AblationRow {
   double speedup_vs_previous = 0;       // against the row above that was measured
   double mfu = 0;                       // median tokens/s × FLOPs per token / peak
   std::string recompute;                // of the first run
+  // Several ranks: medians over rounds of the runs' comm figures (AblationRun).
+  Spread comm_exposed_s;
+  double comm_s = 0, overlapped_share = 0;
+  bool overlap_comm = false;  // of the first run
 };
 
 // The measured peak MFU divides by (plan/host_peak.h), as the report names it.
@@ -95,8 +111,8 @@ struct AblationReport {
 
 // Groups the runs by configuration (in `configs`' order) and by peer (in order of appearance),
 // computes medians, spreads, speed-ups and MFU. Checks that every run has the same model and
-// shape (a peer's shape where it states one); a configuration without runs is n/a, with the
-// reason `min_world_size` gives or "not run".
+// shape (a peer's shape where it states one) and ran on `world_size` ranks; a configuration
+// without runs is n/a, with the reason `min_world_size` gives or "not run".
 StatusOr<AblationReport> summarize_ablation(const std::vector<AblationConfig>& configs,
                                             const std::vector<AblationRun>& runs,
                                             const std::vector<AblationRun>& peer_runs,

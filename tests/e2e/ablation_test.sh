@@ -27,6 +27,9 @@ for row in '^\| base \| — \| [0-9]+ \| [0-9]+–[0-9]+ \| 1\.00× \|' '^\| \+c
   grep -Eq "$row" a.out || { cat a.out >&2; fail "no table row matching '$row'"; }
 done
 grep -Fq -- '- +comm: n/a — world size 1' a.out || fail "the n/a row does not say why"
+# One process: the comm columns are n/a, and the notes point at --np.
+grep -Eq '^\| base \| .* MiB \| n/a \| n/a \| none \|' a.out || { cat a.out >&2; fail "base: comm columns are not n/a"; }
+grep -Fq -- 'ljperf ablation --np N' a.out || fail "the notes do not point at --np N"
 pass "table: base, +comm (n/a, world size 1), +compile, +compile +ckpt-opt; $(grep -Eo 'MFU \(of [^)]*\)' a.out)"
 # Progress and the files written go to stderr, one line per run when not a terminal.
 [ "$(grep -c '^ablation: round 1/1 ' a.err)" -eq 3 ] || { cat a.err >&2; fail "expected 3 run lines on stderr"; }
@@ -136,6 +139,7 @@ bad() {  # bad NAME EXPECTED-TEXT ARGS...
   pass "$name: $(grep '^error: ' bad.err)"
 }
 bad "--rounds 0" "--rounds must be at least 1" --model tiny --rounds 0
+bad "--np 0" "--np must be at least 1" --model tiny --np 0
 bad "--compile given" "sets --compile itself" --model tiny --compile
 bad "--peer-results missing" "nope.jsonl" --model tiny --peer-results nope.jsonl
 bad "child refuses a flag" "ljperf benchmark (base, round 1) failed" --model tiny --steps 0 --out bad_out

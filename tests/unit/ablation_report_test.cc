@@ -7,6 +7,7 @@
 #include <map>
 #include <regex>
 
+#include <nlohmann/json.hpp>
 #include "cli/ablation_report.h"
 #include "cli/svg_chart.h"
 #include "core/units.h"
@@ -134,6 +135,121 @@ TEST(AblationReport, MarkdownNamesTheDenominatorAndTheNaReason) {
   EXPECT_NE(md.find("| +compile | `--compile` | 1474 | 1471–1606 | 1.06× | 1.06× |"),
             std::string::npos)
       << md;
+}
+
+// A 2-rank `ljperf benchmark --output` record, as benchmark.cc writes it (the fields the
+// ablation reads).
+std::string two_rank_record(bool overlap, double exposed0, double exposed1) {
+  nlohmann::json j;
+  j["config"] = {{"model", "tiny"}, {"micro_batch", 2}, {"seq_len", 64},      {"grad_accum", 1},
+                 {"threads", 1},    {"world_size", 2},  {"recompute", "none"}};
+  j["summary"] = {{"tokens_per_s", 3000.0},
+                  {"peak_rss_bytes", 100.0 * kMiB},  // rank 0's
+                  {"step_s_p50", 0.05},
+                  {"flops_per_token", 1.0e7},
+                  {"tokens_per_s_per_rank", {1400.0, 1600.0}},
+                  {"process_peak_rss_bytes_per_rank", {100.0 * kMiB, 120.0 * kMiB}},
+                  {"comm_s_per_step", 0.010},
+                  {"comm_s_per_step_per_rank", {0.010, 0.014}},
+                  {"comm_exposed_s_per_step", exposed0},
+                  {"comm_exposed_s_per_step_per_rank", {exposed0, exposed1}},
+                  {"overlap_comm", overlap}};
+  j["plan"] = {{"predicted_peak_rss_bytes", 110.0 * kMiB}};
+  return j.dump();
+}
+
+// Two rounds of every configuration on 2 ranks: base blocks (all comm exposed), the others
+// overlap (a quarter of it exposed).
+std::vector<AblationRun> two_rank_runs() {
+  std::vector<AblationRun> runs;
+  for (int round = 1; round <= 2; ++round) {
+    for (const AblationConfig& c : ablation_configs("")) {
+      const bool overlap = c.overlap_comm;
+      auto r = run_from_benchmark_record(
+          overlap ? two_rank_record(true, 0.002, 0.004) : two_rank_record(false, 0.010, 0.014),
+          c.name, round);
+      EXPECT_TRUE(r.ok()) << r.status().to_string();
+      r->tokens_per_s += 100.0 * round + (overlap ? 500 : 0);
+      runs.push_back(*r);
+    }
+  }
+  return runs;
+}
+
+TEST(AblationReport, TwoRankRecordTakesTheLargestRankAndTheMeanComm) {
+  auto r = run_from_benchmark_record(two_rank_record(true, 0.002, 0.004), "+comm", 1);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->world_size, 2);
+  EXPECT_EQ(r->tokens_per_s, 3000.0);          // benchmark's sum over ranks
+  EXPECT_EQ(r->peak_rss_bytes, 120.0 * kMiB);  // rank 1's, not rank 0's 100 MiB
+  EXPECT_DOUBLE_EQ(r->comm_s, 0.012);
+  EXPECT_DOUBLE_EQ(r->comm_exposed_s, 0.003);
+  EXPECT_DOUBLE_EQ(r->overlapped_share(), 0.75);
+  EXPECT_TRUE(r->overlap_comm);
+  // One figure per rank or a clear error.
+  nlohmann::json bad = nlohmann::json::parse(two_rank_record(true, 0.002, 0.004));
+  bad["summary"]["comm_s_per_step_per_rank"] = {0.01};
+  auto e = run_from_benchmark_record(bad.dump(), "+comm", 1);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("one figure per rank"), std::string::npos)
+      << e.status().message();
+}
+
+TEST(AblationReport, TwoRanksMeasureCommAndShowIt) {
+  auto rep = summarize_ablation(ablation_configs(""), two_rank_runs(), {}, 2, fixed_peak());
+  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  ASSERT_EQ(rep->rows.size(), 4u);
+  for (const AblationRow& row : rep->rows) EXPECT_TRUE(row.available) << row.name;
+  const AblationRow& base = rep->rows[0];
+  const AblationRow& comm = rep->rows[1];
+  EXPECT_FALSE(base.overlap_comm);
+  EXPECT_TRUE(comm.overlap_comm);
+  EXPECT_DOUBLE_EQ(base.overlapped_share, 0.0);
+  EXPECT_DOUBLE_EQ(comm.overlapped_share, 0.75);
+  EXPECT_DOUBLE_EQ(comm.comm_exposed_s.median, 0.003);
+  EXPECT_DOUBLE_EQ(comm.speedup_vs_base, 3650.0 / 3150.0);  // medians of 3600, 3700 / 3100, 3200
+  const std::string md = format_ablation_markdown(*rep);
+  EXPECT_NE(md.find("peak RSS per rank (measured, max over ranks, median)"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| base | — | 3150 | 3100–3200 | 1.00× | — | 120.0 MiB | 110.0 MiB | 12.0 ms "
+                    "| 0% of 12.0 ms |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| +comm | — | 3650 | 3600–3700 | 1.16× | 1.16× | 120.0 MiB | 110.0 MiB | "
+                    "3.0 ms | 75% of 12.0 ms |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("summed over the 2 ranks"), std::string::npos) << md;
+  const nlohmann::ordered_json j = ablation_to_json(*rep);
+  EXPECT_EQ(j["world_size"], 2);
+  EXPECT_DOUBLE_EQ(j["rows"][1]["median"]["comm_exposed_s_per_step"].get<double>(), 0.003);
+  EXPECT_DOUBLE_EQ(j["rows"][1]["median"]["comm_overlapped_share"].get<double>(), 0.75);
+  EXPECT_EQ(j["rows"][0]["overlap_comm"], false);
+  const std::string svg = render_bar_chart_svg(ablation_chart(*rep));
+  EXPECT_NE(svg.find("exposed comm per step (overlapped share): base 12.0 ms (0%), +comm 3.0 ms "
+                     "(75%)"),
+            std::string::npos);
+  EXPECT_NE(svg.find("2 ranks × 1 thread)"), std::string::npos);
+  // results.json round-trips at 2 ranks (world size, comm) to the same table.
+  auto runs = runs_from_results_json(j.dump(), "results.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().to_string();
+  auto again = summarize_ablation(ablation_configs(""), *runs, {}, 2, fixed_peak());
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(format_ablation_markdown(*again), md);
+}
+
+TEST(AblationReport, OneRankShowsCommAsNaAndRefusesMixedWorldSizes) {
+  const AblationReport rep = fixed_report();
+  const std::string md = format_ablation_markdown(rep);
+  EXPECT_NE(md.find("| 700.0 MiB | n/a | n/a | none |"), std::string::npos) << md;
+  EXPECT_NE(md.find("--np N"), std::string::npos) << md;
+  EXPECT_TRUE(ablation_to_json(rep)["rows"][0]["median"]["comm_exposed_s_per_step"].is_null());
+  auto runs = fixed_runs();
+  runs[3].world_size = 2;
+  auto mixed = summarize_ablation(ablation_configs(""), runs, {}, 1, fixed_peak());
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("ran on 2 ranks"), std::string::npos)
+      << mixed.status().message();
 }
 
 TEST(AblationReport, RefusesRunsOfDifferentShapes) {
