@@ -75,7 +75,11 @@ Section cpu_section(const HostInfo& h, json* facts) {
                       "assumed)",
                       peak_gflops, h.cores, h.ghz, h.fp32_flops_per_cycle)
                 : "no nominal figure (clock unknown)";
-  if (const auto p = cached_host_peak(DType::f32, h.cores)) {
+  // The peak of the threads a default run uses (OMP_NUM_THREADS, at most the CPUs), else all.
+  const int run_threads = std::clamp(omp_get_max_threads(), 1, std::max(h.cores, 1));
+  auto cached = cached_host_peak(DType::f32, run_threads);
+  if (!cached && run_threads != h.cores) cached = cached_host_peak(DType::f32, h.cores);
+  if (const auto& p = cached) {
     s.add(CheckLevel::ok, fmt::format("fp32 peak {} on {} threads ({}); {}", p->describe(),
                                       p->threads, p->isa, nominal));
   } else {
