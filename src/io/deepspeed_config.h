@@ -92,10 +92,10 @@ struct RunSettings {
 
 // fp16 loss scaling (DeepSpeed's names and defaults); used only when precision is f16.
 struct DsLossScale {
-  double loss_scale = 0;             // 0: dynamic; otherwise a static scale
-  int64_t initial_scale_power = 16;  // dynamic scale starts at 2^this
-  int64_t loss_scale_window = 1000;  // overflow-free steps before the scale doubles
-  int64_t hysteresis = 2;            // overflows tolerated before the scale halves
+  double loss_scale = 0;                // 0: dynamic; otherwise a static scale
+  int64_t initial_scale_power = 16;     // dynamic scale starts at 2^this
+  int64_t loss_scale_window = 1000;     // overflow-free steps before the scale doubles
+  int64_t hysteresis = 2;               // overflows tolerated before the scale halves
   bool consecutive_hysteresis = false;  // refill the hysteresis on every overflow-free step
   double min_loss_scale = 1;
 };
