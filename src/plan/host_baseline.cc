@@ -16,7 +16,7 @@
 
 #include "core/log.h"
 #include "core/text_file.h"
-#include "io/atomic_file.h"
+#include "plan/host_cache.h"
 #include "runtime/host.h"
 
 extern char** environ;
@@ -36,18 +36,6 @@ std::string binary_identity() {
 bool same_key(const nlohmann::json& e, const HostInfo& h, int threads, const std::string& bin) {
   return e.value("cpu", "") == h.cpu_model && e.value("hostname", "") == h.hostname &&
          e.value("threads", 0) == threads && e.value("binary", "") == bin;
-}
-
-nlohmann::json read_entries(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return nlohmann::json::array();
-  auto text = read_text_file(path);
-  if (!text.ok()) return nlohmann::json::array();
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFormat ||
-      !j.contains("entries") || !j["entries"].is_array())
-    return nlohmann::json::array();
-  return j["entries"];
 }
 
 // Runs `ljperf benchmark` on the tiny preset in a child and reads its record.
@@ -104,10 +92,7 @@ StatusOr<double> probe(int threads) {
 }  // namespace
 
 std::string host_baseline_cache_path() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/ljperf/host_baseline.json";
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : ".") + "/.cache/ljperf/host_baseline.json";
+  return host_cache_path("host_baseline.json");
 }
 
 StatusOr<HostBaseline> host_baseline(int threads, bool remeasure, bool may_probe) {
@@ -122,7 +107,7 @@ StatusOr<HostBaseline> host_baseline(int threads, bool remeasure, bool may_probe
   const HostInfo h = host_info();
   const std::string bin = binary_identity();
   const std::string path = host_baseline_cache_path();
-  nlohmann::json entries = read_entries(path);
+  nlohmann::json entries = read_host_cache(path, kFormat);
   if (!remeasure) {
     for (const auto& e : entries) {
       if (same_key(e, h, b.threads, bin) && e.value("bytes", 0.0) > 0) {
@@ -138,20 +123,15 @@ StatusOr<HostBaseline> host_baseline(int threads, bool remeasure, bool may_probe
   LJ_ASSIGN_OR_RETURN(b.bytes, probe(b.threads));
   b.measured = true;
   b.probe_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::json kept = nlohmann::json::array();
-  for (const auto& e : entries) {
-    if (!same_key(e, h, b.threads, bin)) kept.push_back(e);
-  }
-  kept.push_back({{"cpu", h.cpu_model},
-                  {"hostname", h.hostname},
-                  {"threads", b.threads},
-                  {"binary", bin},
-                  {"bytes", b.bytes},
-                  {"probe_seconds", b.probe_seconds},
-                  {"time", static_cast<int64_t>(std::time(nullptr))}});
-  const std::string text = nlohmann::json{{"format", kFormat}, {"entries", kept}}.dump(2) + "\n";
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  (void)write_file_atomic(path, [&](FileWriter& w) { return w.write(text.data(), text.size()); });
+  write_host_cache(path, kFormat, entries,
+                   [&](const nlohmann::json& e) { return same_key(e, h, b.threads, bin); },
+                   {{"cpu", h.cpu_model},
+                    {"hostname", h.hostname},
+                    {"threads", b.threads},
+                    {"binary", bin},
+                    {"bytes", b.bytes},
+                    {"probe_seconds", b.probe_seconds},
+                    {"time", static_cast<int64_t>(std::time(nullptr))}});
   return b;
 }
 
