@@ -26,12 +26,14 @@
 #include "core/random.h"
 #include "core/units.h"
 #include "dist/batch_shard.h"
+#include "dist/consistency.h"
 #include "io/jsonl.h"
 #include "plan/budget.h"
 #include "plan/graph_figures.h"
 #include "plan/host_plan.h"
 #include "runtime/host.h"
 #include "train/train_step.h"
+#include "train/trainer.h"
 
 #ifndef LJ_VERSION
 #define LJ_VERSION "dev"
@@ -648,6 +650,16 @@ Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
   LJ_RETURN_IF_ERROR(dist.agree(ready.status()));
   Ready& g = *ready;
   const Resolved& r = g.r;
+  if (dist.distributed()) {
+    // Ranks started with another model, sequence length or setting are refused before any step.
+    RunFingerprint fp;
+    add_step_fingerprint(r.model.config, r.step, &fp);
+    fp.add("batch size", r.micro_batch).add("sequence length", r.seq_len);
+    fp.add("gradient accumulation", r.grad_accum).add("steps", r.steps).add("warmup", r.warmup);
+    fp.add("learning rate", fmt::format("{:.17g}", r.step.adamw.lr));
+    // Every rank gets the same answer: agreed, so each returns it and none is aborted.
+    LJ_RETURN_IF_ERROR(dist.agree(check_same_on_all_ranks(dist.comm(), fp)));
+  }
   print_header(r, host, *g.dev, g.recompute, g.compile_s, *g.trainer);
   // One rank of several must not probe the cores the others share: it reads the cached figure.
   const MfuPeak peak = mfu_peak(r.precision, g.dev->threads(), dist.ranks_on_host(),

@@ -1,5 +1,7 @@
 #include "dist/consistency.h"
 
+#include <cstdio>
+
 namespace lj {
 
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed) {
@@ -56,8 +58,16 @@ Status check_same_on_all_ranks(Communicator& comm, const RunFingerprint& fp) {
       const size_t a = 2 * f, b = static_cast<size_t>(r) * n + 2 * f;
       if (all[a] == all[b] && all[a + 1] == all[b + 1]) continue;
       const auto& [name, value] = fp.fields[f];
+      // One line: a long or multi-line value (a model's config.json) is shown by its hash.
+      std::string shown = value;
+      if (value.size() > 100 || value.find('\n') != std::string::npos) {
+        char buf[80];
+        std::snprintf(buf, sizeof(buf), "a value of %zu bytes with FNV-1a %016llx", value.size(),
+                      static_cast<unsigned long long>(fnv1a64(value.data(), value.size())));
+        shown = buf;
+      }
       return invalid_argument("rank " + std::to_string(r) + " disagrees with rank 0 on " + name +
-                                  " (rank " + std::to_string(comm.rank()) + " has " + value + ")",
+                                  " (rank " + std::to_string(comm.rank()) + " has " + shown + ")",
                               "start every rank with the same command, model and data");
     }
   }

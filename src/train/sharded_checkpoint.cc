@@ -21,13 +21,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A test hook for tests/e2e/dist_kill_test.sh: LJ_TEST_KILL_AT=checkpoint:N makes the last rank
-// kill itself (SIGKILL: no handler, no flush) at the checkpoint of step N after its files are
-// written and before the barrier, the worst moment for the commit protocol. Unset: nothing.
+// A test hook for tests/e2e/dist_kill_test.sh: LJ_TEST_KILL_AT=checkpoint:N makes the last rank,
+// LJ_TEST_KILL_AT=checkpoint:N:R rank R, kill itself (SIGKILL: no handler, no flush) at the
+// checkpoint of step N after its files are written and before the barrier, the worst moment for
+// the commit protocol (rank 0's files are the model and the manifest's inputs). Unset: nothing.
 void test_kill_at_checkpoint(int rank, int world, int64_t step) {
   const char* at = std::getenv("LJ_TEST_KILL_AT");
-  if (at == nullptr || world < 2 || rank != world - 1) return;
-  if (std::string(at) == "checkpoint:" + std::to_string(step)) std::raise(SIGKILL);
+  if (at == nullptr || world < 2) return;
+  const std::string here = "checkpoint:" + std::to_string(step);
+  const std::string want(at);
+  if ((want == here && rank == world - 1) || want == here + ":" + std::to_string(rank))
+    std::raise(SIGKILL);
 }
 
 std::string shard_file_name(int rank, int world) {

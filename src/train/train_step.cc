@@ -76,13 +76,6 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
                             "set GraphOptions::loss_scaling with LossScaleConfig::enabled");
   }
   if (config.loss_scale.enabled) LJ_RETURN_IF_ERROR(config.loss_scale.validate());
-  if (config.loss_scale.enabled && config.data_parallel.comm != nullptr &&
-      config.data_parallel.comm->world_size() > 1) {
-    // The gradients are reduced inside backward (train/grad_sync.h), before step() could undo
-    // the scale, and at stages 2-3 only a shard of them is left: not wired yet.
-    return invalid_argument("fp16 loss scaling with several ranks is not implemented yet",
-                            "use --precision bf16 under mpirun, or fp16 in one process");
-  }
   std::unique_ptr<TrainStep> s(new TrainStep(dev));
   s->model_ = model;
   s->config_ = config;
@@ -275,12 +268,14 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
     }
   }
   if (micro_batches.size() > 1 && !in_graph) scale_grads(grads, scale, dev_.threads());
-  // fp16: the loss scale undone (a power of two: exact). Several ranks are refused in create().
-  if (r.loss_scale != 1.0) scale_grads(grads, 1.0 / r.loss_scale, dev_.threads());
   const double t_opt = now_seconds();
   if (zero_) {
-    LJ_ASSIGN_OR_RETURN(ZeroStepResult z, zero_->step(params_, std::move(grads), r.loss, lr,
-                                                      config_.grad_clip, in_graph));
+    // fp16 with several ranks, as DeepSpeed does it: the scaled gradients are reduced, then
+    // unscaled (zero_->step); the overflow test is on the reduced loss and norm, so every rank
+    // skips the same steps and its scaler moves identically.
+    LJ_ASSIGN_OR_RETURN(ZeroStepResult z,
+                        zero_->step(params_, std::move(grads), r.loss, lr, config_.grad_clip,
+                                    in_graph, 1.0 / r.loss_scale));
     const GradSyncTimes t = in_graph ? grad_sync_->take_times() : GradSyncTimes{};
     StepResult zr{z.loss,
                   z.grad_norm,
@@ -296,6 +291,8 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
     }
     return zr;
   }
+  // fp16: the loss scale undone (a power of two: exact).
+  if (r.loss_scale != 1.0) scale_grads(grads, 1.0 / r.loss_scale, dev_.threads());
   r.grad_norm = global_grad_norm(grads, dev_.threads());
   if (config_.loss_scale.enabled) {
     // DeepSpeed's overflow test: inf or NaN in the gradients (a non-finite loss gives them too).

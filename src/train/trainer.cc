@@ -38,27 +38,67 @@ std::string exact(double x) {
   return buf;
 }
 
+// The data's content as a rank sees it: FNV-1a of its first and last 65,536 tokens (a file
+// another host holds at the same path with other tokens, or a rank reading another shard).
+std::string token_sample(const TokenFile& f) {
+  constexpr int64_t kEnd = 65536;
+  std::vector<uint32_t> t;
+  const int64_t n = f.size();
+  for (int64_t i = 0; i < std::min(n, kEnd); ++i) t.push_back(f[i]);
+  for (int64_t i = std::max(kEnd, n - kEnd); i < n; ++i) t.push_back(f[i]);
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                static_cast<unsigned long long>(fnv1a64(t.data(), t.size() * sizeof(uint32_t))));
+  return buf;
+}
+
 }  // namespace
+
+void add_step_fingerprint(const LlamaConfig& model, const TrainStepConfig& step,
+                          RunFingerprint* fp) {
+  const DataParallel& dp = step.data_parallel;
+  fp->add("model config", hf_config_json(model));
+  fp->add("world size", dp.comm != nullptr ? dp.comm->world_size() : 1);
+  fp->add("ZeRO stage", dp.zero.stage);
+  fp->add("ZeRO buckets", std::to_string(dp.zero.reduce_bucket_size) + "/" +
+                              std::to_string(dp.zero.allgather_bucket_size));
+  fp->add("ZeRO overlap_comm and stage 3 settings",
+          std::string(dp.zero.overlap_comm ? "overlap" : "no overlap") + " " +
+              std::to_string(dp.zero.stage3_prefetch_bucket_size) + "/" +
+              std::to_string(dp.zero.stage3_param_persistence_threshold));
+  fp->add("seed", std::to_string(step.seed));
+  const AdamWConfig& a = step.adamw;
+  fp->add("AdamW", exact(a.beta1) + " " + exact(a.beta2) + " " + exact(a.eps) + " " +
+                       exact(a.weight_decay) + " clip " + exact(step.grad_clip));
+  const GraphOptions& g = step.graph;
+  fp->add("compile", g.compile ? "on" : "off");
+  fp->add("recompute", g.recompute.to_string(model.num_hidden_layers));
+  const LossScaleConfig& ls = step.loss_scale;
+  std::string precision = std::string(dtype_name(g.dtype)) + ", autocast " + dtype_name(g.autocast);
+  if (ls.enabled) {
+    precision += ", loss scale " + exact(ls.loss_scale) + " 2^" +
+                 std::to_string(ls.initial_scale_power) + " window " +
+                 std::to_string(ls.loss_scale_window) + " hysteresis " +
+                 std::to_string(ls.hysteresis) + (ls.consecutive_hysteresis ? " consecutive" : "") +
+                 " min " + exact(ls.min_loss_scale);
+  }
+  fp->add("precision", precision);
+}
 
 RunFingerprint training_fingerprint(const LlamaConfig& model, const TrainerConfig& c,
                                     const TokenFile& train_data, const TokenFile* val_data) {
-  const DataParallel& dp = c.step.data_parallel;
   RunFingerprint fp;
-  fp.add("model config", hf_config_json(model));
+  add_step_fingerprint(model, c.step, &fp);
   fp.add("batch size", c.batch_size).add("sequence length", c.seq_len);
   fp.add("gradient accumulation", c.grad_accum);
-  fp.add("world size", dp.comm != nullptr ? dp.comm->world_size() : 1);
-  fp.add("ZeRO stage", dp.zero.stage);
-  fp.add("ZeRO buckets", std::to_string(dp.zero.reduce_bucket_size) + "/" +
-                             std::to_string(dp.zero.allgather_bucket_size));
   fp.add("training data", train_data.path() + " (" + std::to_string(train_data.size()) +
                               " tokens, " + std::to_string(train_data.token_bytes()) +
                               " bytes each)");
-  fp.add("validation data",
-         val_data == nullptr
-             ? "none"
-             : val_data->path() + " (" + std::to_string(val_data->size()) + " tokens)");
-  fp.add("seed", std::to_string(c.step.seed));
+  fp.add("training data content", token_sample(train_data));
+  fp.add("validation data", val_data == nullptr
+                                ? "none"
+                                : val_data->path() + " (" + std::to_string(val_data->size()) +
+                                      " tokens, sample " + token_sample(*val_data) + ")");
   fp.add("steps", c.steps).add("checkpoint every", c.checkpoint_every);
   fp.add("evaluation", std::to_string(c.val_every) + " every, " + std::to_string(c.val_batches));
   fp.add("output folder", c.out_dir);
@@ -66,10 +106,6 @@ RunFingerprint training_fingerprint(const LlamaConfig& model, const TrainerConfi
   for (int64_t s : {int64_t{0}, c.steps / 2, c.steps - 1})
     lr += exact(c.lr_fn ? c.lr_fn(s) : c.lr.at(s)) + " ";
   fp.add("learning rate at steps 0, n/2, n-1", lr);
-  const AdamWConfig& a = c.step.adamw;
-  fp.add("AdamW", exact(a.beta1) + " " + exact(a.beta2) + " " + exact(a.eps) + " " +
-                      exact(a.weight_decay) + " clip " + exact(c.step.grad_clip));
-  fp.add("compile", c.step.graph.compile ? "on" : "off");
   return fp;
 }
 

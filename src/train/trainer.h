@@ -90,9 +90,15 @@ struct TrainSummary {
 
 // What must be equal on every rank of a data-parallel run: the resolved model config, batch,
 // sequence length, accumulation, world size, ZeRO stage and buckets, schedule (sampled), AdamW,
-// clipping, seed, steps and checkpoint cadence, output folder, and the data files (path, size).
+// clipping, seed, steps and checkpoint cadence, output folder, the data files (path, size and a
+// hash of their first and last 65,536 tokens), recompute, and the precision with its loss scaling.
 RunFingerprint training_fingerprint(const LlamaConfig& model, const TrainerConfig& config,
                                     const TokenFile& train_data, const TokenFile* val_data);
+// The part of it that one step's configuration decides (model, world size, ZeRO settings, seed,
+// AdamW and clipping, compile, recompute, precision and loss scaling), added to *fp; the
+// benchmark adds its own run's fields to the same.
+void add_step_fingerprint(const LlamaConfig& model, const TrainStepConfig& step,
+                          RunFingerprint* fp);
 
 // `initial` (optional): starting weights (an HF model); otherwise seeded initialisation.
 // `stop`: set asynchronously (SIGTERM/SIGINT); the trainer saves a checkpoint and returns.

@@ -47,7 +47,7 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create_sharded(
 
 StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::vector<Tensor> grads,
                                              double local_loss, double lr, double grad_clip,
-                                             bool grads_reduced) {
+                                             bool grads_reduced, double grad_unscale) {
   if (!(grads_reduced && zero_.stage >= 2)) LJ_CHECK_EQ(grads.size(), layout_.num_params());
   LJ_CHECK(zero_.stage < 3 || grads_reduced) << "stage 3 reduces in backward";
   const int threads = dev_.threads();
@@ -88,6 +88,19 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
     return shard_grad != nullptr ? shard_grad + (p.flat_offset - mine.begin)
                                  : grads[p.param].data<float>() + p.param_offset;
   };
+
+  // fp16: the loss scale undone after the reduction (only the part this rank updates at 1-3).
+  if (grad_unscale != 1.0) {
+    if (zero_.stage == 0) {
+      scale_grads(grads, grad_unscale, threads);
+    } else {
+      const auto f = static_cast<float>(grad_unscale);
+      for (const FlatPiece& p : pieces) {
+        float* g = grad_of(p);
+        for (int64_t k = 0; k < p.count; ++k) g[k] *= f;
+      }
+    }
+  }
 
   // Global norm: stage 0 holds every gradient; 1 and 2 sum squares over the shard, then ranks.
   if (zero_.stage == 0) {

@@ -49,9 +49,13 @@ class ZeroOptimizer {
   // loss. grad_clip 0: no clipping. Every rank must call it with the same lr and grad_clip.
   // grads_reduced: backward's collectives (train/grad_sync.h) already averaged them across
   // ranks: stages 0, 1 pass the averaged gradients, stage 2 none (they are in grad_shard()).
+  // grad_unscale (fp16, DeepSpeed's order): the averaged gradients are multiplied by it after
+  // the reduction and before the norm, clipping and update; 1 / the loss scale, a power of two,
+  // so exact. Overflow is global: an inf or NaN in any rank's gradients makes the all-reduced
+  // loss or norm non-finite on every rank, and every rank skips the update (updated false).
   StatusOr<ZeroStepResult> step(std::vector<Tensor>& params, std::vector<Tensor> grads,
                                 double local_loss, double lr, double grad_clip,
-                                bool grads_reduced = false);
+                                bool grads_reduced = false, double grad_unscale = 1.0);
   // Stages 2, 3: this rank's averaged gradient shard (layout().shard_numel() elements); else null.
   float* grad_shard() { return grad_shard_.defined() ? grad_shard_.data<float>() : nullptr; }
   // Stage 3: this rank's shard of the parameters (f32 (S), the only copy it keeps; made from

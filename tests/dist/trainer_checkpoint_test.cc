@@ -1,8 +1,9 @@
 // The Trainer's sharded checkpoints under mpirun (train/trainer.h, train/sharded_checkpoint.h):
 //   - k steps, checkpoint, a new Trainer resumes to 2k: bitwise equal to an uninterrupted 2k-step
-//     run at the same world size, for ZeRO stages 0, 1 and 2;
-//   - a checkpoint written by 2 ranks resumed by 1 process (here, on rank 0) and by 3 ranks
-//     (dist.np3, from the files dist.np2 leaves in LJ_DIST_ARTIFACT_DIR) continues the loss curve
+//     run at the same world size, for ZeRO stages 0-3;
+//   - a checkpoint written by 2 ranks (ZeRO 2 and ZeRO 3) resumed by 1 process (here, on rank 0)
+//     and by 3 ranks (dist.np3, at ZeRO 1 and 3, from the files dist.np2 leaves in
+//     LJ_DIST_ARTIFACT_DIR) continues the loss curve
 //     within fp32 reduction-order error. The global batch is the same at every world size (6
 //     micro-batches a step: 2 ranks x 3, 3 x 2, 1 x 6), so only the summation order changes.
 #include <gtest/gtest.h>
@@ -167,18 +168,25 @@ std::string hex_losses(const std::vector<double>& losses) {
   return text;
 }
 
-// The artifacts dist.np2 leaves for dist.np3 (CTest orders them with a fixture).
-const fs::path kArtifacts = fs::path(LJ_DIST_ARTIFACT_DIR) / "np2_to_np3";
+// The artifacts dist.np2 leaves for dist.np3 (CTest orders them with a fixture), per stage of
+// the N=2 run that wrote them.
+fs::path artifacts(int stage) {
+  return fs::path(LJ_DIST_ARTIFACT_DIR) / ("np2_to_np3_stage" + std::to_string(stage));
+}
 
-// N=2 (stage 2) writes a checkpoint at step k; one process resumes it to 2k (on rank 0 here), and
-// dist.np3 resumes it at N=3 (stage 1) in the next test. Compared with the uninterrupted N=2 run.
-TEST(ReshardedResume, TwoRanksToOneProcess) {
+// N=2 at `stage` writes a checkpoint at step k; one process resumes it to 2k (on rank 0 here),
+// and dist.np3 resumes it at N=3 (TwoRanksToThree). Compared with the uninterrupted N=2 run.
+class ReshardedResumeFrom : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReshardedResumeFrom, TwoRanksToOneProcess) {
   Communicator& c = dist_comm();
   if (c.world_size() != 2) GTEST_SKIP() << "writes the N=2 checkpoint; runs in dist.np2";
+  const int stage = GetParam();
+  const fs::path out = artifacts(stage);
   const std::string dir = shared_temp_dir();
   const std::string data = make_tokens(dir, 256);
-  const TrainerRun whole = train(&c, 2, dir + "/whole", data, 2 * kHalf);
-  (void)train(&c, 2, dir + "/part", data, kHalf);
+  const TrainerRun whole = train(&c, stage, dir + "/whole", data, 2 * kHalf);
+  (void)train(&c, stage, dir + "/part", data, kHalf);
   if (c.rank() == 0) {
     fs::copy(dir + "/part", dir + "/one", fs::copy_options::recursive);
     const TrainerRun one = train(nullptr, 0, dir + "/one", data, 2 * kHalf);
@@ -186,63 +194,82 @@ TEST(ReshardedResume, TwoRanksToOneProcess) {
     const std::vector<double> tail(whole.losses.begin() + kHalf, whole.losses.end());
     const double loss_err = max_rel(one.losses, tail);
     const double weight_err = max_rel(latest(dir + "/one").params, latest(dir + "/whole").params);
-    std::printf("resume N=2 -> N=1: max rel err loss %.3g, weights %.3g (steps %lld-%lld)\n",
-                loss_err, weight_err, static_cast<long long>(kHalf + 1),
-                static_cast<long long>(2 * kHalf));
-    // Observed (steps 4-6): loss 1.7e-16 (the f64 loss sums), weights 1.1e-7 of a parameter's
-    // largest element (6 micro-batch gradients summed in f32 in one order instead of 3 + 3). The
-    // bounds are those of zero_test.cc (>= 1000x the observed); a wrong shard, a lost optimizer
-    // state or a wrong data position moves the loss by 1e-3 or more.
+    std::printf(
+        "resume N=2 (stage %d) -> N=1: max rel err loss %.3g, weights %.3g (steps %lld-%lld)\n",
+        stage, loss_err, weight_err, static_cast<long long>(kHalf + 1),
+        static_cast<long long>(2 * kHalf));
+    // Observed (steps 4-6), stages 2 and 3 alike: loss 1.5e-8, weights 1.1e-7 of a parameter's
+    // largest element (6 micro-batch gradients summed in f32 in one order, against the N=2 run
+    // that reduce-scatters each micro-batch during backward and sums the parts in its shard;
+    // 1.7e-16 / 1.1e-7 before stage 2 reduced during backward). The bounds are those of
+    // zero_test.cc (>= 60x the observed); a wrong shard, a lost optimizer state or a wrong data
+    // position moves the loss by 1e-3 or more.
     EXPECT_LT(loss_err, 1e-6);
     EXPECT_LT(weight_err, 1e-4);
     // For dist.np3: the step-k checkpoint, the uninterrupted losses and final checkpoint.
-    fs::remove_all(kArtifacts);
-    fs::create_directories(kArtifacts);
-    fs::copy(dir + "/part", kArtifacts / "part", fs::copy_options::recursive);
-    fs::copy(dir + "/whole", kArtifacts / "whole", fs::copy_options::recursive);
-    fs::copy(data, kArtifacts / "train.u32");
-    std::ofstream(kArtifacts / "losses.txt") << hex_losses(whole.losses);
+    fs::remove_all(out);
+    fs::create_directories(out);
+    fs::copy(dir + "/part", out / "part", fs::copy_options::recursive);
+    fs::copy(dir + "/whole", out / "whole", fs::copy_options::recursive);
+    fs::copy(data, out / "train.u32");
+    std::ofstream(out / "losses.txt") << hex_losses(whole.losses);
     fs::remove_all(dir);
   }
   ASSERT_TRUE(c.barrier().ok());
 }
 
-TEST(ReshardedResume, TwoRanksToThree) {
+INSTANTIATE_TEST_SUITE_P(Stages, ReshardedResumeFrom, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "stage" + std::to_string(info.param);
+                         });
+
+// (stage of the N=2 run that wrote the checkpoint, stage of the N=3 run that resumes it)
+class ReshardedResumeAtThree : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(ReshardedResumeAtThree, TwoRanksToThree) {
   Communicator& c = dist_comm();
   if (c.world_size() != 3) GTEST_SKIP() << "resumes the N=2 checkpoint; runs in dist.np3";
-  if (!fs::exists(kArtifacts / "losses.txt")) {
-    GTEST_SKIP() << kArtifacts << " is missing: run dist.np2 first (CTest does)";
+  const auto [from, to] = GetParam();
+  const fs::path in = artifacts(from);
+  if (!fs::exists(in / "losses.txt")) {
+    GTEST_SKIP() << in << " is missing: run dist.np2 first (CTest does)";
   }
   const std::string dir = shared_temp_dir();
-  if (c.rank() == 0) fs::copy(kArtifacts / "part", dir + "/part", fs::copy_options::recursive);
+  if (c.rank() == 0) fs::copy(in / "part", dir + "/part", fs::copy_options::recursive);
   ASSERT_TRUE(c.barrier().ok());
   // The same data path on every rank of this run (the fingerprint compares it).
-  const TrainerRun three =
-      train(&c, 1, dir + "/part", (kArtifacts / "train.u32").string(), 2 * kHalf);
+  const TrainerRun three = train(&c, to, dir + "/part", (in / "train.u32").string(), 2 * kHalf);
   ASSERT_TRUE(three.summary.resumed);
   ASSERT_EQ(three.summary.resumed_from, kHalf);
   std::vector<double> whole;
-  std::ifstream in(kArtifacts / "losses.txt");
-  for (std::string line; std::getline(in, line);)
+  std::ifstream losses(in / "losses.txt");
+  for (std::string line; std::getline(losses, line);)
     whole.push_back(std::strtod(line.c_str(), nullptr));
   ASSERT_EQ(whole.size(), static_cast<size_t>(2 * kHalf));
   const std::vector<double> tail(whole.begin() + kHalf, whole.end());
   const double loss_err = max_rel(three.losses, tail);
   const double weight_err =
-      max_rel(latest(dir + "/part").params, latest((kArtifacts / "whole").string()).params);
+      max_rel(latest(dir + "/part").params, latest((in / "whole").string()).params);
   if (c.rank() == 0) {
-    std::printf("resume N=2 (stage 2) -> N=3 (stage 1): max rel err loss %.3g, weights %.3g\n",
-                loss_err, weight_err);
+    std::printf("resume N=2 (stage %d) -> N=3 (stage %d): max rel err loss %.3g, weights %.3g\n",
+                from, to, loss_err, weight_err);
   }
-  // Observed: loss 1.5e-8, weights 8.9e-8 (2 + 2 + 2 micro-batch gradients against the
-  // uninterrupted stage-2 run's, which reduce-scatters each micro-batch as it goes and sums
-  // (a1 + b1) + (a2 + b2) + (a3 + b3) instead of 3 + 3; 1.7e-16 / 1.1e-7 before stage 2 reduced
-  // during backward); bounds as in TwoRanksToOneProcess (>= 60x the observed).
+  // Observed: stage 2 -> 1 loss 1.5e-8, weights 8.9e-8; stage 3 -> 3 loss 1.5e-8, weights
+  // 9.8e-8 (2 + 2 + 2 micro-batch gradients against the uninterrupted N=2 run's, which
+  // reduce-scatters each micro-batch as it goes and sums (a1 + b1) + (a2 + b2) + (a3 + b3)
+  // instead of 3 + 3). Bounds as in TwoRanksToOneProcess (>= 60x the observed).
   EXPECT_LT(loss_err, 1e-6);
   EXPECT_LT(weight_err, 1e-4);
   ASSERT_TRUE(c.barrier().ok());
   if (c.rank() == 0) fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Stages, ReshardedResumeAtThree,
+                         ::testing::Values(std::pair{2, 1}, std::pair{3, 3}),
+                         [](const ::testing::TestParamInfo<std::pair<int, int>>& info) {
+                           return "stage" + std::to_string(info.param.first) + "_to_stage" +
+                                  std::to_string(info.param.second);
+                         });
 
 }  // namespace
 }  // namespace lj

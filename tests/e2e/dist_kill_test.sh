@@ -2,16 +2,21 @@
 # middle of the run ends the whole job (non-zero, no hang), and rerunning the same command resumes
 # from the last committed sharded checkpoint (train/sharded_checkpoint.h) and ends bitwise equal to
 # a run that was never interrupted.
-# A second case kills a rank during a checkpoint write (LJ_TEST_KILL_AT=checkpoint:N, a hook in
-# train/sharded_checkpoint.cc: the last rank raises SIGKILL after writing its files, before the
+# A second case kills a rank during a checkpoint write (LJ_TEST_KILL_AT=checkpoint:N:R, a hook in
+# train/sharded_checkpoint.cc: rank R raises SIGKILL after writing its files, before the
 # barrier): the checkpoint before stays committed and intact, and the rerun resumes bitwise.
 # SIGTERM to one rank (what a scheduler sends) stops every rank at the same step with a
 # checkpoint and exit 0. A third failure case stops a rank (SIGSTOP: alive, so the launcher sees nothing) to check that the
 # others end the job after --comm-timeout with one line naming their rank once.
+# It runs at ZeRO 1 with rank 1 as the victim of kill -9 mid-step, SIGTERM and SIGSTOP
+# (kVictim) and rank 0, which writes the model and the manifest, killed in the checkpoint
+# (kCkptVictim); dist_kill_zero3_test.sh sources it at ZeRO 3 with the two ranks swapped.
 # Skips (exit 0, "SKIP: ...") without mpirun or an MPI build (lib.sh mpi_e2e_init).
 # Usage: bash dist_kill_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
+: "${kZero:=1}" "${kVictim:=1}" "${kCkptVictim:=0}"
+readonly kZero kVictim kCkptVictim kSurvivor=$((1 - kVictim))
 
 mpi_e2e_init
 mpi=("${MPIRUN[@]}" -np 2)
@@ -20,7 +25,7 @@ readonly kSteps=40 kEvery=4 kTimeout=10
 make_llama_config cfg.json 4096 64 2 4 2 128 128
 make_llmc_tokens tok.bin 100000 4096
 ARGS=(train --model "$TMP/cfg.json" --data "$TMP/tok.bin" --steps "$kSteps" --checkpoint-every "$kEvery"
-  --keep-last 0 --batch-size 2 --seq-len 32 --grad-accum 2 --log-every 4 --threads 1 --zero 1
+  --keep-last 0 --batch-size 2 --seq-len 32 --grad-accum 2 --log-every 4 --threads 1 --zero "$kZero"
   --comm-timeout "$kTimeout")
 # A killed job must end within the collective timeout (plus the launcher's teardown).
 readonly kEndMs=$(((kTimeout + 5) * 1000))
@@ -53,7 +58,7 @@ same_files() {
   [ "$n" -ge 2 ] || fail "$1 has $n .safetensors files (expected the model and optimizer shards)"
 }
 
-echo "check: reference run (2 ranks, $kSteps steps, ZeRO 1)"
+echo "check: reference run (2 ranks, $kSteps steps, ZeRO $kZero)"
 "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/ref" >ref.out 2>ref.err || { tail -20 ref.err >&2; fail "reference run failed"; }
 [ "$(cat ref/latest)" = "step-$kSteps" ] || fail "reference: latest is '$(cat ref/latest)'"
 [ -f "ref/step-$kSteps/manifest.json" ] || fail "reference: no manifest.json (not a sharded checkpoint)"
@@ -64,7 +69,7 @@ pass "reference: latest step-$kSteps, sharded, one metrics line per step, one ev
 
 # start_until_committed NAME ARGS...: starts the job in the background with --out $TMP/NAME (stdout
 # NAME.out, stderr NAME.err), waits up to 30 s for its first committed checkpoint, and sets
-# `victim` to rank 1's process.
+# `victim` to rank $kVictim's process.
 start_until_committed() {
   local name=$1
   shift
@@ -76,11 +81,11 @@ start_until_committed() {
     sleep 0.05
   done
   [ -f "$name/latest" ] || { tail -n 5 "$name.err" "$name.out" >&2; fail "no checkpoint committed within 30 s"; }
-  victim=$(rank_pid 1 "$E2E_BG_PID")
-  [ -n "$victim" ] || fail "could not find rank 1's process"
+  victim=$(rank_pid "$kVictim" "$E2E_BG_PID")
+  [ -n "$victim" ] || fail "could not find rank $kVictim's process"
 }
 
-echo "check: kill -9 of rank 1 after the first checkpoint ends the job"
+echo "check: kill -9 of rank $kVictim after the first checkpoint ends the job"
 start_until_committed run "${ARGS[@]}"
 kill -9 "$victim"
 t0=$(now_ms)
@@ -91,10 +96,15 @@ set -e
 E2E_BG_PID=""
 waited=$(($(now_ms) - t0))
 [ "$rc" -ne 0 ] || fail "the job exited 0 after a rank was killed"
+# A rank killed by SIGKILL prints nothing; the launcher names it in one line (Open MPI: "mpirun
+# noticed that process rank R with PID P on node N exited on signal 9 (Killed).") and ends the
+# others.
+named=$(grep -cE "rank $kVictim .*(signal 9|Killed)" run.err || true)
+[ "$named" = 1 ] || { cat run.err >&2; fail "$named lines name rank $kVictim as killed (expected one)"; }
 [ "$waited" -lt "$kEndMs" ] || fail "the job took $waited ms to end after the kill (--comm-timeout $kTimeout)"
 killed_at=$(cat run/latest)
 [ "$killed_at" != "step-$kSteps" ] || fail "the run finished before the kill; make it longer"
-pass "job ended with exit code $rc, $waited ms after the kill (latest: $killed_at)"
+pass "job ended with exit code $rc, $waited ms after the kill (latest: $killed_at): $(grep -E "rank $kVictim .*(signal 9|Killed)" run.err)"
 
 echo "check: the same command resumes and matches the reference bitwise"
 "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/run" >run2.out 2>run2.err || { tail -20 run2.err >&2; fail "resumed run failed"; }
@@ -103,24 +113,27 @@ same_files "ref/step-$kSteps" "run/step-$kSteps"
 pass "resumed from $killed_at; step-$kSteps equals the reference (model and every optimizer shard)"
 
 readonly kKillAt=$((2 * kEvery))
-echo "check: rank 1 killed during the checkpoint of step $kKillAt (after its files, before the barrier)"
+echo "check: rank $kCkptVictim killed during the checkpoint of step $kKillAt (after its files, before the barrier)"
 t0=$(now_ms)
 set +e
-LJ_TEST_KILL_AT="checkpoint:$kKillAt" "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/ck" >ck1.out 2>ck1.err
+LJ_TEST_KILL_AT="checkpoint:$kKillAt:$kCkptVictim" "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/ck" >ck1.out 2>ck1.err
 rc=$?
 set -e
 took=$(($(now_ms) - t0))
 [ "$rc" -ne 0 ] || fail "the job exited 0 after a rank was killed in a checkpoint"
+grep -qE "rank $kCkptVictim .*(signal 9|Killed)" ck1.err || { cat ck1.err >&2; fail "no line names rank $kCkptVictim as killed"; }
 [ "$(cat ck/latest)" = "step-$kEvery" ] || fail "latest is '$(cat ck/latest)', expected step-$kEvery"
-[ ! -e "ck/step-$kKillAt" ] || fail "step-$kKillAt was committed without rank 1's barrier"
+[ ! -e "ck/step-$kKillAt" ] || fail "step-$kKillAt was committed without rank $kCkptVictim's barrier"
 same_files "ref/step-$kEvery" "ck/step-$kEvery"
+ls ck | grep -q '\.tmp\.' || fail "no temporary folder of the killed checkpoint (what the rerun must remove)"
 pass "job ended with exit code $rc after $took ms in all; step-$kEvery committed and intact, step-$kKillAt not committed"
 "${mpi[@]}" "$LJ" "${ARGS[@]}" --out "$TMP/ck" >ck2.out 2>ck2.err || { tail -20 ck2.err >&2; fail "resumed run failed"; }
 grep -q "resumed from step $kEvery" ck2.out || fail "the rerun did not resume from step $kEvery"
 same_files "ref/step-$kSteps" "ck/step-$kSteps"
-pass "rerun resumed from step $kEvery; step-$kSteps equals the reference"
+! ls ck | grep -q '\.tmp\.' || fail "the rerun left the killed checkpoint's temporary folder: $(ls ck | grep '\.tmp\.')"
+pass "rerun resumed from step $kEvery; step-$kSteps equals the reference; no temporary folder left"
 
-echo "check: SIGTERM to rank 1 stops every rank at one step, with a checkpoint, exit 0"
+echo "check: SIGTERM to rank $kVictim stops every rank at one step, with a checkpoint, exit 0"
 HANG_ARGS=("${ARGS[@]}")
 [ "${HANG_ARGS[5]}" = --steps ] || fail "ARGS changed: --steps is not its 6th word"
 HANG_ARGS[6]=100000  # runs until stopped
@@ -131,7 +144,7 @@ wait "$E2E_BG_PID"
 rc=$?
 set -e
 E2E_BG_PID=""
-[ "$rc" -eq 0 ] || { tail -n 5 term.err >&2; fail "exit code $rc after SIGTERM to rank 1"; }
+[ "$rc" -eq 0 ] || { tail -n 5 term.err >&2; fail "exit code $rc after SIGTERM to rank $kVictim"; }
 stopped=$(sed -n 's/^stopped by signal at step \([0-9]*\);.*/\1/p' term.err)
 [ -n "$stopped" ] || fail "no 'stopped by signal at step N' line"
 [ "$(cat term/latest)" = "step-$stopped" ] || fail "latest is '$(cat term/latest)', stopped at $stopped"
@@ -151,8 +164,10 @@ kill -9 "$victim" 2>/dev/null || true
 [ "$rc" -ne 0 ] || fail "the job exited 0 with a hung rank"
 [ "$waited" -ge $((kTimeout * 1000)) ] || fail "the job ended after $waited ms, before the timeout"
 [ "$waited" -lt "$kEndMs" ] || fail "the job took $waited ms to end (--comm-timeout $kTimeout)"
-grep -qE "^rank 0: [a-z_]+ did not complete within $kTimeout s" hang.err ||
-  { tail -5 hang.err >&2; fail "no 'rank 0: ... did not complete within $kTimeout s' line"; }
-grep -q "rank 0: rank 0:" hang.err && fail "the timeout line names its rank twice"
-pass "job ended with exit code $rc, $waited ms after rank 1 stopped, with rank 0's timeout line"
+grep -qE "^rank $kSurvivor: [a-z_]+ did not complete within $kTimeout s" hang.err ||
+  { tail -5 hang.err >&2; fail "no 'rank $kSurvivor: ... did not complete within $kTimeout s' line"; }
+grep -q "rank $kSurvivor: rank $kSurvivor:" hang.err && fail "the timeout line names its rank twice"
+n=$(grep -c "^rank $kSurvivor: " hang.err || true)
+[ "$n" = 1 ] || { cat hang.err >&2; fail "rank $kSurvivor printed $n lines (expected one)"; }
+pass "job ended with exit code $rc, $waited ms after rank $kVictim stopped: $(grep -E "^rank $kSurvivor: " hang.err | head -1)"
 e2e_finish
