@@ -75,6 +75,10 @@ Status run_gpu_benchmark(const GpuBenchmark& b) {
              r.losses.size());
   fmt::print("  step time     {:.2f} ms (median of {} steps after {} warmup), {} kernels a step\n",
              step_s * 1e3, measured.size(), skip, r.kernels_per_step);
+  if (r.cuda_graphs) {
+    fmt::print("  CUDA graphs   {} of {} steps replayed{}\n", r.graph_replays, r.losses.size(),
+               r.graph_replays == 0 ? " (the capture failed: see the warning above)" : "");
+  }
   fmt::print("  tokens/s      {:.0f}\n", tps);
   fmt::print("  TFLOP/s       {:.2f}   ({:.3g} GFLOP/token, 6N+12LHQT)\n", tflops,
              flops_per_token / 1e9);
@@ -118,7 +122,8 @@ Status run_gpu_benchmark(const GpuBenchmark& b) {
                       {"bytes_in_use_peak", r.bytes_in_use_peak},
                       {"bytes_device_used", r.bytes_device_used},
                       {"bytes_predicted", predicted},
-                      {"setup_s", r.setup_seconds}};
+                      {"setup_s", r.setup_seconds},
+                      {"cuda_graph_replays", r.graph_replays}};
   std::ofstream out(b.output, std::ios::app);
   out << j.dump() << "\n";
   if (!out) return io_error("cannot append to " + b.output, "check the path and the disk");

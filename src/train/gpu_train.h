@@ -5,7 +5,7 @@
 //
 // Compiled runs place values by the static memory plan (one device arena per shape).
 // What it does not do yet (issue 16's note): data parallelism (NCCL), ZeRO, gradient
-// accumulation, clipping, checkpoints, real data (ljperf train), CUDA graphs.
+// accumulation, clipping, checkpoints, real data (ljperf train).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +39,10 @@ struct GpuRunResult {
   std::vector<double> step_seconds;  // per step: host clock around a synchronised step
   std::vector<double> losses;
   int64_t kernels_per_step = 0;
+  // Compiled runs: whether steps were to be replayed as CUDA graphs, and how many were (a
+  // capture that failed leaves every step eager: 0).
+  bool cuda_graphs = false;
+  int64_t graph_replays = 0;
   // The device's view of memory: the caching allocator's reserved and in-use peaks plus the
   // static plan's arena (compiled runs), and cudaMemGetInfo's used bytes after the run
   // (context, cuBLASLt workspace, arena and the allocator's reservation included).

@@ -21,6 +21,10 @@ struct KernelEnv {
   void* gemm_workspace = nullptr;  // device memory for cuBLASLt
   size_t gemm_workspace_bytes = 0;
   int multiprocessors = 1;
+  // Embedding and cross-entropy check every id against the table (token ids, labels): a read of
+  // the verdict that synchronises the stream. false while a CUDA graph is captured (no host
+  // synchronisation may happen then): the caller has checked the ids on the host instead.
+  bool check_ids = true;
 };
 
 using CudaKernelFn = Status (*)(KernelContext& c, const KernelEnv& env);

@@ -130,16 +130,21 @@ Scratch scratch(KernelContext& c, int64_t floats) {
           reinterpret_cast<float*>(p + 16)};
 }
 
-// Launches the label check and returns its verdict (synchronises the stream).
+// Launches the label check, which also counts the valid labels (*s.count, the mean's
+// denominator), and returns its verdict (synchronises the stream). Without env.check_ids only
+// the count is made, and nothing synchronises (CUDA-graph capture).
 template <class L>
 Status check_labels(const L* labels, int64_t n, int64_t vocab, int64_t ignore, const Scratch& s,
                     const KernelEnv& env) {
   const long long none = LLONG_MAX;
-  LJ_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(s.first_bad, &none, sizeof none, cudaMemcpyHostToDevice, env.stream));
+  if (env.check_ids) {
+    LJ_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(s.first_bad, &none, sizeof none, cudaMemcpyHostToDevice, env.stream));
+  }
   check_labels_kernel<L>
       <<<1, 1024, 0, env.stream>>>(labels, n, vocab, ignore, s.first_bad, s.count);
   LJ_RETURN_IF_ERROR(launched("check_labels_kernel"));
+  if (!env.check_ids) return ok_status();
   long long bad = none;
   LJ_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(&bad, s.first_bad, sizeof bad, cudaMemcpyDeviceToHost, env.stream));

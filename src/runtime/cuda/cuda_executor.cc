@@ -8,27 +8,37 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels.h"
+#include "core/log.h"
 
 namespace lj {
 namespace {
 
 // Kernel scratch from the caching allocator, returned when the kernel call ends (the blocks go
 // back to the cache; later kernels on the same stream reuse them in order).
+// While a CUDA graph is captured (`keep` set) the blocks are kept for the graph's lifetime
+// instead, since the graph holds their addresses.
 class DeviceWorkspace final : public Workspace {
  public:
-  explicit DeviceWorkspace(cuda::CachingAllocator& a) : a_(a) {}
+  DeviceWorkspace(cuda::CachingAllocator& a, std::vector<std::shared_ptr<void>>* keep)
+      : a_(a), keep_(keep) {}
   ~DeviceWorkspace() override {
     for (void* p : blocks_) a_.deallocate(p);
   }
   void* get(size_t bytes) override {
     StatusOr<void*> p = a_.allocate(bytes);
     LJ_CHECK(p.ok()) << "GPU workspace: " << p.status().message();
-    blocks_.push_back(*p);
+    if (keep_ != nullptr) {
+      cuda::CachingAllocator* a = &a_;
+      keep_->push_back(std::shared_ptr<void>(*p, [a](void* q) { a->deallocate(q); }));
+    } else {
+      blocks_.push_back(*p);
+    }
     return *p;
   }
 
  private:
   cuda::CachingAllocator& a_;
+  std::vector<std::shared_ptr<void>>* keep_;
   std::vector<void*> blocks_;
 };
 
@@ -113,6 +123,24 @@ Status CudaExecutor::prepare_arena(const SymEnv& env) {
   return ok_status();
 }
 
+struct CudaExecutor::Captured {
+  std::vector<const void*> signature;
+  cudaGraphExec_t exec = nullptr;
+  int64_t kernels = 0;
+  std::vector<std::shared_ptr<void>> kept;  // scratch and buffers whose addresses it holds
+  struct Output {
+    int64_t arena_offset = -1;      // >= 0: a view of the arena
+    std::shared_ptr<void> storage;  // else this buffer, one of `kept`
+    long owners = 0;                // storage's use_count when nobody outside holds it
+    DType dtype = DType::f32;
+    std::vector<int64_t> dims;
+  };
+  std::vector<Output> outputs;
+  ~Captured() {
+    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+  }
+};
+
 StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTensor> inputs) {
   const auto& ins = g_.inputs();
   if (inputs.size() != ins.size()) {
@@ -144,6 +172,106 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTens
     }
   }
   if (planned_) LJ_RETURN_IF_ERROR(prepare_arena(env));
+  if (graphs_ && planned_ && !capture_failed_) {
+    std::vector<const void*> sig = signature(inputs);
+    std::vector<DeviceTensor> out;
+    if (captured_ != nullptr && captured_->signature == sig) {
+      if (replay_outputs(&out)) {
+        LJ_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(captured_->exec, ctx_.stream().get()));
+        kernels_launched_ = captured_->kernels;
+        ++graph_replays_;
+        return out;
+      }
+    } else if (sig == last_signature_) {
+      LJ_ASSIGN_OR_RETURN(const bool captured, capture(env, inputs, &out));
+      if (captured) return out;
+    }
+    last_signature_ = std::move(sig);
+  }
+  return run_nodes(env, inputs, nullptr);
+}
+
+std::vector<const void*> CudaExecutor::signature(std::span<const DeviceTensor> inputs) const {
+  std::vector<const void*> sig;
+  for (const DeviceTensor& t : inputs) sig.push_back(t.data());
+  sig.push_back(arena_ != nullptr && arena_->size() > 0 ? arena_->at(0) : nullptr);
+  return sig;
+}
+
+bool CudaExecutor::replay_outputs(std::vector<DeviceTensor>* out) const {
+  out->clear();
+  for (const Captured::Output& o : captured_->outputs) {
+    if (o.arena_offset >= 0) {
+      char* base = static_cast<char*>(arena_->at(0));
+      out->push_back(
+          DeviceTensor{std::shared_ptr<void>(arena_, base + o.arena_offset), o.dtype, o.dims});
+    } else {
+      if (o.storage.use_count() > o.owners) return false;  // the last replay's, still held
+      out->push_back(DeviceTensor{o.storage, o.dtype, o.dims});
+    }
+  }
+  return true;
+}
+
+StatusOr<bool> CudaExecutor::capture(const SymEnv& env, std::span<const DeviceTensor> inputs,
+                                     std::vector<DeviceTensor>* out) {
+  const cudaStream_t stream = ctx_.stream().get();
+  auto cap = std::make_shared<Captured>();
+  cap->signature = signature(inputs);
+  // Relaxed: the caching allocator may still cudaMalloc a block it has not cached yet.
+  LJ_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  StatusOr<std::vector<DeviceTensor>> ran = run_nodes(env, inputs, &cap->kept);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  cudaError_t made = cudaErrorStreamCaptureInvalidated;
+  if (ran.ok() && ended == cudaSuccess && graph != nullptr) {
+    made = cudaGraphInstantiate(&cap->exec, graph, 0);
+  }
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  if (made != cudaSuccess) {
+    (void)cudaGetLastError();  // the failed capture's error is not the next kernel's
+    capture_failed_ = true;
+    const std::string why = !ran.ok()              ? ran.status().message()
+                            : ended != cudaSuccess ? cudaGetErrorString(ended)
+                                                   : cudaGetErrorString(made);
+    LJ_LOG(warning) << "CUDA graphs: the step could not be captured (" << why
+                    << "); every kernel is launched one by one";
+    return false;
+  }
+  cap->kernels = kernels_launched_;
+  const char* base =
+      arena_ != nullptr && arena_->size() > 0 ? static_cast<const char*>(arena_->at(0)) : nullptr;
+  for (const DeviceTensor& t : *ran) {
+    Captured::Output o;
+    o.dtype = t.dtype;
+    o.dims = t.dims;
+    const char* p = static_cast<const char*>(t.data());
+    if (base != nullptr && p >= base && p < base + arena_->size()) {
+      o.arena_offset = p - base;
+    } else {
+      o.storage = t.storage;
+    }
+    cap->outputs.push_back(std::move(o));
+  }
+  // What holds each kept output when the caller has let go: `kept` and the captured outputs.
+  for (Captured::Output& o : cap->outputs) {
+    if (o.storage == nullptr) continue;
+    long in_ran = 0;
+    for (const DeviceTensor& t : *ran) in_ran += t.storage == o.storage ? 1 : 0;
+    o.owners = o.storage.use_count() - in_ran;
+  }
+  LJ_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(cap->exec, stream));
+  captured_ = std::move(cap);
+  *out = std::move(*ran);
+  return true;
+}
+
+StatusOr<std::vector<DeviceTensor>> CudaExecutor::run_nodes(
+    const SymEnv& env, std::span<const DeviceTensor> inputs,
+    std::vector<std::shared_ptr<void>>* keep) {
+  const auto& ins = g_.inputs();
+  cuda::KernelEnv kenv = ctx_.env();
+  kenv.check_ids = keep == nullptr;
   const cuda::CudaKernelTable& kernels = cuda::kernels();
   std::vector<DeviceTensor> vals(g_.values().size());
   for (size_t i = 0; i < ins.size(); ++i) vals[static_cast<size_t>(ins[i])] = inputs[i];
@@ -185,14 +313,14 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTens
               DeviceTensor{std::shared_ptr<void>(arena_, base + offset), t.dtype, dims};
         } else {
           LJ_ASSIGN_OR_RETURN(vals[static_cast<size_t>(v)], device_empty(ctx_, t.dtype, dims));
+          if (keep != nullptr) keep->push_back(vals[static_cast<size_t>(v)].storage);
         }
         const DeviceTensor& d = vals[static_cast<size_t>(v)];
         ov.push_back(TensorView{d.data(), d.dtype, d.dims});
       }
-      DeviceWorkspace ws(ctx_.allocator());
+      DeviceWorkspace ws(ctx_.allocator(), keep);
       KernelContext kc{n, iv, ov, 1, &ws};
-      Status s =
-          fi >= 0 ? fused_->launch(static_cast<size_t>(fi), kc, ctx_.env()) : fn(kc, ctx_.env());
+      Status s = fi >= 0 ? fused_->launch(static_cast<size_t>(fi), kc, kenv) : fn(kc, kenv);
       if (!s.ok())
         return s.with_context(std::string(def.name) + (n.scope.empty() ? "" : " at " + n.scope));
       ++kernels_launched_;

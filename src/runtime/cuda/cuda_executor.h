@@ -9,8 +9,18 @@
 // cached by the bound symbols, and a run reuses the last arena unless a caller still holds an
 // output of it (outputs share ownership of their arena).
 //
-// Not yet (issue 16's note): CUDA-graph capture, host callbacks (opaque: a graph break fails
-// here), and overlap of collectives.
+// CUDA graphs (planned mode, set_cuda_graphs(true)): a run whose input pointers and arena are
+// those of the run before it is captured (cudaStreamBeginCapture) and instantiated, and every
+// later run with the same pointers replays it with one cudaGraphLaunch instead of one launch per
+// kernel. The first run of a shape stays eager: it warms the caching allocator, cuBLASLt's
+// heuristics and the modules' lazy loading. Captured runs do not check ids on the device (that
+// would synchronise): the caller checks token ids and labels on the host. Kernel scratch and
+// buffers made during the capture are kept for the graph's lifetime, since it holds their
+// addresses. A capture that fails (an operation that cannot be captured) is logged once and the
+// executor stays eager. A caller that still holds outputs of the last replay gets an eager run.
+//
+// Not yet (issue 16's note): host callbacks (opaque: a graph break fails here), and overlap of
+// collectives.
 #pragma once
 
 #include <memory>
@@ -53,12 +63,32 @@ class CudaExecutor {
   // synchronise the context before reading them on the host).
   StatusOr<std::vector<DeviceTensor>> run(std::span<const DeviceTensor> inputs);
   int64_t kernels_launched() const { return kernels_launched_; }
+  // Capture and replay runs as CUDA graphs (planned mode only; see above). Off by default.
+  void set_cuda_graphs(bool on) { graphs_ = on; }
+  // Runs served by replaying a captured graph, and whether a capture failed (then all eager).
+  int64_t graph_replays() const { return graph_replays_; }
+  bool graph_capture_failed() const { return capture_failed_; }
   // Planned mode: the bytes of the largest arena held so far (0 in eager mode).
   int64_t arena_bytes_peak() const { return arena_bytes_peak_; }
 
  private:
   // Planned mode: the plan for env (made once per shape) and an arena for this run.
   Status prepare_arena(const SymEnv& env);
+  // Every node in order. `keep` (capture): every buffer made from the caching allocator is
+  // appended there instead of being returned to the cache, and ids are not checked on the device.
+  StatusOr<std::vector<DeviceTensor>> run_nodes(const SymEnv& env,
+                                                std::span<const DeviceTensor> inputs,
+                                                std::vector<std::shared_ptr<void>>* keep);
+  // What identifies a run for replay: the inputs' device addresses and the arena's.
+  std::vector<const void*> signature(std::span<const DeviceTensor> inputs) const;
+  // Captures the node loop into a CUDA graph and launches it; false (and eager from then on) when
+  // the capture fails.
+  StatusOr<bool> capture(const SymEnv& env, std::span<const DeviceTensor> inputs,
+                         std::vector<DeviceTensor>* out);
+  // The captured run's outputs as tensors (arena views and kept buffers); false when a caller
+  // still holds one of the last replay's (then it must not be overwritten).
+  bool replay_outputs(std::vector<DeviceTensor>* out) const;
+  struct Captured;
   const Graph& g_;
   cuda::Context& ctx_;
   std::vector<int> last_use_;
@@ -71,6 +101,11 @@ class CudaExecutor {
   const MemoryPlan* plan_ = nullptr;
   std::shared_ptr<cuda::Arena> arena_;
   int64_t arena_bytes_peak_ = 0;
+  bool graphs_ = false;
+  bool capture_failed_ = false;
+  int64_t graph_replays_ = 0;
+  std::vector<const void*> last_signature_;
+  std::shared_ptr<Captured> captured_;
 };
 
 }  // namespace lj

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backends/cuda/adamw.cuh"
 #include "backends/cuda/context.h"
@@ -20,6 +22,32 @@ double now_s() {
 
 StatusOr<DeviceTensor> upload(cuda::Context& ctx, const Tensor& t) {
   return device_from_host(ctx, t.dtype(), t.dims(), t.raw());
+}
+
+// Host tensor into *dst, reusing its device buffer when the shape and dtype are the same.
+Status upload_into(cuda::Context& ctx, const Tensor& t, DeviceTensor* dst) {
+  if (dst->storage == nullptr || dst->dtype != t.dtype() || dst->dims != t.dims()) {
+    LJ_ASSIGN_OR_RETURN(*dst, upload(ctx, t));
+    return ok_status();
+  }
+  LJ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->data(), t.raw(), dst->bytes(),
+                                          cudaMemcpyHostToDevice, ctx.stream().get()));
+  return ctx.synchronize();  // the host tensor may go before the copy would have run
+}
+
+// Token ids and targets (i32) within [0, vocab), targets also the ignore index -100.
+Status check_token_ids(const Tensor& t, int64_t vocab, const char* what) {
+  LJ_CHECK(t.dtype() == DType::i32) << what << " ids are i32";
+  const auto* ids = static_cast<const int32_t*>(t.raw());
+  for (int64_t i = 0; i < numel_of(t.dims()); ++i) {
+    const int64_t id = ids[i];
+    if ((id < 0 || id >= vocab) && id != -100) {
+      return out_of_range(std::string(what) + " id " + std::to_string(id) + " at position " +
+                              std::to_string(i) + " is outside [0, " + std::to_string(vocab) + ")",
+                          "the token data holds ids past the model's vocab_size");
+    }
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -58,8 +86,12 @@ StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& cfg) {
   LJ_ASSIGN_OR_RETURN(DeviceTensor dcos, upload(*ctx, cos));
   LJ_ASSIGN_OR_RETURN(DeviceTensor dsin, upload(*ctx, sin));
 
-  // Compiled runs place values by the static memory plan, as on the CPU.
+  // Compiled runs place values by the static memory plan, as on the CPU, and replay the step as
+  // a CUDA graph from the third step on (LJ_CUDA_GRAPHS=0: launch kernel by kernel).
   CudaExecutor ex(g, *ctx, /*planned=*/cfg.graph.compile);
+  const char* graphs_env = std::getenv("LJ_CUDA_GRAPHS");
+  r.cuda_graphs = cfg.graph.compile && !(graphs_env != nullptr && std::string(graphs_env) == "0");
+  ex.set_cuda_graphs(r.cuda_graphs);
   codegen::CudaKernelCache cache(r.arch);
   LJ_RETURN_IF_ERROR(ex.prepare(cache));
   r.fused_kernels = cache.stats().compiled + cache.stats().loaded + cache.stats().reused;
@@ -71,11 +103,16 @@ StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& cfg) {
   LJ_CHECK_EQ(g.outputs().size(), first_grad + params.size());
   LJ_CHECK(ids.params.size() == params.size());
   int64_t step = 0;
+  // Tokens and targets go to the same device buffers every step, so a captured graph's input
+  // addresses stay valid; their ids are checked here, on the host (a captured step cannot).
+  DeviceTensor tok, tgt;
   for (int64_t s = 0; s < cfg.steps; ++s) {
     const TrainStep::Batch b = cfg.batch_fn(host, s);
     const double ts = now_s();
-    LJ_ASSIGN_OR_RETURN(DeviceTensor tok, upload(*ctx, b.tokens));
-    LJ_ASSIGN_OR_RETURN(DeviceTensor tgt, upload(*ctx, b.targets));
+    LJ_RETURN_IF_ERROR(check_token_ids(b.tokens, cfg.model.vocab_size, "token"));
+    LJ_RETURN_IF_ERROR(check_token_ids(b.targets, cfg.model.vocab_size, "target"));
+    LJ_RETURN_IF_ERROR(upload_into(*ctx, b.tokens, &tok));
+    LJ_RETURN_IF_ERROR(upload_into(*ctx, b.targets, &tgt));
     std::vector<DeviceTensor> in{tok, tgt, dcos, dsin};
     in.insert(in.end(), params.begin(), params.end());
     LJ_ASSIGN_OR_RETURN(std::vector<DeviceTensor> out, ex.run(in));
@@ -105,6 +142,7 @@ StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& cfg) {
     r.step_seconds.push_back(now_s() - ts);
     r.losses.push_back(loss);
     r.kernels_per_step = ex.kernels_launched();
+    r.graph_replays = ex.graph_replays();
     if (!std::isfinite(loss)) {
       return internal_error("step " + std::to_string(s) + ": the loss is " + std::to_string(loss),
                             "a CUDA kernel disagrees with the CPU: run tools/gpu_check.sh's gpu "
