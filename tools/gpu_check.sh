@@ -120,7 +120,7 @@ bench() {  # bench NAME MODEL BATCH [--compile]
   phase "bench_$name" 60 "$build/ljperf" benchmark --device cuda --model "$model" \
     --precision bf16 --batch-size "$batch" --seq-len 2048 --steps "$steps" --warmup-steps 2 \
     --output "$results" "$@"
-  grep -E "tokens/s|MFU|peak memory|predicted|step time|loss " "$out/bench_$name.log"
+  grep -E "tokens/s|MFU|peak memory|predicted|step time|loss |CUDA graphs" "$out/bench_$name.log"
 }
 bench 1b_eager llama3.2-1b 4
 bench 1b_compiled llama3.2-1b 4 --compile
