@@ -1,7 +1,8 @@
 // linear_cross_entropy micro-benchmarks at `small`'s LM head: x (2048, 288), w (32000, 288),
-// labels (2048), the fused loss with its gradients through the CPU kernel table, at several
-// chunk sizes and vocabulary blocks (the arguments, 0 = the kernel's default), and its three GEMM
-// shapes alone on one default chunk. FLOPs: the three (N, V, C) GEMMs. Run: build/micro_bench
+// labels (2048) (and the wider model's: x (1024, 1024)), the fused loss with its gradients through
+// the CPU kernel table, at several chunk sizes and vocabulary blocks (the arguments, 0 = the
+// kernel's default), and its three GEMM shapes alone on one default chunk. FLOPs: the three (N, V,
+// C) GEMMs. Run: build/micro_bench
 // --benchmark_filter=lce
 #include <benchmark/benchmark.h>
 
@@ -25,17 +26,18 @@ void report(benchmark::State& state, double flops, int threads) {
   state.counters["threads"] = threads;
 }
 
-void BM_lce_fused(benchmark::State& state) {
-  OwnedTensor x({kRows, kDim}, 1), w({kVocab, kDim}, 2);
+void run_lce(benchmark::State& state, int64_t rows, int64_t dim) {
+  const double flops = 3 * 2.0 * rows * dim * kVocab;
+  OwnedTensor x({rows, dim}, 1), w({kVocab, dim}, 2);
   for (float& v : x.storage) v *= 0.1f;
   TensorView labels;
-  std::vector<int32_t> lab(static_cast<size_t>(kRows));
-  for (int64_t i = 0; i < kRows; ++i)
+  std::vector<int32_t> lab(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i)
     lab[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % kVocab);
   labels.dtype = DType::i32;
-  labels.dims = {kRows};
+  labels.dims = {rows};
   labels.data = lab.data();
-  OwnedTensor loss({}, 3), dx({kRows, kDim}, 4), dw({kVocab, kDim}, 5);
+  OwnedTensor loss({}, 3), dx({rows, dim}, 4), dw({kVocab, dim}, 5);
   Node node;
   node.op = Op::linear_cross_entropy;
   node.attrs = Attrs{{"chunk", state.range(0)}, {"vocab_block", state.range(1)}};
@@ -52,7 +54,15 @@ void BM_lce_fused(benchmark::State& state) {
     benchmark::DoNotOptimize(dw.storage.data());
     benchmark::ClobberMemory();
   }
-  report(state, kFlops, threads);
+  report(state, flops, threads);
+}
+
+void BM_lce_fused(benchmark::State& state) {
+  run_lce(state, kRows, kDim);
+}
+// The wider model's head: B4 T256 rows, hidden 1024.
+void BM_lce_fused_wide(benchmark::State& state) {
+  run_lce(state, 1024, 1024);
 }
 
 // One chunk's GEMM alone (dnnl_sgemm, gemm.h); arg 0: 0 logits, 1 dx, 2 dw; arg 1: rows.
@@ -80,6 +90,9 @@ void BM_lce_gemm(benchmark::State& state) {
 
 BENCHMARK(BM_lce_fused)
     ->ArgsProduct({{0, 256, 512}, {0, 128, 256, 512}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lce_fused_wide)
+    ->ArgsProduct({{0}, {0, 128, 256, 512, 1024}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_gemm)->ArgsProduct({{0, 1, 2}, {256}})->Unit(benchmark::kMillisecond);
 

@@ -164,7 +164,7 @@ TEST(Fused, LinearCrossEntropyF64IsThreadCountInvariant) {
   }
 }
 
-// The f32 kernel's vocabulary blocks (the `vocab_block` attribute; default 256 columns): block
+// The f32 kernel's vocabulary blocks (the `vocab_block` attribute; default 512 columns): block
 // widths that divide V, leave a short last block, are one column, V itself or wider, against the
 // composed reference, on 1 and 3 threads. The loss and dw come out bitwise the same on both
 // thread counts (each block's GEMMs and each row's statistics run on one thread, in a fixed
@@ -175,7 +175,7 @@ TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
     int64_t num_ignored;
   };
   const BlockCase cases[] = {
-      {37, 16, 300, 8, 0, 5},    // the default block (256): 256 + 44 columns
+      {37, 16, 700, 8, 0, 5},    // the default block (512): 512 + 188 columns
       {37, 16, 300, 0, 100, 0},  // blocks divide V
       {37, 16, 303, 16, 7, 3},   // 43 blocks of 7 and one of 2
       {40, 9, 50, 13, 1, 2},     // one column per block
