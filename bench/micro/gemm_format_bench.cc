@@ -157,3 +157,29 @@ BENCHMARK_CAPTURE(BM_gemm_format_matmul, backward_dw_plain, kBackwardDw, false)
 
 }  // namespace
 }  // namespace lj::bench
+namespace lj::bench {
+namespace {
+// linear_cross_entropy's chunk GEMMs at `small`'s head (256 rows, C 288, V 32000), row-major
+// logits (as loss.cc) and vocab-major (logitsᵀ (V, m)).
+constexpr Shape kLceLogits{256, 32000, 288, false, true};
+constexpr Shape kLceDx{256, 288, 32000, false, false};
+constexpr Shape kLceDw{32000, 288, 256, true, false};
+constexpr Shape kLceLogitsT{32000, 256, 288, false, true};
+constexpr Shape kLceDxT{256, 288, 32000, true, false};
+constexpr Shape kLceDwT{32000, 288, 256, false, false};
+BENCHMARK_CAPTURE(BM_gemm_format_sgemm, lce_logits, kLceLogits)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_matmul, lce_logits, kLceLogits, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_sgemm, lce_dx, kLceDx)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_matmul, lce_dx, kLceDx, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_sgemm, lce_dw, kLceDw)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_matmul, lce_dw, kLceDw, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_sgemm, lce_logits_t, kLceLogitsT)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_matmul, lce_logits_t, kLceLogitsT, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_sgemm, lce_dx_t, kLceDxT)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_matmul, lce_dx_t, kLceDxT, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_sgemm, lce_dw_t, kLceDwT)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_gemm_format_matmul, lce_dw_t, kLceDwT, false)->Unit(benchmark::kMillisecond);
+}  // namespace
+}  // namespace lj::bench

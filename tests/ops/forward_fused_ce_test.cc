@@ -164,6 +164,63 @@ TEST(Fused, LinearCrossEntropyF64IsThreadCountInvariant) {
   }
 }
 
+// The f32 kernel's vocabulary blocks (the `vocab_block` attribute; default 512 columns): block
+// widths that divide V, leave a short last block, are one column, V itself or wider, against the
+// composed reference, on 1 and 3 threads. The loss and dw come out bitwise the same on both
+// thread counts (each block's GEMMs and each row's statistics run on one thread, in a fixed
+// order); dx sums per-thread partials, so it only has to agree within rounding.
+TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
+  struct BlockCase {
+    int64_t n, c, v, chunk, block;
+    int64_t num_ignored;
+  };
+  const BlockCase cases[] = {
+      {37, 16, 700, 8, 0, 5},    // the default block (512): 512 + 188 columns
+      {37, 16, 300, 0, 100, 0},  // blocks divide V
+      {37, 16, 303, 16, 7, 3},   // 43 blocks of 7 and one of 2
+      {40, 9, 50, 13, 1, 2},     // one column per block
+      {33, 5, 70, 0, 70, 1},     // one block of all V
+      {33, 5, 70, 5, 500, 0},    // wider than V: clamped to V
+      {20, 17, 1000, 0, 96, 4},  // 11 blocks of 96, the last of 40
+  };
+  uint64_t seed = 700;
+  for (const BlockCase& bc : cases) {
+    const LceCase c{bc.n, bc.c, bc.v, bc.chunk, DType::i32, -100, bc.num_ignored};
+    const RefTensor x = random_tensor(DType::f32, {c.n, c.c}, seed++, -1, 1);
+    const RefTensor w = random_tensor(DType::f32, {c.v, c.c}, seed++, -1, 1);
+    const RefTensor labels = lce_labels(c, seed++);
+    auto build = [&](Builder& b, const std::vector<Val>& in) {
+      const LinearCrossEntropyResult o =
+          linear_cross_entropy(in[0], in[1], in[2], c.ignore_index, c.chunk);
+      for (Node& node : b.graph().mutable_nodes()) {
+        if (node.op == Op::linear_cross_entropy) node.attrs.set("vocab_block", bc.block);
+      }
+      return std::vector<Val>{o.loss, o.dx, o.dw};
+    };
+    const std::vector<GraphInput> inputs{{"x", x}, {"w", w}, {"labels", labels}};
+    auto one = run_graph(inputs, build, RunOptions{1, true});
+    auto three = run_graph(inputs, build, RunOptions{3, true});
+    const std::string what = lce_name(DType::f32, c) + " vocab_block=" + std::to_string(bc.block);
+    ASSERT_TRUE(one.ok()) << what << ": " << one.status().to_string();
+    ASSERT_TRUE(three.ok()) << what << ": " << three.status().to_string();
+    const RefTensor logits = ref::matmul(x, w, false, true);
+    const RefTensor unit = make_tensor(DType::f32, {}, {1.0});
+    const RefTensor dlogits = ref::cross_entropy_backward(logits, labels, unit, c.ignore_index);
+    for (const auto* r : {&*one, &*three}) {
+      // The bounds of LinearCrossEntropyOutputsMatchReference (the same sizes of sums).
+      // Observed (LJ_OPS_VERBOSE=1): loss bitwise, dx abs 2.2e-8, dw abs 9.3e-9.
+      expect_close((*r)[0], rounded(ref::cross_entropy(logits, labels, c.ignore_index), DType::f32),
+                   1e-6, 1e-5, what + " loss");
+      expect_close((*r)[1], rounded(ref::matmul(dlogits, w, false, false), DType::f32), 2e-6, 1e-4,
+                   what + " dx");
+      expect_close((*r)[2], rounded(ref::matmul(dlogits, x, true, false), DType::f32), 2e-6, 1e-4,
+                   what + " dw");
+    }
+    EXPECT_EQ((*one)[0].data, (*three)[0].data) << what << " loss, 1 vs 3 threads";
+    EXPECT_EQ((*one)[2].data, (*three)[2].data) << what << " dw, 1 vs 3 threads";
+  }
+}
+
 TEST(Fused, LinearCrossEntropyLabelOutOfRangeIsAStatus) {
   const RefTensor x = random_tensor(DType::f32, {6, 4}, 200);
   const RefTensor w = random_tensor(DType::f32, {11, 4}, 201);

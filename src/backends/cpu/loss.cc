@@ -21,9 +21,11 @@
 //     after the first chunk). Three (N, V, C) GEMMs in all, as matmul + cross_entropy and their
 //     backward, and neither the (N, V) logits nor their gradient is ever held. Chunks run in row
 //     order and their size depends only on the attribute, V and the dtype, never on the thread
-//     count, so dw's accumulation order is fixed; f64 results are thread-count invariant, f32
-//     ones reproducible for a given thread count (as matmul). The gradients are computed even
-//     when nothing reads them (a forward-only graph): two more GEMMs than a loss-only kernel.
+//     count, so dw's accumulation order is fixed; f64 results are thread-count invariant. f32
+//     splits each chunk further into vocabulary blocks that one thread takes from logits to
+//     gradient (linear_cross_entropy_f32 below): its loss and dw are thread-count invariant,
+//     dx reproducible for a given thread count. The gradients are computed even when nothing
+//     reads them (a forward-only graph): two more GEMMs than a loss-only kernel.
 #include <omp.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/cpu.h"
@@ -265,11 +268,7 @@ int64_t chunk_rows(const Attrs& attrs, int64_t n, int64_t vocab, int64_t elem_by
   return std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, n));
 }
 
-// out (m, n) = op(a) op(b) + beta * out for the fused loss, f32 or f64 (gemm.h).
-void loss_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int) {
-  gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
+// out (m, n) = op(a) op(b) + beta * out for the f64 fused loss (gemm.h).
 void loss_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
                const double* b, int64_t ldb, double beta, double* c, int64_t ldc, int threads) {
   gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc, threads);
@@ -347,6 +346,156 @@ Status linear_cross_entropy_impl(KernelContext& c) {
   const double mean =
       valid > 0 ? total / static_cast<double>(valid) : std::numeric_limits<double>::quiet_NaN();
   *c.out[0].as<T>() = static_cast<T>(mean);
+  return ok_status();
+}
+
+// f32: the chunk's logits in vocabulary blocks of `vb` columns, each block dense (rows x vb) and
+// owned by one thread from its GEMM to its gradient, so it is made, reduced, turned into its
+// gradient and consumed while it is in that core's L2, with one OpenMP region per chunk and
+// single-threaded GEMMs inside it (a GEMM per block across both threads would meet at a barrier
+// hundreds of times per chunk). Per chunk:
+//   1. each block b (static partition): logits_b = x[chunk] w_b^T; per row its max m_b and
+//      s_b = sum exp(logits_b - m_b), the block overwritten with those exps;
+//   2. each row: M = max_b m_b, S = sum_b s_b exp(m_b - M) in block order; loss M + log S - x_y;
+//   3. each block: exps -> (exp(m_b - M) / S * exps - onehot) * g, then dw_b (+)= dlogits_b^T
+//      x[chunk] and the thread's partial dx += dlogits_b w_b;
+//   4. dx[chunk] = the partials summed in thread order.
+// The loss and dw do not depend on the thread count; dx does through step 4 (reproducible for a
+// given count, as the unblocked kernel's f32 GEMMs).
+// 512 columns: 256 rows x 512 f32 = 512 KiB of logits per block. Measured (lce_fused micro-
+// benchmark, 1 thread, CPU ms, load 7.6-8.3): `small`'s head (2048 x 288 x 32000) 815-955 at 256,
+// 808-835 at 512; the wider model's (1024 x 1024 x 32000) 1355-1379 at 256, 1310-1332 at 512,
+// 1322-1351 at 1024.
+constexpr int64_t kVocabBlock = 512;
+
+int64_t vocab_block(const Attrs& attrs, int64_t vocab) {
+  const int64_t b = attrs.i_or("vocab_block", 0);
+  return std::clamp<int64_t>(b > 0 ? b : kVocabBlock, 1, std::max<int64_t>(1, vocab));
+}
+
+// The f32 kernel's scratch, in floats: the chunk of logits, per (row, block) max and sum, and
+// one partial dx (rows, C) per thread.
+struct BlockedScratch {
+  int64_t rows, blocks, logits, stats, partial;
+  int64_t total() const { return logits + 2 * stats + partial; }
+};
+BlockedScratch blocked_scratch(const Attrs& attrs, int64_t n, int64_t dim, int64_t vocab,
+                               int threads) {
+  BlockedScratch s{};
+  s.rows = chunk_rows(attrs, n, vocab, 4);
+  const int64_t vb = vocab_block(attrs, vocab);
+  s.blocks = (vocab + vb - 1) / vb;
+  s.logits = s.rows * vocab;
+  s.stats = s.rows * s.blocks;
+  s.partial = int64_t{std::max(1, threads)} * s.rows * dim;
+  return s;
+}
+
+template <class L>
+Status linear_cross_entropy_f32(KernelContext& c) {
+  constexpr int W = simd::kWidth<float>;
+  const TensorView& xv = c.in[0];
+  const int64_t n = xv.dim(0), dim = xv.dim(1), vocab = c.in[1].dim(0);
+  const float* x = xv.as<float>();
+  const float* w = c.in[1].as<float>();
+  const L* labels = c.in[2].as<L>();
+  float* dx = c.out[1].as<float>();
+  float* dw = c.out[2].as<float>();
+  const int64_t ignore = c.attrs().i_or("ignore_index", -100);
+  LJ_ASSIGN_OR_RETURN(const int64_t valid, count_valid(labels, n, vocab, ignore));
+  const float g = valid > 0 ? static_cast<float>(1.0 / static_cast<double>(valid)) : 0.0f;
+  const int threads = std::max(1, c.threads);
+  std::vector<float> row_loss(static_cast<size_t>(n), 0.0f);  // (N)
+  if (n == 0 || dim == 0) std::fill(dw, dw + vocab * dim, 0.0f);
+  if (vocab == 0 || dim == 0) std::fill(dx, dx + n * dim, 0.0f);
+  if (n > 0 && vocab > 0) {
+    LJ_CHECK(c.workspace != nullptr) << "linear_cross_entropy needs a workspace";
+    const BlockedScratch sc = blocked_scratch(c.attrs(), n, dim, vocab, threads);
+    const int64_t vb = vocab_block(c.attrs(), vocab), blocks = sc.blocks;
+    auto* base = static_cast<float*>(c.workspace->get(static_cast<size_t>(sc.total()) * 4));
+    float* logits = base;               // block b at logits + b * vb * m: (m, len) dense
+    float* blk_m = logits + sc.logits;  // (rows, blocks)
+    float* blk_s = blk_m + sc.stats;    // (rows, blocks)
+    float* partial = blk_s + sc.stats;  // (threads, rows, C)
+    for (int64_t r0 = 0; r0 < n; r0 += sc.rows) {
+      const int64_t m = std::min(sc.rows, n - r0);
+      const float* xc = x + r0 * dim;
+#pragma omp parallel num_threads(threads)
+      {
+        ScopedOmpThreads one(1);  // the GEMMs below run on this thread alone
+        const int t = omp_get_thread_num();
+        float* my_dx = partial + t * sc.rows * dim;
+        std::fill(my_dx, my_dx + m * dim, 0.0f);
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
+          float* lb = logits + j0 * m;
+          if (dim > 0) {
+            gemm(false, true, m, len, dim, 1.0f, xc, dim, w + j0 * dim, dim, 0.0f, lb, len);
+          } else {
+            std::fill(lb, lb + m * len, 0.0f);
+          }
+          for (int64_t i = 0; i < m; ++i) {
+            const int64_t y = static_cast<int64_t>(labels[r0 + i]);
+            if (y == ignore) continue;
+            float* row = lb + i * len;
+            if (y >= j0 && y < j0 + len) row_loss[static_cast<size_t>(r0 + i)] = -row[y - j0];
+            const float mb = row_max(row, len);
+            blk_m[i * blocks + b] = mb;
+            blk_s[i * blocks + b] = row_sum_exp(row, len, mb, row);
+          }
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < m; ++i) {
+          if (static_cast<int64_t>(labels[r0 + i]) == ignore) continue;
+          const float* bm = blk_m + i * blocks;
+          float* bs = blk_s + i * blocks;
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int64_t b = 0; b < blocks; ++b) mx = std::max(mx, bm[b]);
+          float s = 0.0f;
+          for (int64_t b = 0; b < blocks; ++b) s += bs[b] * std::exp(bm[b] - mx);
+          row_loss[static_cast<size_t>(r0 + i)] += mx + std::log(s);
+          // From here blk_s holds each block's scale: g exp(m_b - M) / S.
+          for (int64_t b = 0; b < blocks; ++b) bs[b] = g * std::exp(bm[b] - mx) / s;
+        }
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
+          float* lb = logits + j0 * m;
+          for (int64_t i = 0; i < m; ++i) {
+            float* row = lb + i * len;
+            const int64_t y = static_cast<int64_t>(labels[r0 + i]);
+            if (y == ignore) {
+              std::fill(row, row + len, 0.0f);
+              continue;
+            }
+            const float scale = blk_s[i * blocks + b];
+            const V<float> scale_v = simd::splat(scale);
+            int64_t j = 0;
+            for (; j + W <= len; j += W) simd::store(row + j, simd::load(row + j) * scale_v);
+            for (; j < len; ++j) row[j] *= scale;
+            if (y >= j0 && y < j0 + len) row[y - j0] -= g;
+          }
+          if (dim == 0) continue;
+          gemm(true, false, len, dim, m, 1.0f, lb, len, xc, dim, r0 == 0 ? 0.0f : 1.0f,
+               dw + j0 * dim, dim);
+          gemm(false, false, m, dim, len, 1.0f, lb, len, w + j0 * dim, dim, 1.0f, my_dx, dim);
+        }
+        // dx[chunk] = the partials in thread order, split over elements.
+#pragma omp for schedule(static)
+        for (int64_t e = 0; e < m * dim; ++e) {
+          float v = partial[e];
+          for (int u = 1; u < threads; ++u) v += partial[u * sc.rows * dim + e];
+          dx[r0 * dim + e] = v;
+        }
+      }
+    }
+  }
+  double total = 0;
+  for (float l : row_loss) total += static_cast<double>(l);
+  const double mean =
+      valid > 0 ? total / static_cast<double>(valid) : std::numeric_limits<double>::quiet_NaN();
+  *c.out[0].as<float>() = static_cast<float>(mean);
   return ok_status();
 }
 
@@ -439,7 +588,13 @@ struct Backward {
 
 template <class T, class L>
 struct LinearForward {
-  static Status run(KernelContext& c) { return linear_cross_entropy_impl<T, L>(c); }
+  static Status run(KernelContext& c) {
+    if constexpr (std::is_same_v<T, float>) {
+      return linear_cross_entropy_f32<L>(c);
+    } else {
+      return linear_cross_entropy_impl<T, L>(c);
+    }
+  }
 };
 
 Status cross_entropy_forward(KernelContext& c) {
@@ -468,7 +623,8 @@ Status linear_cross_entropy_forward(KernelContext& c) {
 
 // What linear_cross_entropy's get() asks for: one chunk of logits; for bf16 operands an f32
 // chunk, its bf16 copy and the f32 accumulator of dw (V, C).
-static size_t linear_cross_entropy_workspace(const Node& n, std::span<const TensorView> in, int) {
+static size_t linear_cross_entropy_workspace(const Node& n, std::span<const TensorView> in,
+                                             int threads) {
   const auto round = [](int64_t bytes) { return (static_cast<size_t>(bytes) + 63) / 64 * 64; };
   const int64_t rows_total = in[0].dim(0), dim = in[0].dim(1), vocab = in[1].dim(0);
   if (rows_total == 0 || vocab == 0) return 0;
@@ -476,6 +632,9 @@ static size_t linear_cross_entropy_workspace(const Node& n, std::span<const Tens
     if (dim == 0) return 0;
     const int64_t rows = chunk_rows(n.attrs, rows_total, vocab, 4);
     return round(rows * vocab * 4) + round(rows * vocab * 2) + round(vocab * dim * 4);
+  }
+  if (in[0].dtype == DType::f32) {
+    return round(blocked_scratch(n.attrs, rows_total, dim, vocab, threads).total() * 4);
   }
   const int64_t elem = dtype_size(in[0].dtype);
   const int64_t rows = chunk_rows(n.attrs, rows_total, vocab, elem);
