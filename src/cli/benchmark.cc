@@ -356,6 +356,9 @@ struct Summary {
   int64_t kernels_per_step = 0;
   std::vector<double> tokens_per_s_by_rank, rss_by_rank, comm_s_by_rank, exposed_s_by_rank,
       optimizer_bytes_by_rank;
+  // Each rank's own predicted peak (ranks differ: which part of each bucket they receive, and
+  // the MPI library's temporaries, dist/zero.h).
+  std::vector<double> predicted_by_rank;
   // The share of the communication hidden behind compute: 1 - exposed / comm.
   double overlapped_share() const {
     return comm_s > 0 ? std::max(0.0, 1.0 - exposed_s / comm_s) : 0;
@@ -364,7 +367,8 @@ struct Summary {
 
 // A collective with several ranks: every rank calls it.
 StatusOr<Summary> summarize(const Resolved& r, const MfuPeak& peak, const StepLog& log,
-                            const Device& dev, TrainStep& trainer, DistSession& dist) {
+                            const Device& dev, TrainStep& trainer, DistSession& dist,
+                            const Pricing& predicted) {
   Summary m;
   m.p50 = percentile(log.measured_seconds, 0.5);
   m.p90 = percentile(log.measured_seconds, 0.9);
@@ -377,6 +381,7 @@ StatusOr<Summary> summarize(const Resolved& r, const MfuPeak& peak, const StepLo
   m.rss = static_cast<double>(process_peak_rss_bytes());
   LJ_ASSIGN_OR_RETURN(m.tokens_per_s_by_rank, dist.gather(local_tps));
   LJ_ASSIGN_OR_RETURN(m.rss_by_rank, dist.gather(m.rss));
+  LJ_ASSIGN_OR_RETURN(m.predicted_by_rank, dist.gather(predicted.memory.total));
   LJ_ASSIGN_OR_RETURN(m.comm_s_by_rank, dist.gather(m.comm_s));
   LJ_ASSIGN_OR_RETURN(m.exposed_s_by_rank, dist.gather(m.exposed_s));
   LJ_ASSIGN_OR_RETURN(m.optimizer_bytes_by_rank,
@@ -412,12 +417,14 @@ void print_ranks(const Resolved& r, const Summary& m, const Pricing& predicted) 
       format_seconds(m.exposed_s), m.p50 > 0 ? 100.0 * m.exposed_s / m.p50 : 0.0,
       per_rank(m.exposed_s_by_rank, ms), 100.0 * m.overlapped_share(),
       r.dp.zero.overlap_comm ? "on" : "off");
-  const double pred = predicted.memory.total;
-  const auto err = [&](double v) { return fmt::format("{:+.1f}%", 100.0 * (pred - v) / v); };
-  fmt::print("  peak RSS per rank (VmHWM)   {}\n",
-             per_rank(m.rss_by_rank, [](double v) { return format_bytes(v); }));
+  std::vector<double> errors;
+  for (size_t i = 0; i < m.rss_by_rank.size() && i < m.predicted_by_rank.size(); ++i)
+    errors.push_back(100.0 * (m.predicted_by_rank[i] - m.rss_by_rank[i]) / m.rss_by_rank[i]);
+  const auto bytes = [](double v) { return format_bytes(v); };
+  fmt::print("  peak RSS per rank (VmHWM)   {}\n", per_rank(m.rss_by_rank, bytes));
   fmt::print("  predicted per rank          {} (ZeRO {} over {} ranks; error {})\n",
-             format_bytes(pred), r.dp.zero.stage, r.dp.world_size, per_rank(m.rss_by_rank, err));
+             per_rank(m.predicted_by_rank, bytes), r.dp.zero.stage, r.dp.world_size,
+             per_rank(errors, [](double v) { return fmt::format("{:+.1f}%", v); }));
   fmt::print("  optimizer states per rank   {}   (ljperf accounting; predicted {})\n",
              per_rank(m.optimizer_bytes_by_rank, [](double v) { return format_bytes(v); }),
              format_bytes(predicted.memory.get("optimizer")));
@@ -529,6 +536,7 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                   // Per rank, rank order (one entry for one process); tokens_per_s is their sum.
                   {"tokens_per_s_per_rank", m.tokens_per_s_by_rank},
                   {"process_peak_rss_bytes_per_rank", m.rss_by_rank},
+                  {"predicted_peak_rss_bytes_per_rank", m.predicted_by_rank},
                   {"optimizer_bytes_per_rank", m.optimizer_bytes_by_rank},
                   {"comm_s_per_step", m.comm_s},
                   {"comm_s_per_step_per_rank", m.comm_s_by_rank},
@@ -665,7 +673,8 @@ Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
   const MfuPeak peak = mfu_peak(r.precision, g.dev->threads(), dist.ranks_on_host(),
                                 dist.world_size(), /*may_probe=*/!dist.distributed());
   LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(a, r, host, peak, *g.dev, *g.trainer));
-  LJ_ASSIGN_OR_RETURN(const Summary m, summarize(r, peak, log, *g.dev, *g.trainer, dist));
+  LJ_ASSIGN_OR_RETURN(const Summary m,
+                      summarize(r, peak, log, *g.dev, *g.trainer, dist, g.prepared.predicted));
   print_summary(a, r, log, m, g.prepared.predicted, *g.dev, *g.trainer);
   // One record per run: rank 0 writes it.
   if (a.output.empty() || !dist.is_root()) return ok_status();

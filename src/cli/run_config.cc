@@ -128,6 +128,8 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
     d.zero.overlap_comm = ds->zero.overlap_comm;
     d.zero.stage3_prefetch_bucket_size = ds->zero.stage3_prefetch_bucket_size;
     d.zero.stage3_param_persistence_threshold = ds->zero.stage3_param_persistence_threshold;
+    d.zero.stage3_max_live_parameters = ds->zero.stage3_max_live_parameters;
+    d.zero.stage3_max_reuse_distance = ds->zero.stage3_max_reuse_distance;
     const auto origin = [&](const std::string& key) {
       for (const auto& l : ds->resolved) {
         if (l.key == key) return ds->source + ": " + l.origin;
@@ -162,7 +164,9 @@ std::string DataParallelSettings::describe() const {
   if (zero.stage == 3) {
     s += "  stage3_prefetch_bucket_size = " + std::to_string(zero.stage3_prefetch_bucket_size) +
          ", stage3_param_persistence_threshold = " +
-         std::to_string(zero.stage3_param_persistence_threshold) + "\n";
+         std::to_string(zero.stage3_param_persistence_threshold) + "\n" +
+         "  stage3_max_live_parameters = " + std::to_string(zero.stage3_max_live_parameters) +
+         ", stage3_max_reuse_distance = " + std::to_string(zero.stage3_max_reuse_distance) + "\n";
   }
   if (world_size == 1) {
     s += "  one process: no collectives, the stage changes nothing\n";

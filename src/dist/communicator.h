@@ -70,7 +70,8 @@ class Communicator {
   // In place is not allowed here (the sizes differ).
   virtual CommHandle ireduce_scatter_sum(std::span<const float> send, std::span<float> recv) = 0;
   // Uneven blocks: send holds counts[0] + ... + counts[N-1] elements, block r (counts[r] of them,
-  // possibly 0) summed over ranks goes to rank r; recv.size() == counts[rank()].
+  // possibly 0) summed over ranks goes to rank r; recv.size() == counts[rank()]. In place when
+  // recv starts where send starts (MPI_IN_PLACE: the result overwrites the start of send).
   virtual CommHandle ireduce_scatter_sum(std::span<const float> send,
                                          std::span<const int64_t> counts,
                                          std::span<float> recv) = 0;

@@ -201,8 +201,9 @@ class MpiCommunicator final : public Communicator {
                                          "; the counts sum to " + std::to_string(total)));
     }
     MPI_Request request = MPI_REQUEST_NULL;
-    const int rc = MPI_Ireduce_scatter(send.data(), recv.data(), ints.data(), MPI_FLOAT, MPI_SUM,
-                                       comm_, &request);
+    const void* in = send.data() == recv.data() ? MPI_IN_PLACE : send.data();
+    const int rc =
+        MPI_Ireduce_scatter(in, recv.data(), ints.data(), MPI_FLOAT, MPI_SUM, comm_, &request);
     if (rc != MPI_SUCCESS) return CommHandle(mpi_status(rc, "MPI_Ireduce_scatter"));
     return CommHandle(std::make_unique<MpiRequest>(request, "MPI_Ireduce_scatter", "reduce_scatter",
                                                    comm_, rank_, options_.timeout_seconds,

@@ -48,6 +48,12 @@ struct ZeroConfig {
   // below this many elements gathered once per step (kept from forward through backward).
   int64_t stage3_prefetch_bucket_size = 50'000'000;
   int64_t stage3_param_persistence_threshold = 100'000;
+  // Elements of gathered parameters alive at once, beyond which nothing more is prefetched
+  // (the gather a use needs still runs); and the distance, in elements of parameters gathered in
+  // between, within which a parameter's next use keeps its gather instead of freeing it
+  // (passes/collectives/param_gather.h).
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  int64_t stage3_max_reuse_distance = 1'000'000'000;
   // invalid_argument for a stage outside 0-3 or a bucket size below 1.
   Status validate() const;
 };
@@ -119,8 +125,10 @@ int64_t all_gather_send_numel(const FlatLayout& layout, int64_t allgather_bucket
 // replays it in its dry run (plan/graph_figures.h). Padding: stages 1-2 size states by the padded
 // shard, ceil(numel / N) elements, so a rank holds at most N - 1 elements more than numel / N.
 struct ZeroMemory {
-  int64_t adam_state_numel = 0;   // m and v each: numel at stage 0, shard_numel at 1-3
-  int64_t grad_shard_numel = 0;   // stages 2, 3: the reduced gradient shard (kept for the run)
+  int64_t adam_state_numel = 0;  // m and v each: numel at stage 0, shard_numel at 1-3
+  // Stages 2, 3: the reduced gradient shard, from the step's first reduction into it (its first
+  // bucket's wait, or the optimizer step without collectives in the graph) to the step's end.
+  int64_t grad_shard_numel = 0;
   int64_t param_shard_numel = 0;  // stage 3: the parameters are this shard only
   // One step, after backward: the gradient collective's buffer (all-reduce at 0-1,
   // reduce-scatter at 2), freed; stage 2 then frees the full gradients; stages 1-2 then
@@ -130,6 +138,21 @@ struct ZeroMemory {
   bool frees_full_grads = false;  // stage 2
 };
 ZeroMemory zero_memory(const FlatLayout& layout, const ZeroConfig& zero);
+
+// What Open MPI 4.1's nonblocking collectives (coll/libnbc, the component that runs them) make
+// resident on `rank` of `world` beside the caller's buffers, in f32 elements, for a collective
+// over a `count`-element bucket: malloc'd at the start, freed when the request completes, and
+// outside ljperf's allocator, so only the memory predictor sees them.
+//   all-reduce: one bucket on every rank (measured at 2 ranks: stage 0's peak is 1 bucket above
+//     ljperf's own accounting on both ranks).
+//   reduce-scatter: a binomial reduce to rank 0, then a scatter. Every rank mallocs two buckets
+//     but writes (makes resident) the first when it receives once and the second when it
+//     receives again: rank r receives in round k (1 <= k <= ceil(log2 world)) when r is a
+//     multiple of 2^k and r + 2^(k-1) < world. At 2 ranks: one bucket on rank 0, none on rank 1
+//     (measured: rank 1's peak was a whole bucket below rank 0's).
+//   all-gather(v): nothing (it receives straight into the caller's buffer).
+int64_t mpi_all_reduce_temporary_numel(int64_t count, int rank, int world);
+int64_t mpi_reduce_scatter_temporary_numel(int64_t count, int rank, int world);
 
 // Copies flat range `r` of `tensors` (f32, laid out by `layout`) into out[0, r.size()); the
 // padding reads as zeros.

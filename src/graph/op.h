@@ -47,6 +47,9 @@ enum OpFlags : uint32_t {
   // The CPU kernel stays correct when output 0 is stored over an input of the same dims (each
   // element is read before the same element is written): the memory plan may run it in place.
   kInplace = 1u << 3,
+  // With kAlias: the node still launches its kernel, on the shared storage (a collective's wait
+  // whose result was received into its input's buffer: passes/collectives/param_gather.h).
+  kAliasLaunch = 1u << 4,
 };
 
 struct TypedShape {

@@ -1,6 +1,7 @@
 #include "plan/graph_figures.h"
 
 #include <algorithm>
+#include <map>
 
 #include <omp.h>
 
@@ -90,39 +91,71 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
       moments.push_back(
           Tensor::empty(dev, DType::f32, {zm.adam_state_numel}, MemCategory::optimizer));
     }
-    if (zm.grad_shard_numel > 0) {
-      moments.push_back(Tensor::empty(dev, DType::f32, {zm.grad_shard_numel}, MemCategory::grads));
-    }
   }
+  // The MPI library's temporary of one collective (dist/zero.h): inside the MPI call, beside the
+  // bucket; freed by MPI, never in ljperf's cache.
+  const auto mpi_temporary = [&](int64_t numel) {
+    if (!dry.mpi_temporaries || numel <= 0) return;
+    const auto bytes = static_cast<size_t>(numel) * sizeof(float);
+    CachingAllocator& a = dev.allocator();
+    a.deallocate_uncached(a.allocate_uncached(bytes, MemCategory::workspace), bytes,
+                          MemCategory::workspace);
+  };
   GraphFigures f;
   {
     // Compiled graphs run planned: the static memory plan's arena, as TrainStep runs them.
     Executor ex(g, dev, ExecutorOptions{.planned = options.compile});
+    // With the gradient collectives in the graph, their buffers are in the dry run itself; what
+    // their kernels allocate by themselves is replayed where they run (train/grad_sync.h): each
+    // bucket's part of the gradient shard at its wait, and each collective's MPI temporary at its
+    // start (freed by the completion the next kernel's poll sees: Open MPI frees it there).
+    const bool in_graph = options.grad_sync.enabled();
+    std::map<int64_t, Tensor> grad_parts;  // train/zero_optimizer.h grad_part, by offset
+    if (sharded && in_graph) {
+      ex.set_dry_node_hook([&](size_t ni) {
+        const Node& n = g.nodes()[ni];
+        if (n.op == Op::grad_reduce_wait && zm.grad_shard_numel > 0) {
+          const int64_t count = n.attrs.i("recv_count");
+          if (count > 0 && !grad_parts.count(n.attrs.i("recv_begin"))) {
+            grad_parts.emplace(
+                n.attrs.i("recv_begin"),
+                Tensor::empty_uncached(dev, DType::f32, {count}, MemCategory::grads));
+          }
+        } else if (n.op == Op::grad_reduce_start) {
+          const int64_t count = n.attrs.i("flat_end") - n.attrs.i("flat_begin");
+          mpi_temporary(n.attrs.i("stage") >= 2
+                            ? mpi_reduce_scatter_temporary_numel(count, dry.rank, dry.world_size)
+                            : mpi_all_reduce_temporary_numel(count, dry.rank, dry.world_size));
+        }
+      });
+    }
     LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));
     if (sharded) {
       // The optimizer step of one rank, after backward (dist/zero.h ZeroMemory's order). The
       // trainer keeps only the gradients of backward's outputs (the loss is read and dropped).
       outs.erase(outs.begin());
-      const auto workspace = [&](int64_t n) {
-        return Tensor::empty(dev, DType::f32, {std::max<int64_t>(n, 1)}, MemCategory::workspace);
+      const auto workspace = [&](int64_t n) {  // dist/zero.cc's buffers: transient
+        return Tensor::empty_transient(dev, DType::f32, {std::max<int64_t>(n, 1)},
+                                       MemCategory::workspace);
       };
-      // With the gradient collectives in the graph, their buffers were in the dry run itself.
-      const bool in_graph = options.grad_sync.enabled();
-      if (zm.reduce_buffer_numel > 0) {
-        Tensor bucket = in_graph ? Tensor() : workspace(zm.reduce_buffer_numel);
-        if (dry.mpi_temporaries) {
-          // Inside the MPI call, beside the bucket; freed by MPI, never in ljperf's cache.
-          const auto bytes = static_cast<size_t>(zm.reduce_buffer_numel) * sizeof(float);
-          CachingAllocator& a = dev.allocator();
-          a.deallocate_uncached(a.allocate_uncached(bytes, MemCategory::workspace), bytes,
-                                MemCategory::workspace);
-        }
+      // Stage 2 without the collectives in the graph: step() takes the shard first.
+      if (zm.grad_shard_numel > 0 && !in_graph) {
+        grad_parts.emplace(
+            0, Tensor::empty_uncached(dev, DType::f32, {zm.grad_shard_numel}, MemCategory::grads));
+      }
+      if (zm.reduce_buffer_numel > 0 && !in_graph) {
+        Tensor bucket = workspace(zm.reduce_buffer_numel);
+        const int64_t count = zm.reduce_buffer_numel;
+        mpi_temporary(zm.frees_full_grads
+                          ? mpi_reduce_scatter_temporary_numel(count, dry.rank, dry.world_size)
+                          : mpi_all_reduce_temporary_numel(count, dry.rank, dry.world_size));
       }
       if (zm.frees_full_grads) outs.clear();
       if (zm.gather_send_numel > 0) {
         Tensor send = workspace(zm.gather_send_numel);
         Tensor recv = workspace(zm.gather_recv_numel);
       }
+      grad_parts.clear();  // freed at the end of the step
     }
     f.stats = dev.memory();
     if (dry.device) f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);

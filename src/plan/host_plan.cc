@@ -79,6 +79,8 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
     gs.overlap = parallel.zero.overlap_comm;
     gs.prefetch_bucket_size = parallel.zero.stage3_prefetch_bucket_size;
     gs.persistence_threshold = parallel.zero.stage3_param_persistence_threshold;
+    gs.max_live_parameters = parallel.zero.stage3_max_live_parameters;
+    gs.max_reuse_distance = parallel.zero.stage3_max_reuse_distance;
   }
   const auto t0 = std::chrono::steady_clock::now();
   LJ_ASSIGN_OR_RETURN(r.graph.ids,
@@ -90,6 +92,7 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
                                                   .device = &req.device,
                                                   .eff = req.coeffs.cpu_eff,
                                                   .world_size = parallel.world_size,
+                                                  .rank = parallel.rank,
                                                   .zero = parallel.zero}));
   r.predicted.memory = predict_cpu_memory(r.figures, model, req.coeffs);
   r.process_baseline_bytes = req.coeffs.host.process_baseline_bytes;

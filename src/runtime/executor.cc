@@ -179,6 +179,19 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
       const ValueId out = n.outputs[0];
       LJ_CHECK(g_.type(out).shape.eval(env_, &dims)) << "unbound symbol";
       vals[static_cast<size_t>(out)] = vals[static_cast<size_t>(n.inputs[0])].reshaped(dims);
+      if (launch && def.has(kAliasLaunch)) {
+        // A collective's wait on the storage its start received into (graph/op.h).
+        const KernelFn fn = kernels[n.op];
+        const bool own = ni < node_kernels_.size() && node_kernels_[ni];
+        if (!own && fn == nullptr)
+          return unimplemented(std::string("no CPU kernel for op ") + def.name);
+        in_views.assign({vals[static_cast<size_t>(n.inputs[0])].view()});
+        out_views.assign({vals[static_cast<size_t>(out)].view()});
+        LJ_RETURN_IF_ERROR(
+            launch_kernel(n, own ? node_kernels_[ni] : NodeKernel(fn), in_views, out_views));
+        if (after_kernel_) after_kernel_();
+      }
+      if (!launch && dry_hook_ && def.has(kAliasLaunch)) dry_hook_(ni);
     } else {
       const KernelFn fn = kernels[n.op];
       if (fn == nullptr) return unimplemented(std::string("no CPU kernel for op ") + def.name);
@@ -196,6 +209,7 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
       if (!launch) {
         if (const WorkspaceFn ws = kernels.workspace(n.op))
           dry_workspace(ws(n, in_views, dev_.threads()));
+        if (dry_hook_) dry_hook_(ni);
       }
       if (launch) {
         const bool own = ni < node_kernels_.size() && node_kernels_[ni];

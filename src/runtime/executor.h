@@ -71,6 +71,11 @@ class Executor {
   // nonblocking collective started by one node makes progress while later nodes compute
   // (train/grad_sync.h polls its in-flight reductions here).
   void set_after_kernel(std::function<void()> fn) { after_kernel_ = std::move(fn); }
+  // Called in dry runs where run() would launch node `node_index`'s kernel (its outputs exist,
+  // its inputs not yet freed); empty: nothing. What a bound kernel allocates by itself is
+  // replayed here on the dry run's device (plan/graph_figures.cc: train/grad_sync.h's gradient
+  // shard at its first reduction, the MPI library's temporaries of a collective).
+  void set_dry_node_hook(std::function<void(size_t node_index)> fn) { dry_hook_ = std::move(fn); }
 
  private:
   Status bind(std::span<const Tensor> inputs);
@@ -94,6 +99,7 @@ class Executor {
   size_t workspace_bytes_ = 0;
   std::vector<NodeKernel> node_kernels_;  // per node index; empty: the backend's kernel
   std::function<void()> after_kernel_;
+  std::function<void(size_t)> dry_hook_;
 };
 
 }  // namespace lj

@@ -102,6 +102,17 @@ void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
   return p;
 }
 
+void* CachingAllocator::allocate_from_cache(size_t bytes, MemCategory category) {
+  const size_t size = round_up(bytes);
+  auto it = free_.lower_bound(size);
+  if (it == free_.end() || it->first > 2 * size) return nullptr;
+  void* p = it->second;
+  block_size_[p] = it->first;
+  free_.erase(it);
+  count_alloc(block_size_[p], category);
+  return p;
+}
+
 void CachingAllocator::deallocate(void* p, size_t bytes, MemCategory category) {
   if (p == nullptr) return;
   auto it = block_size_.find(p);

@@ -58,6 +58,9 @@ class CachingAllocator {
   // Counted like allocate() but never taken from or returned to the cache, so long-lived
   // buffers (the executor's kernel workspace) do not change how tensors reuse cached blocks.
   void* allocate_uncached(size_t bytes, MemCategory category);
+  // A cached block that fits (as allocate() would take it), or nullptr when none does: never a
+  // new block. Freed with deallocate().
+  void* allocate_from_cache(size_t bytes, MemCategory category);
   void deallocate_uncached(void* p, size_t bytes, MemCategory category);
   // One uncached block counted under several categories at once (the planned executor's arena
   // holds activations and temporaries): its size is the sum of `bytes_by_category`, which must

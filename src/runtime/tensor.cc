@@ -9,7 +9,44 @@
 namespace lj {
 
 Tensor::Storage::~Storage() {
-  if (device != nullptr) device->allocator().deallocate(data, bytes, category);
+  if (device == nullptr) return;
+  if (uncached) {
+    device->allocator().deallocate_uncached(data, bytes, category);
+  } else {
+    device->allocator().deallocate(data, bytes, category);
+  }
+}
+
+Tensor Tensor::empty_transient(Device& dev, DType dtype, std::vector<int64_t> dims,
+                               MemCategory category) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = dims;
+  void* p = dev.allocator().allocate_from_cache(t.bytes(), category);
+  if (p == nullptr) return empty_uncached(dev, dtype, std::move(dims), category);
+  auto s = std::make_shared<Storage>();
+  s->bytes = t.bytes();
+  s->category = category;
+  s->data = p;
+  s->device = &dev;
+  t.storage_ = std::move(s);
+  return t;
+}
+
+Tensor Tensor::empty_uncached(Device& dev, DType dtype, std::vector<int64_t> dims,
+                              MemCategory category) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  auto s = std::make_shared<Storage>();
+  s->bytes = t.bytes();
+  s->category = category;
+  s->uncached = true;
+  s->data = dev.allocator().allocate_uncached(s->bytes, category);
+  LJ_CHECK(s->data != nullptr) << "out of host memory allocating " << s->bytes << " bytes";
+  s->device = &dev;
+  t.storage_ = std::move(s);
+  return t;
 }
 
 Tensor Tensor::empty(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category) {

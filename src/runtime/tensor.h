@@ -19,6 +19,17 @@ class Tensor {
   // Uninitialised storage from the device's allocator, counted under `category`.
   static Tensor empty(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category);
   static Tensor zeros(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category);
+  // As empty(), but never taken from or returned to the allocator's cache
+  // (CachingAllocator::allocate_uncached): for a large buffer that lives once per step (a
+  // collective's packing buffer, ZeRO's gradient shard), so that after it the memory goes back
+  // to the system instead of staying reserved for tensors of other sizes.
+  static Tensor empty_uncached(Device& dev, DType dtype, std::vector<int64_t> dims,
+                               MemCategory category);
+  // A block the cache already holds when one fits (returned to the cache), else uncached
+  // (returned to the system): a once-per-step buffer that reuses what the step freed but never
+  // leaves a new block reserved.
+  static Tensor empty_transient(Device& dev, DType dtype, std::vector<int64_t> dims,
+                                MemCategory category);
   // Copies `values` (converted to dtype) into a new tensor.
   static Tensor from_doubles(Device& dev, DType dtype, std::vector<int64_t> dims,
                              std::span<const double> values,
@@ -56,6 +67,7 @@ class Tensor {
     MemCategory category = MemCategory::temporaries;
     Device* device = nullptr;
     std::shared_ptr<void> owner;  // borrowed(): what holds `data`
+    bool uncached = false;        // empty_uncached()
     ~Storage();
   };
 

@@ -10,13 +10,14 @@
 //     communication; TrainStep accumulates them); the last one packs (accumulated + its own)
 //     times 1 / count, all-reduces the bucket and its wait gives sum / world: the averaged
 //     gradients, with the float operations of the one-process path in the same order.
-//   stage 2: every micro-batch reduce-scatters its bucket (DeepSpeed's stage 2 does the same),
-//     and the wait adds this rank's part into the optimizer's gradient shard; after the last,
-//     the shard is scaled by 1 / count and by 1 / world. Full gradients never outlive their
+//   stage 2: every micro-batch reduce-scatters its bucket in place (DeepSpeed's stage 2 does the
+//     same), and the wait adds this rank's part into the optimizer's gradient shard; after the
+//     last, the shard is scaled by 1 / count and by 1 / world. Full gradients never outlive their
 //     bucket's start.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -51,8 +52,12 @@ class GradSync {
   int stage() const { return stage_; }
   // Before the forward_backward of micro-batch `index` of `count`. acc (stages 0, 1): the
   // gradients accumulated over micro-batches 0 .. index - 1 (one per parameter; null for the
-  // first). shard (stage 2): the optimizer's gradient shard, layout.shard_numel() elements.
-  void begin_micro_batch(int index, int count, const std::vector<Tensor>* acc, float* shard);
+  // first). shard (stages 2, 3): shard(begin, count) gives elements [begin, begin + count) of
+  // the optimizer's gradient shard (ZeroOptimizer::grad_part), called at each bucket's wait, so
+  // each bucket's part is allocated only when its reduction lands (the shard does not exist
+  // during forward, and grows over backward as the gradients it replaces are freed).
+  void begin_micro_batch(int index, int count, const std::vector<Tensor>* acc,
+                         std::function<float*(int64_t begin, int64_t count)> shard);
   // The times since the last call.
   GradSyncTimes take_times();
 
@@ -88,7 +93,7 @@ class GradSync {
   std::unordered_map<ValueId, Gather> gathers_;  // by the start's output (the buffer)
   int index_ = 0, count_ = 1;
   const std::vector<Tensor>* acc_ = nullptr;
-  float* shard_ = nullptr;
+  std::function<float*(int64_t, int64_t)> shard_fn_;
   int in_flight_ = 0;
   GradSyncTimes times_;
 };

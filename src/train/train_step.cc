@@ -169,6 +169,8 @@ GradSyncOptions grad_sync_options(const DataParallel& dp) {
   o.overlap = dp.zero.overlap_comm;
   o.prefetch_bucket_size = dp.zero.stage3_prefetch_bucket_size;
   o.persistence_threshold = dp.zero.stage3_param_persistence_threshold;
+  o.max_live_parameters = dp.zero.stage3_max_live_parameters;
+  o.max_reuse_distance = dp.zero.stage3_max_reuse_distance;
   return o;
 }
 
@@ -239,8 +241,9 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
   for (int i = 0; i < count; ++i) {
     const Batch& mb = micro_batches[static_cast<size_t>(i)];
     if (in_graph) {
-      grad_sync_->begin_micro_batch(i, count, grads.empty() ? nullptr : &grads,
-                                    zero_->grad_shard());
+      grad_sync_->begin_micro_batch(
+          i, count, grads.empty() ? nullptr : &grads,
+          [this](int64_t begin, int64_t n) { return zero_->grad_part(begin, n); });
     }
     LJ_ASSIGN_OR_RETURN(ForwardBackward fb, forward_backward(mb.tokens, mb.targets));
     r.loss += fb.loss * scale;

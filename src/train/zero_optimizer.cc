@@ -1,6 +1,7 @@
 #include "train/zero_optimizer.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/units.h"
@@ -20,9 +21,6 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create(Device& dev, cons
   } else {
     const int64_t shard = z->layout_.shard_numel();
     z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{shard}, adamw);
-    if (dp.zero.stage >= 2) {
-      z->grad_shard_ = Tensor::zeros(dev, DType::f32, {shard}, MemCategory::grads);
-    }
     if (dp.zero.stage == 3) {
       z->param_shard_ = Tensor::zeros(dev, DType::f32, {shard}, MemCategory::weights);
       pack_flat(z->layout_, params, z->layout_.shard(dp.comm->rank()),
@@ -41,8 +39,20 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create_sharded(
   const int64_t shard = z->layout_.shard_numel();
   z->param_shard_ = std::move(param_shard);
   z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{shard}, adamw);
-  z->grad_shard_ = Tensor::zeros(dev, DType::f32, {shard}, MemCategory::grads);
   return z;
+}
+
+float* ZeroOptimizer::grad_part(int64_t begin, int64_t count) {
+  LJ_CHECK(zero_.stage >= 2 && begin >= 0 && count > 0 && begin + count <= layout_.shard_numel());
+  auto it = grad_parts_.find(begin);
+  if (it == grad_parts_.end()) {
+    // Uncached, as it is freed at the end of every step (runtime/tensor.h).
+    Tensor t = Tensor::empty_uncached(dev_, DType::f32, {count}, MemCategory::grads);
+    std::memset(t.raw(), 0, t.bytes());
+    it = grad_parts_.emplace(begin, std::move(t)).first;
+  }
+  LJ_CHECK_EQ(it->second.numel(), count) << "gradient shard part at " << begin;
+  return it->second.data<float>();
 }
 
 StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::vector<Tensor> grads,
@@ -54,6 +64,11 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   const int world = comm_.world_size();
   const float mean = 1.0f / static_cast<float>(world);
   ZeroStepResult r;
+  // Stages 2, 3: the gradient shard lives until the end of the step, whichever way it ends.
+  struct FreeShard {
+    std::map<int64_t, Tensor>& parts;
+    ~FreeShard() { parts.clear(); }
+  } free_shard{grad_parts_};
   // Times one collective (with its packing) into r.comm_seconds.
   double t0 = now_seconds();
   const auto comm_done = [&] {
@@ -68,11 +83,11 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   // Average the gradients: every rank gets all of them (0, 1) or its shard (2).
   const FlatRange mine = layout_.shard(comm_.rank());
   const std::vector<FlatPiece> pieces = layout_.pieces(mine);
-  float* shard_grad = nullptr;  // stage 2: flat over `mine`
-  if (zero_.stage >= 2) shard_grad = grad_shard_.data<float>();
+  const bool sharded_grads = zero_.stage >= 2;  // in grad_parts_, by offset in `mine`
   if (grads_reduced) {
     // backward's collectives averaged them (train/grad_sync.h): stage 2's are in the shard
   } else if (zero_.stage == 2) {
+    float* shard_grad = grad_part(0, layout_.shard_numel());
     t0 = now_seconds();
     LJ_RETURN_IF_ERROR(reduce_scatter_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size,
                                             mean, shard_grad));
@@ -84,9 +99,16 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   }
   if (!grads_reduced) comm_done();
   // The gradient elements of a piece of this rank's shard.
+  // Stages 2, 3: a piece lies within one part (parts are buckets of whole parameters, or the
+  // whole shard).
   auto grad_of = [&](const FlatPiece& p) -> float* {
-    return shard_grad != nullptr ? shard_grad + (p.flat_offset - mine.begin)
-                                 : grads[p.param].data<float>() + p.param_offset;
+    if (!sharded_grads) return grads[p.param].data<float>() + p.param_offset;
+    const int64_t s = p.flat_offset - mine.begin;
+    auto it = grad_parts_.upper_bound(s);
+    LJ_CHECK(it != grad_parts_.begin()) << "no gradient for shard offset " << s;
+    --it;
+    LJ_CHECK(s + p.count <= it->first + it->second.numel()) << "shard offset " << s;
+    return it->second.data<float>() + (s - it->first);
   };
 
   // fp16: the loss scale undone after the reduction (only the part this rank updates at 1-3).

@@ -5,12 +5,14 @@
 // without a communicator.
 //
 // Memory per rank: stage 0 keeps m and v for every parameter; stages 1 and 2 only for the rank's
-// shard (numel_padded / world_size elements each); stage 2 also keeps a shard-sized gradient
-// buffer. When the joint graph carries the gradient collectives (passes/collectives/grad_sync.h,
-// bound by train/grad_sync.h), backward has reduced the gradients bucket by bucket before step()
+// shard (numel_padded / world_size elements each); stages 2 and 3 also hold a shard-sized
+// gradient buffer, from the step's first reduction into it until the end of step(). When the joint
+// graph carries the gradient collectives (passes/collectives/grad_sync.h, bound by
+// train/grad_sync.h), backward has reduced the gradients bucket by bucket before step()
 // (grads_reduced), and stage 2's full gradients never outlive their bucket.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -48,7 +50,7 @@ class ZeroOptimizer {
   // parameter, consumed (changed in place, or dropped at stage 2). local_loss: this rank's mean
   // loss. grad_clip 0: no clipping. Every rank must call it with the same lr and grad_clip.
   // grads_reduced: backward's collectives (train/grad_sync.h) already averaged them across
-  // ranks: stages 0, 1 pass the averaged gradients, stage 2 none (they are in grad_shard()).
+  // ranks: stages 0, 1 pass the averaged gradients, stages 2, 3 none (they are in the grad_part()s).
   // grad_unscale (fp16, DeepSpeed's order): the averaged gradients are multiplied by it after
   // the reduction and before the norm, clipping and update; 1 / the loss scale, a power of two,
   // so exact. Overflow is global: an inf or NaN in any rank's gradients makes the all-reduced
@@ -56,8 +58,13 @@ class ZeroOptimizer {
   StatusOr<ZeroStepResult> step(std::vector<Tensor>& params, std::vector<Tensor> grads,
                                 double local_loss, double lr, double grad_clip,
                                 bool grads_reduced = false, double grad_unscale = 1.0);
-  // Stages 2, 3: this rank's averaged gradient shard (layout().shard_numel() elements); else null.
-  float* grad_shard() { return grad_shard_.defined() ? grad_shard_.data<float>() : nullptr; }
+  // Stages 2, 3: elements [begin, begin + count) of this rank's averaged gradient shard, a part
+  // allocated (zeros) at its first use in a step: each bucket's part when its reduction lands
+  // (train/grad_sync.h), or the whole shard in step() when backward did not reduce. A later
+  // call for the same part returns it (gradient accumulation). step() frees every part at its
+  // end, as DeepSpeed frees its averaged gradient partitions after the update: the shard never
+  // coexists with forward, and grows over backward as the full gradients are freed.
+  float* grad_part(int64_t begin, int64_t count);
   // Stage 3: this rank's shard of the parameters (f32 (S), the only copy it keeps; made from
   // the params given to create()); step() updates it in place. Undefined below stage 3.
   Tensor& param_shard() { return param_shard_; }
@@ -76,7 +83,8 @@ class ZeroOptimizer {
   ZeroConfig zero_;
   FlatLayout layout_;
   std::unique_ptr<AdamW> adamw_;
-  Tensor grad_shard_;   // stages 2, 3: (S) this rank's reduced gradient
+  // Stages 2, 3: this rank's reduced gradient, by offset in the shard, during a step only.
+  std::map<int64_t, Tensor> grad_parts_;
   Tensor param_shard_;  // stage 3: (S) this rank's parameters
 };
 

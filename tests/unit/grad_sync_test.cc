@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -115,8 +116,10 @@ TEST(GradSyncPass, StageTwoKeepsOnlyTokensAndSizesTheReceiveByRank) {
       const Node& n = p.g.nodes()[i];
       recv += n.attrs.i("recv_count");
       sent += n.attrs.i("flat_end") - n.attrs.i("flat_begin");
+      // In place: this rank's part arrives at the start of the bucket's buffer.
       EXPECT_EQ(p.g.type(n.outputs[0]).shape[0].coef(),
-                n.attrs.i("flat_end") - n.attrs.i("flat_begin") + n.attrs.i("recv_count"));
+                n.attrs.i("flat_end") - n.attrs.i("flat_begin"));
+      EXPECT_LE(n.attrs.i("recv_count"), n.attrs.i("flat_end") - n.attrs.i("flat_begin"));
     }
     EXPECT_EQ(sent, numel);
     // Rank r receives its whole shard, less the padding of the last one.
@@ -133,6 +136,7 @@ TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) 
         .stage = 3, .world_size = 2, .rank = 1, .reduce_bucket_size = 20000, .overlap = overlap};
     gs.prefetch_bucket_size = 10000;
     gs.persistence_threshold = 100;  // the norms (64 elements) are gathered once
+    gs.max_reuse_distance = 0;       // no other parameter keeps its forward gather
     const Placed p = tiny_graph(gs);
     ASSERT_TRUE(verify(p.g).ok()) << verify(p.g).to_string();
     // What the caller feeds: data, rope tables and the shard; no parameter.
@@ -169,6 +173,57 @@ TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) 
           EXPECT_NE(p.g.input_role(v), Role::param) << op_name(n.op);
         }
       }
+    }
+  }
+}
+
+// Backward gathers per parameter (by name) for a stage-3 graph of `tiny`.
+std::map<std::string, int> backward_gathers(const GradSyncOptions& gs) {
+  const auto specs = llama_param_specs(*llama_preset("tiny"));
+  const Placed p = tiny_graph(gs);
+  LJ_CHECK(verify(p.g).ok());
+  std::map<std::string, int> bwd;
+  for (const ParamSpec& s : specs) bwd[s.name] = 0;
+  for (const Node& n : p.g.nodes()) {
+    if (n.op == Op::param_gather_wait && n.phase == Phase::backward)
+      ++bwd[specs[static_cast<size_t>(n.attrs.i("param"))].name];
+  }
+  return bwd;
+}
+
+TEST(GradSyncPass, StageThreeKeepsAGatherWhoseReuseIsWithinTheReuseDistance) {
+  GradSyncOptions gs{.stage = 3, .world_size = 2, .rank = 0, .reduce_bucket_size = 20000};
+  gs.persistence_threshold = 100;
+  // DeepSpeed's default (1e9) is beyond the whole model: nothing is gathered again.
+  for (const auto& [name, n] : backward_gathers(gs)) EXPECT_EQ(n, 0) << name;
+  // Distance 1: only a parameter with no gather between its last forward use and its first
+  // backward use keeps its gather: the LM head (last in forward, first in backward).
+  gs.max_reuse_distance = 1;
+  const auto bwd = backward_gathers(gs);
+  EXPECT_EQ(bwd.at("lm_head.weight"), 0);
+  EXPECT_EQ(bwd.at("model.layers.0.self_attn.q_proj.weight"), 1);
+  EXPECT_EQ(bwd.at("model.layers.0.mlp.down_proj.weight"), 1);
+}
+
+TEST(GradSyncPass, StageThreePrefetchesOnlyWithinMaxLiveParameters) {
+  for (int64_t max_live : {int64_t{1'000'000'000}, int64_t{1}}) {
+    GradSyncOptions gs{
+        .stage = 3, .world_size = 2, .rank = 0, .reduce_bucket_size = 20000, .overlap = true};
+    gs.max_live_parameters = max_live;
+    const Placed p = tiny_graph(gs);
+    ASSERT_TRUE(verify(p.g).ok());
+    int prefetched = 0, waits = 0;
+    for (size_t i = 0; i < p.g.nodes().size(); ++i) {
+      const Node& n = p.g.nodes()[i];
+      if (n.op != Op::param_gather_wait) continue;
+      ++waits;
+      if (static_cast<size_t>(p.g.value(n.inputs[0]).node) + 1 < i) ++prefetched;
+    }
+    ASSERT_GT(waits, 0);
+    if (max_live == 1) {
+      EXPECT_EQ(prefetched, 0) << "no room to prefetch anything";
+    } else {
+      EXPECT_GT(prefetched, waits / 2);
     }
   }
 }

@@ -89,7 +89,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
             {"flat_end", b.flat_end},
             {"recv_begin", b.recv_begin},
             {"recv_count", b.recv_count},
-            {"numel", b.numel() + (stage >= 2 ? b.recv_count : 0)}};
+            {"numel", b.numel()}};
     std::vector<ValueId> grads;
     std::vector<int64_t> flat_dims, ranks;
     for (int64_t p = b.param_begin; p < b.param_end; ++p) {

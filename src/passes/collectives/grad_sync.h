@@ -43,6 +43,9 @@ struct GradSyncOptions {
   // parameter is gathered once per step (its forward gather serves backward too).
   int64_t prefetch_bucket_size = 50'000'000;
   int64_t persistence_threshold = 100'000;
+  // DeepSpeed's stage3_max_live_parameters and stage3_max_reuse_distance (param_gather.h).
+  int64_t max_live_parameters = 1'000'000'000;
+  int64_t max_reuse_distance = 1'000'000'000;
   bool enabled() const { return stage >= 0; }
   bool operator==(const GradSyncOptions&) const = default;
 };

@@ -15,10 +15,11 @@ struct Use {
 
 struct Fetch {
   size_t param = 0;
-  size_t first_use = 0;
+  size_t first_use = 0, last_use = 0;
   std::vector<Use> uses;
   NodeId start = -1, wait = -1;
-  int phase = 0;  // 0 forward, 1 backward
+  int phase = 0;           // 0 forward, 1 backward
+  bool on_demand = false;  // max_live_parameters leaves no room to prefetch it
 };
 
 }  // namespace
@@ -51,6 +52,46 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
   std::vector<int> param_of(g.values().size(), -1);
   for (size_t p = 0; p < params.size(); ++p)
     param_of[static_cast<size_t>(params[p])] = static_cast<int>(p);
+
+  // Which parameters keep their forward gather for backward: those below the persistence
+  // threshold, and (DeepSpeed's stage3_max_reuse_distance) those whose first backward use comes
+  // within max_reuse_distance elements of parameters gathered after their last forward use.
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  std::vector<size_t> first[2], last[2];
+  for (int ph = 0; ph < 2; ++ph) {
+    first[ph].assign(params.size(), kNone);
+    last[ph].assign(params.size(), kNone);
+  }
+  for (size_t i = 0; i < old_nodes; ++i) {
+    const int ph = i >= bwd_start ? 1 : 0;
+    for (ValueId v : g.nodes()[i].inputs) {
+      const int p = param_of[static_cast<size_t>(v)];
+      if (p < 0) continue;
+      const auto q = static_cast<size_t>(p);
+      if (first[ph][q] == kNone) first[ph][q] = i;
+      last[ph][q] = i;
+    }
+  }
+  std::vector<bool> keep(params.size(), false);
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (first[0][p] == kNone || first[1][p] == kNone) continue;
+    if (numels[p] < o.persistence_threshold) {
+      keep[p] = true;
+      continue;
+    }
+    // The gathers between: parameters whose gather (first use in a phase) falls after p's last
+    // forward use and before p's first backward use.
+    int64_t between = 0;
+    for (size_t q = 0; q < params.size() && between < o.max_reuse_distance; ++q) {
+      if (q == p) continue;
+      for (int ph = 0; ph < 2; ++ph) {
+        const size_t f = first[ph][q];
+        if (f != kNone && f > last[0][p] && f < first[1][p]) between += numels[q];
+      }
+    }
+    keep[p] = between < o.max_reuse_distance;
+  }
+
   std::vector<Fetch> fetches[2];
   std::vector<int> fetch_of[2];
   fetch_of[0].assign(params.size(), -1);
@@ -61,9 +102,8 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
       const int p = param_of[static_cast<size_t>(n.inputs[k])];
       if (p < 0) continue;
       int ph = i >= bwd_start ? 1 : 0;
-      // A small parameter keeps its forward gather for backward.
-      if (ph == 1 && numels[static_cast<size_t>(p)] < o.persistence_threshold &&
-          fetch_of[0][static_cast<size_t>(p)] >= 0) {
+      // A kept parameter's backward uses read its forward gather.
+      if (ph == 1 && keep[static_cast<size_t>(p)] && fetch_of[0][static_cast<size_t>(p)] >= 0) {
         ph = 0;
       }
       int& f = fetch_of[ph][static_cast<size_t>(p)];
@@ -75,9 +115,22 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
         nf.phase = ph;
         fetches[ph].push_back(nf);
       }
-      fetches[ph][static_cast<size_t>(f)].uses.push_back({i, k});
+      Fetch& fe = fetches[ph][static_cast<size_t>(f)];
+      fe.uses.push_back({i, k});
+      fe.last_use = i;
     }
   }
+  // Elements of gathered parameters alive at node i (gathered at or before it, last used at or
+  // after it), and alive where a phase starts (gathered before node i, used from it on).
+  const auto live_at = [&](size_t i, bool before) {
+    int64_t n = 0;
+    for (int ph = 0; ph < 2; ++ph) {
+      for (const Fetch& f : fetches[ph]) {
+        if ((before ? f.first_use < i : f.first_use <= i) && f.last_use >= i) n += numels[f.param];
+      }
+    }
+    return n;
+  };
 
   // The shard input replaces the parameters as what the caller feeds.
   Attrs in_attrs{{"name", std::string("zero3.param_shard")},
@@ -128,10 +181,23 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
                      [](const Fetch& a, const Fetch& b) { return a.first_use < b.first_use; });
     starts_after_wait[ph].assign(fs.size(), {});
     if (!o.overlap) continue;
+    const size_t phase_first = ph == 0 ? 0 : bwd_start;
+    // Alive where gather k would start if the window began at j: after the wait of j - 1, or
+    // at the phase's start.
+    const auto live_if_from = [&](size_t j) {
+      return j == 0 ? live_at(phase_first, /*before=*/true) : live_at(fs[j - 1].first_use, false);
+    };
     for (size_t k = 0; k < fs.size(); ++k) {
       int64_t window = numels[fs[k].param];
       size_t j = k;  // the earliest gather in the window ending at k
-      while (j > 0 && window + numels[fs[j - 1].param] <= o.prefetch_bucket_size) {
+      // DeepSpeed's stage3_max_live_parameters: no prefetch past it (the gather its use needs
+      // still runs, right before the use).
+      if (live_if_from(j) + window > o.max_live_parameters) {
+        fs[k].on_demand = true;
+        continue;
+      }
+      while (j > 0 && window + numels[fs[j - 1].param] <= o.prefetch_bucket_size &&
+             live_if_from(j - 1) + window + numels[fs[j - 1].param] <= o.max_live_parameters) {
         window += numels[fs[j - 1].param];
         --j;
       }
@@ -163,7 +229,7 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
         std::vector<Fetch>& fs = fetches[q];
         while (next[q] < fs.size() && fs[next[q]].first_use == i) {
           const Fetch& f = fs[next[q]];
-          if (!o.overlap) nodes.push_back(g.node(f.start));
+          if (!o.overlap || f.on_demand) nodes.push_back(g.node(f.start));
           nodes.push_back(g.node(f.wait));
           for (NodeId s : starts_after_wait[q][next[q]]) nodes.push_back(g.node(s));
           ++next[q];

@@ -4,7 +4,20 @@
 // all-gathered from every rank's shard before its first use in forward and again before its
 // first use in backward (its readers rewired to the gathered value), so that a whole parameter
 // lives only from its gather to its last use in that phase. A parameter below
-// persistence_threshold elements is gathered once: its forward gather serves backward too.
+// persistence_threshold elements is gathered once: its forward gather serves backward too. So
+// is one whose reuse is near (DeepSpeed's stage3_max_reuse_distance, which DeepSpeed checks when
+// it would free a parameter after a module: kept if it reappears in the trace before
+// max_reuse_distance elements of parameters are traversed): here, when the parameters gathered
+// after its last forward use and before its first backward use sum to fewer elements than
+// max_reuse_distance. At DeepSpeed's default (1e9) every parameter of a model below 1e9
+// elements is kept from forward to backward, as in DeepSpeed.
+//
+// The parameter is the gather's receive buffer (param_gather_wait aliases it): one copy.
+//
+// stage3_max_live_parameters (DeepSpeed bounds its prefetch by max_live - elements gathered and
+// alive): a gather is prefetched only while the elements alive where it starts (gathered and
+// not yet freed, the ones in flight included) stay within max_live_parameters; one that does
+// not fit starts right before its first use.
 //
 // Prefetch, from the static schedule (DeepSpeed records the order in its first step; here the
 // node order is known before the first step): within each phase, gathers are in order of first
