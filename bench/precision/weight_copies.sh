@@ -18,8 +18,10 @@ run() {  # round label binary precision mode batch
   local tps kern peak pred
   tps=$(grep -Eo 'tokens/s +[0-9.]+' <<<"$log" | head -1 | awk '{print $2}')
   kern=$(grep -Eo 'kernels/step +[0-9]+' <<<"$log" | awk '{print $2}')
-  peak=$(grep -Eo 'process peak RSS [0-9.]+ MiB' <<<"$log" | awk '{print $4}')
-  pred=$(grep -Eo 'predicted peak RSS [0-9.]+ MiB' <<<"$log" | awk '{print $4}')
+  # "530.6 MiB" or "1.18 GiB", in MiB
+  mib() { perl -ne 'if (/'"$1"' ([0-9.]+) (MiB|GiB)/) { printf "%.1f", $1 * ($2 eq "GiB" ? 1024 : 1); exit }'; }
+  peak=$(mib 'process peak RSS' <<<"$log")
+  pred=$(mib 'predicted peak RSS' <<<"$log")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$label" "$prec" "$mode" "$b" "$tps" "$kern" "$peak" "$pred" "$load" | tee -a "$out"
 }
 for r in $(seq 1 "$rounds"); do
