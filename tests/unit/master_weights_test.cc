@@ -63,6 +63,7 @@ TEST(MasterWeights, NoWeightCastsLeftAndGemmsWriteF32Gradients) {
         EXPECT_FALSE(p.op == Op::input && a.input_role(n.inputs[0]) == Role::param)
             << "a parameter is still cast: " << a.input_name(n.inputs[0]);
         EXPECT_NE(p.op, Op::matmul) << "a GEMM's output is still cast";
+        EXPECT_NE(p.op, Op::rms_norm_backward) << "a norm weight's gradient is still cast";
       }
       if (n.op == Op::matmul && n.attrs.has("dtype")) {
         ++f32_gemms;
@@ -74,8 +75,18 @@ TEST(MasterWeights, NoWeightCastsLeftAndGemmsWriteF32Gradients) {
     // LM head's (compiled, it is inside linear_cross_entropy).
     EXPECT_EQ(f32_gemms, 7 * model->num_hidden_layers + (compile ? 0 : 1))
         << (compile ? "compiled" : "eager");
+    // Compiled, the norms are fused (rms_norm_backward): their dw is written in f32 as well,
+    // 2 per layer and the final norm.
+    int f32_norm_grads = 0;
+    for (const Node& n : a.nodes()) {
+      if (n.op == Op::rms_norm_backward && n.attrs.has("dw_dtype")) {
+        ++f32_norm_grads;
+        EXPECT_EQ(a.type(n.outputs[1]).dtype, DType::f32);
+      }
+    }
+    EXPECT_EQ(f32_norm_grads, compile ? 2 * model->num_hidden_layers + 1 : 0);
     EXPECT_EQ(count_op(b, Op::cast) - count_op(a, Op::cast),
-              static_cast<int>(params) - 1 + f32_gemms);
+              static_cast<int>(params) - 1 + f32_gemms + f32_norm_grads);
     for (const auto& out : a.outputs()) {
       if (out.name.starts_with("grad:")) {
         EXPECT_EQ(a.type(out.value).dtype, DType::f32);
@@ -85,10 +96,10 @@ TEST(MasterWeights, NoWeightCastsLeftAndGemmsWriteF32Gradients) {
 }
 
 // One forward+backward with and without the pass: the same loss and the same gradients bitwise,
-// except the folded weight gradients, which are the f32 accumulators whose bf16 rounding the
-// unfused graph returned: rounding them to bf16 gives its gradients bitwise. After a step the
-// copies AdamW wrote are the casts of the new master weights; after a caller changes params(),
-// the next forward writes them again.
+// except the folded weight gradients (GEMMs, fused norms), which are the f32 results whose bf16
+// rounding the unfused graph returned: rounding them to bf16 gives its gradients bitwise. After a
+// step the copies AdamW wrote are the casts of the new master weights; after a caller changes
+// params(), the next forward writes them again.
 TEST(MasterWeights, SameStepAsCastsAtThePointOfUse) {
   auto model = llama_preset("tiny");
   ASSERT_TRUE(model.ok());
@@ -126,7 +137,9 @@ TEST(MasterWeights, SameStepAsCastsAtThePointOfUse) {
         ASSERT_EQ(bf16_to_f32(f32_to_bf16(pa[k])), pb[k]) << (*a)->param_specs()[i].name;
       }
     }
-    EXPECT_EQ(rounded, 7 * model->num_hidden_layers + (compile ? 0 : 1));
+    // The GEMMs' weight gradients, and compiled the fused norms' too (eager's LM head GEMM).
+    EXPECT_EQ(rounded,
+              7 * model->num_hidden_layers + (compile ? 2 * model->num_hidden_layers + 1 : 1));
     EXPECT_GT(exact, 0);
     // A step: the copies are the casts of the updated masters.
     auto r = (*a)->step(x, y, 1e-3);

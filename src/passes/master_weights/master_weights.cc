@@ -70,10 +70,13 @@ StatusOr<bool> MasterWeightsPass::run(Graph& g) {
       }
       replace[static_cast<size_t>(n.outputs[0])] = it->second;
       drop[i] = true;
-    } else if (to == DType::f32 && from == DType::bf16 && p->op == Op::matmul &&
-               !p->attrs.has("dtype") && uses[static_cast<size_t>(x)] == 1 &&
-               !is_output[static_cast<size_t>(x)]) {
-      // 2. A 16-bit product read only by a cast up: the GEMM writes f32.
+    } else if (to == DType::f32 && from == DType::bf16 && uses[static_cast<size_t>(x)] == 1 &&
+               !is_output[static_cast<size_t>(x)] &&
+               ((p->op == Op::matmul && !p->attrs.has("dtype")) ||
+                (p->op == Op::rms_norm_backward && g.value(x).index == 1 &&
+                 !p->attrs.has("dw_dtype")))) {
+      // 2. A 16-bit product (or norm weight gradient) read only by a cast up: the kernel writes
+      // its f32 result.
       folded_into[x] = static_cast<size_t>(g.value(x).node);
       drop[i] = true;
       ++folded_;
@@ -82,11 +85,12 @@ StatusOr<bool> MasterWeightsPass::run(Graph& g) {
   if (copies_ == 0 && folded_ == 0) return false;
   // Folded casts: their matmul makes the cast's output (the same value id, so nothing else is
   // rewired); the 16-bit product is left without a producer.
-  std::map<size_t, ValueId> matmul_out;
+  std::map<size_t, std::pair<int, ValueId>> folded_out;  // node -> (output index, new value)
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (!drop[i] || nodes[i].op != Op::cast) continue;
-    const auto it = folded_into.find(nodes[i].inputs[0]);
-    if (it != folded_into.end()) matmul_out[it->second] = nodes[i].outputs[0];
+    const ValueId x = nodes[i].inputs[0];
+    const auto it = folded_into.find(x);
+    if (it != folded_into.end()) folded_out[it->second] = {g.value(x).index, nodes[i].outputs[0]};
   }
   std::vector<Node> out = std::move(new_inputs);
   out.reserve(out.size() + nodes.size());
@@ -96,9 +100,9 @@ StatusOr<bool> MasterWeightsPass::run(Graph& g) {
     for (ValueId& v : n.inputs) {
       if (replace[static_cast<size_t>(v)] != kNoValue) v = replace[static_cast<size_t>(v)];
     }
-    if (const auto it = matmul_out.find(i); it != matmul_out.end()) {
-      n.attrs.set("dtype", DType::f32);
-      n.outputs = {it->second};
+    if (const auto it = folded_out.find(i); it != folded_out.end()) {
+      n.attrs.set(n.op == Op::matmul ? "dtype" : "dw_dtype", DType::f32);
+      n.outputs[static_cast<size_t>(it->second.first)] = it->second.second;
     }
     out.push_back(std::move(n));
   }
