@@ -21,9 +21,13 @@ std::string expr(const Kernel& k, size_t i) {
   const std::string exp_fn = f32 ? "lj_exp_f32" : "__builtin_exp";
   switch (x.op) {
     case Op::input: {
-      const bool inner = k.inputs[static_cast<size_t>(x.input)].mask.back() == '1';
-      return inner ? "p" + std::to_string(x.input) + "[j]" : "v" + std::to_string(x.input);
+      const KernelInput& in = k.inputs[static_cast<size_t>(x.input)];
+      if (in.mask.back() != '1') return "v" + std::to_string(x.input);  // widened at its load
+      const std::string at = "p" + std::to_string(x.input) + "[j]";
+      return in.dtype == DType::bf16 ? "lj_ld_bf16(" + at + ")" : at;
     }
+    case Op::cast:
+      return x.to == DType::bf16 ? "lj_round_bf16(" + a + ")" : a;
     case Op::constant:
       return literal(x.value);
     case Op::neg:
@@ -92,6 +96,25 @@ static inline __attribute__((always_inline)) float lj_exp_f32(float x) {
   __builtin_memcpy(&scale, &e, 4);
   return p * scale;
 }
+
+// bf16 storage of f32 kernels: loads widen exactly, stores round to nearest even (NaN stays NaN)
+// as the cast kernel does, without a branch so that the loops vectorise.
+static inline __attribute__((always_inline)) float lj_ld_bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+static inline __attribute__((always_inline)) uint16_t lj_st_bf16(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+static inline __attribute__((always_inline)) float lj_round_bf16(float f) {
+  return lj_ld_bf16(lj_st_bf16(f));
+}
 )";
 }
 
@@ -106,10 +129,17 @@ RenderedKernel CppRenderer::render(const Kernel& k, const std::string& entry) co
         "int threads) {\n";
   os << "  typedef " << (k.dtype == DType::f32 ? "float" : "double") << " T;\n";
   os << "  (void)s;\n";
-  for (size_t i = 0; i < k.inputs.size(); ++i)
-    os << "  const T* const in" << i << " = static_cast<const T*>(in[" << i << "]);\n";
-  for (int o = 0; o < k.num_outputs(); ++o)
-    os << "  T* const out" << o << " = static_cast<T*>(out[" << o << "]);\n";
+  // Storage types: T, or uint16_t for bf16.
+  const auto stored = [](DType dt) { return dt == DType::bf16 ? "uint16_t" : "T"; };
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const std::string S = stored(k.inputs[i].dtype);
+    os << "  const " << S << "* const in" << i << " = static_cast<const " << S << "*>(in[" << i
+       << "]);\n";
+  }
+  for (int o = 0; o < k.num_outputs(); ++o) {
+    const std::string S = stored(k.output_dtype(o));
+    os << "  " << S << "* const out" << o << " = static_cast<" << S << "*>(out[" << o << "]);\n";
+  }
   os << "  const int64_t n = d[" << rank - 1 << "];\n";
   os << "  int64_t rows = 1;\n";
   os << "  for (int k = 0; k < " << rank - 1 << "; ++k) rows *= d[k];\n";
@@ -139,14 +169,19 @@ RenderedKernel CppRenderer::render(const Kernel& k, const std::string& entry) co
     os << "    }\n";
   }
   for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const bool bf16 = k.inputs[i].dtype == DType::bf16;
     if (k.inputs[i].mask.back() == '1') {
-      os << "    const T* __restrict p" << i << " = in" << i << " + b" << i << ";\n";
+      os << "    const " << stored(k.inputs[i].dtype) << "* __restrict p" << i << " = in" << i
+         << " + b" << i << ";\n";
     } else {
-      os << "    const T v" << i << " = in" << i << "[b" << i << "];\n";
+      os << "    const T v" << i << " = " << (bf16 ? "lj_ld_bf16(" : "(") << "in" << i << "[b" << i
+         << "]);\n";
     }
   }
-  for (size_t o = 0; o < k.outputs.size(); ++o)
-    os << "    T* __restrict q" << o << " = out" << o << " + r * n;\n";
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    os << "    " << stored(k.output_dtype(static_cast<int>(o))) << "* __restrict q" << o << " = out"
+       << o << " + r * n;\n";
+  }
   const bool is_max = k.reduce == Op::max;
   if (reduce) {
     os << "    " << (is_max ? "T acc = -__builtin_inf()" : "double acc = 0") << ";\n";
@@ -157,8 +192,10 @@ RenderedKernel CppRenderer::render(const Kernel& k, const std::string& entry) co
   os << "    for (int64_t j = j0; j < j1; ++j) {\n";
   for (size_t i = 0; i < k.body.size(); ++i)
     os << "      const T t" << i << " = " << expr(k, i) << ";\n";
-  for (size_t o = 0; o < k.outputs.size(); ++o)
-    os << "      q" << o << "[j] = t" << k.outputs[o] << ";\n";
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const bool bf16 = k.output_dtype(static_cast<int>(o)) == DType::bf16;
+    os << "      q" << o << "[j] = " << (bf16 ? "lj_st_bf16(t" : "(t") << k.outputs[o] << ");\n";
+  }
   if (reduce) {
     const std::string t = "t" + std::to_string(k.reduce_arg);
     if (is_max) {

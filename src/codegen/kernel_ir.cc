@@ -47,6 +47,20 @@ bool parse_temp(const std::string& s, size_t defined, int* out) {
 
 }  // namespace
 
+bool is_kernel_storage(DType compute, DType storage) {
+  return storage == compute || (compute == DType::f32 && storage == DType::bf16);
+}
+
+bool Kernel::mixed_storage() const {
+  for (const KernelInput& in : inputs) {
+    if (in.dtype != dtype) return true;
+  }
+  for (int o = 0; o < static_cast<int>(outputs.size()); ++o) {
+    if (output_dtype(o) != dtype) return true;
+  }
+  return false;
+}
+
 bool is_kernel_unary(Op op) {
   switch (op) {
     case Op::neg:
@@ -83,8 +97,13 @@ std::string Kernel::to_text() const {
     if (x.a >= 0) os << " t" << x.a;
     if (x.b >= 0) os << " t" << x.b;
     if (x.op == Op::pow_scalar) os << ' ' << number(x.value);
+    if (x.op == Op::cast) os << ' ' << dtype_name(x.to);
   }
-  for (int o : outputs) os << "; out t" << o;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    os << "; out t" << outputs[o];
+    const DType dt = output_dtype(static_cast<int>(o));
+    if (dt != dtype) os << ' ' << dtype_name(dt);
+  }
   if (has_reduce()) os << "; reduce " << op_name(reduce) << " t" << reduce_arg;
   return os.str();
 }
@@ -124,7 +143,7 @@ StatusOr<Kernel> parse_kernel(std::string_view text) {
     } else if (w[0] == "in") {
       KernelInput in;
       if (!have_loop || w.size() != 3 || !parse_dtype(w[1], &in.dtype) ||
-          w[2].size() != k.loop_groups.size() ||
+          !is_kernel_storage(k.dtype, in.dtype) || w[2].size() != k.loop_groups.size() ||
           w[2].find_first_not_of("01") != std::string::npos) {
         return bad(line, "bad input");
       }
@@ -132,8 +151,13 @@ StatusOr<Kernel> parse_kernel(std::string_view text) {
       k.inputs.push_back(in);
     } else if (w[0] == "out") {
       int t = 0;
-      if (w.size() != 2 || !parse_temp(w[1], k.body.size(), &t)) return bad(line, "bad output");
+      DType dt = k.dtype;
+      if ((w.size() != 2 && w.size() != 3) || !parse_temp(w[1], k.body.size(), &t) ||
+          (w.size() == 3 && (!parse_dtype(w[2], &dt) || !is_kernel_storage(k.dtype, dt)))) {
+        return bad(line, "bad output");
+      }
       k.outputs.push_back(t);
+      k.output_dtypes.push_back(dt);
     } else if (w[0] == "reduce") {
       int t = 0;
       Op op;
@@ -157,10 +181,12 @@ StatusOr<Kernel> parse_kernel(std::string_view text) {
       bool ok = false;
       if (x.op == Op::input) {
         ok = nargs == 1 && parse_int(w[3], &x.input) && x.input >= 0 &&
-             static_cast<size_t>(x.input) < k.inputs.size() &&
-             k.inputs[static_cast<size_t>(x.input)].dtype == k.dtype;
+             static_cast<size_t>(x.input) < k.inputs.size();
       } else if (x.op == Op::constant) {
         ok = nargs == 1 && parse_double(w[3], &x.value);
+      } else if (x.op == Op::cast) {
+        ok = nargs == 2 && parse_temp(w[3], k.body.size(), &x.a) && parse_dtype(w[4], &x.to) &&
+             is_kernel_storage(k.dtype, x.to);
       } else if (x.op == Op::pow_scalar) {
         ok = nargs == 2 && parse_temp(w[3], k.body.size(), &x.a) && parse_double(w[4], &x.value);
       } else if (is_kernel_unary(x.op)) {

@@ -1,6 +1,8 @@
 // Shape inference and FLOPs of fused_pointwise (made by passes/pointwise_fusion). The outputs
 // are read from the attributes, not the inputs: a group may broadcast its inputs to a loop shape
 // none of them has (an expand or a constant inside the group).
+#include <sstream>
+
 #include "graph/infer_util.h"
 
 namespace lj {
@@ -16,6 +18,18 @@ Status infer_fused_pointwise(const InferCtx& c, std::vector<TypedShape>* out) {
   if (n < 0 || (n == 0 && !reduce)) return shape_error(c, "a fused group needs an output");
   if (reduce && loop.rank() == 0) return shape_error(c, "a reduction needs a loop of rank >= 1");
   out->assign(static_cast<size_t>(n), TypedShape{dtype, loop});
+  // `out_dtypes` (optional): each elementwise output's storage dtype ("bf16 f32"), when some
+  // differ from the compute dtype.
+  if (c.attrs.has("out_dtypes")) {
+    std::istringstream words(c.attrs.s("out_dtypes"));
+    size_t o = 0;
+    for (std::string w; words >> w; ++o) {
+      if (o >= out->size() || !parse_dtype(w, &(*out)[o].dtype)) {
+        return shape_error(c, "bad out_dtypes '" + c.attrs.s("out_dtypes") + "'");
+      }
+    }
+    if (o != out->size()) return shape_error(c, "out_dtypes names every elementwise output");
+  }
   if (reduce) {
     std::vector<Dim> dims = loop.dims();
     if (c.attrs.b("keepdim")) {

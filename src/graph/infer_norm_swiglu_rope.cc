@@ -58,6 +58,15 @@ Status infer_rms_norm_backward(const InferCtx& c, std::vector<TypedShape>* out) 
   if (!(c.in[3] == row_stat(c.in[1]))) return shape_error(c, "rstd must be x's shape with C = 1");
   if (c.in.size() == 5) LJ_RETURN_IF_ERROR(require_same_type(c, 4, 1, "dres and x"));
   *out = {c.in[1], c.in[2]};
+  // dw_dtype (optional): f32 for a 16-bit w, the f32 sum stored as it is (a cast up folded into
+  // the kernel, passes/master_weights).
+  if (c.attrs.has("dw_dtype")) {
+    const DType want = c.attrs.dtype("dw_dtype"), w = c.in[2].dtype;
+    if (want != w && !(want == DType::f32 && (w == DType::bf16 || w == DType::f16))) {
+      return shape_error(c, "dw_dtype must be w's dtype, or f32 for a 16-bit w");
+    }
+    (*out)[1].dtype = want;
+  }
   return ok_status();
 }
 

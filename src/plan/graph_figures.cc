@@ -6,6 +6,8 @@
 #include <omp.h>
 
 #include "backends/cpu/onednn_info.h"
+#include "core/check.h"
+#include "passes/master_weights/master_weights.h"
 #include "plan/sgemm_buffers.h"
 #include "plan/time_model.h"
 #include "runtime/executor.h"
@@ -77,6 +79,14 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
     for (const ParamSpec& s : specs)
       inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
     loss_scale();
+    // Mixed precision: the parameters' 16-bit copies (passes/master_weights), last, persistent
+    // as TrainStep keeps them.
+    for (ValueId in : g.inputs()) {
+      if (low_weight_param_name(g.input_name(in)).empty()) continue;
+      std::vector<int64_t> dims;
+      LJ_CHECK(g.type(in).shape.eval(SymEnv(), &dims)) << "a weight copy of symbolic shape";
+      inputs.push_back(Tensor::empty(dev, g.type(in).dtype, dims, MemCategory::weights));
+    }
   }
   const ZeroMemory zm =
       sharded ? zero_memory(FlatLayout(numels, dry.world_size), dry.zero) : ZeroMemory{};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -39,8 +40,21 @@ AdamWStepConstants AdamW::begin_step(double lr) {
   return c;
 }
 
+namespace {
+
+// The bits of f32_to_bf16 (core/dtype.h) without a branch, so the update loop stays vectorised.
+inline uint16_t round_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+}  // namespace
+
 void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* m, float* v,
-                  int64_t n, int threads) {
+                  int64_t n, int threads, LowCopy low) {
   const float fb1 = c.beta1, fb2 = c.beta2, eps = c.eps, decay = c.decay;
   const float c1 = 1.0f - fb1, c2 = 1.0f - fb2;
   const float step_size = c.step_size, bc2_sqrt = c.bc2_sqrt, gs = c.grad_scale;
@@ -50,27 +64,66 @@ void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* 
   float* __restrict vr = v;
   // One pass: each element's p, g, m, v are loaded once and p, m, v stored once; the arithmetic
   // is torch's, in its order (decay first, then the Adam step).
-#pragma omp parallel for simd schedule(static) num_threads(threads) if (n > 65536)
-  for (int64_t k = 0; k < n; ++k) {
+  const auto update = [=](int64_t k) {
     const float gk = gr[k] * gs;
     const float mk = fb1 * mr[k] + c1 * gk;
     const float vk = fb2 * vr[k] + c2 * gk * gk;
     mr[k] = mk;
     vr[k] = vk;
     const float pk = pr[k] * decay;
-    pr[k] = pk - step_size * mk / (std::sqrt(vk) / bc2_sqrt + eps);
+    const float pn = pk - step_size * mk / (std::sqrt(vk) / bc2_sqrt + eps);
+    pr[k] = pn;
+    return pn;
+  };
+  if (low.data == nullptr) {
+#pragma omp parallel for simd schedule(static) num_threads(threads) if (n > 65536)
+    for (int64_t k = 0; k < n; ++k) update(k);
+  } else if (low.dtype == DType::bf16) {
+    uint16_t* __restrict lr = low.data;
+#pragma omp parallel for simd schedule(static) num_threads(threads) if (n > 65536)
+    for (int64_t k = 0; k < n; ++k) lr[k] = round_to_bf16(update(k));
+  } else {
+    LJ_CHECK(low.dtype == DType::f16) << "a 16-bit copy is bf16 or f16";
+    uint16_t* __restrict lr = low.data;
+#pragma omp parallel for schedule(static) num_threads(threads) if (n > 65536)
+    for (int64_t k = 0; k < n; ++k) lr[k] = f32_to_f16(update(k));
+  }
+}
+
+void write_low_copies(const std::vector<Tensor>& params, std::vector<Tensor>& low, int threads) {
+  LJ_CHECK_EQ(params.size(), low.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!low[i].defined()) continue;
+    const float* p = params[i].data<float>();
+    auto* out = low[i].data<uint16_t>();
+    const int64_t n = params[i].numel();
+    LJ_CHECK_EQ(n, low[i].numel());
+    if (low[i].dtype() == DType::bf16) {
+#pragma omp parallel for simd schedule(static) num_threads(threads) if (n > 65536)
+      for (int64_t k = 0; k < n; ++k) out[k] = round_to_bf16(p[k]);
+    } else {
+      LJ_CHECK(low[i].dtype() == DType::f16) << "a 16-bit copy is bf16 or f16";
+#pragma omp parallel for schedule(static) num_threads(threads) if (n > 65536)
+      for (int64_t k = 0; k < n; ++k) out[k] = f32_to_f16(p[k]);
+    }
   }
 }
 
 void AdamW::step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr,
-                 double grad_scale) {
+                 double grad_scale, std::vector<Tensor>* low) {
   LJ_CHECK_EQ(params.size(), grads.size());
   LJ_CHECK_EQ(params.size(), m_.size());
+  if (low != nullptr) LJ_CHECK_EQ(params.size(), low->size());
   AdamWStepConstants c = begin_step(lr);
   c.grad_scale = static_cast<float>(grad_scale);
   for (size_t i = 0; i < params.size(); ++i) {
+    LowCopy copy;
+    if (low != nullptr && (*low)[i].defined()) {
+      LJ_CHECK_EQ((*low)[i].numel(), params[i].numel());
+      copy = LowCopy{(*low)[i].data<uint16_t>(), (*low)[i].dtype()};
+    }
     adamw_update(c, params[i].data<float>(), grads[i].data<float>(), m_[i].data<float>(),
-                 v_[i].data<float>(), params[i].numel(), threads_);
+                 v_[i].data<float>(), params[i].numel(), threads_, copy);
   }
 }
 

@@ -35,8 +35,19 @@ struct AdamWStepConstants {
 // static chunks; the update is elementwise, so the bits do not depend on the threads). The one
 // copy of AdamW's arithmetic: AdamW::step and ZeRO's shard update (train/zero_optimizer.h) both
 // call it, on whole parameters or on slices of them. p, g, m and v must not overlap.
+//
+// `low`, when set: the parameter's 16-bit copy (mixed precision, passes/master_weights), written
+// in the same pass as the updated p, rounded to nearest even as the cast kernel rounds it, so
+// the copy is bitwise the cast of the new master weight.
+struct LowCopy {
+  uint16_t* data = nullptr;   // n elements, or null: no copy
+  DType dtype = DType::bf16;  // bf16 or f16
+};
 void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* m, float* v,
-                  int64_t n, int threads);
+                  int64_t n, int threads, LowCopy low = {});
+// Writes the 16-bit copies of `params` (f32) into `low` (matching, undefined where a parameter
+// has none): what adamw_update writes, for parameters that changed outside it (init, a load).
+void write_low_copies(const std::vector<Tensor>& params, std::vector<Tensor>& low, int threads);
 
 class AdamW {
  public:
@@ -47,8 +58,10 @@ class AdamW {
   AdamW(Device& dev, const std::vector<int64_t>& state_numels, AdamWConfig config);
   // One step at learning rate `lr` (the schedule's value); grads match params and are read as
   // grads * grad_scale (clipping folded into the update; the grads are not written).
+  // `low` (optional): the parameters' 16-bit copies, written in the same pass (undefined
+  // tensors where a parameter has none).
   void step(std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr,
-            double grad_scale = 1.0);
+            double grad_scale = 1.0, std::vector<Tensor>* low = nullptr);
   // For callers that update ranges themselves: counts a step and returns its constants at `lr`.
   AdamWStepConstants begin_step(double lr);
   int threads() const { return threads_; }

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/random.h"
 #include "core/units.h"
+#include "passes/master_weights/master_weights.h"
 #include "passes/regions/regions.h"
 
 namespace lj {
@@ -92,6 +93,20 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   }
   const bool zero3 = config.data_parallel.comm != nullptr && config.data_parallel.zero.stage == 3;
   if (!zero3) s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
+  // The 16-bit weight copies the graph reads (passes/master_weights), after the f32 inputs.
+  for (ValueId in : s->graph_.inputs()) {
+    const std::string param = low_weight_param_name(s->graph_.input_name(in));
+    if (param.empty()) continue;
+    LJ_CHECK(!zero3) << "16-bit weight copies at ZeRO stage 3";
+    const auto it = std::find_if(s->specs_.begin(), s->specs_.end(),
+                                 [&](const ParamSpec& p) { return p.name == param; });
+    LJ_CHECK(it != s->specs_.end()) << "graph input for an unknown parameter " << param;
+    const auto i = static_cast<size_t>(it - s->specs_.begin());
+    if (s->low_params_.empty()) s->low_params_.resize(s->specs_.size());
+    s->low_params_[i] =
+        Tensor::empty(dev, s->graph_.type(in).dtype, it->dims, MemCategory::weights);
+    s->low_inputs_.push_back(i);
+  }
   s->executor_ = std::make_unique<Executor>(
       s->graph_, dev,
       ExecutorOptions{.profile = config.profile,
@@ -215,6 +230,11 @@ StatusOr<ForwardBackward> TrainStep::forward_backward(const Tensor& tokens, cons
     inputs.insert(inputs.end(), params_.begin(), params_.end());
     if (loss_scale_.defined()) inputs.push_back(loss_scale_);
   }
+  if (!low_inputs_.empty()) {
+    if (!low_fresh_) write_low_copies(params_, low_params_, dev_.threads());
+    low_fresh_ = true;
+    for (size_t i : low_inputs_) inputs.push_back(low_params_[i]);
+  }
   LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, executor_->run(inputs));
   // Outputs: loss, [logits], then one gradient per parameter (see create()).
   ForwardBackward r;
@@ -276,6 +296,7 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
     // fp16 with several ranks, as DeepSpeed does it: the scaled gradients are reduced, then
     // unscaled (zero_->step); the overflow test is on the reduced loss and norm, so every rank
     // skips the same steps and its scaler moves identically.
+    low_fresh_ = false;  // ZeRO updates the parameters itself: the copies are cast again
     LJ_ASSIGN_OR_RETURN(ZeroStepResult z,
                         zero_->step(params_, std::move(grads), r.loss, lr, config_.grad_clip,
                                     in_graph, 1.0 / r.loss_scale));
@@ -310,7 +331,9 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
   // torch.nn.utils.clip_grad_norm_ scales by max_norm / (norm + 1e-6); AdamW applies the
   // scale as it reads each gradient, so clipping costs no pass of its own.
   const bool clip = config_.grad_clip > 0 && r.grad_norm > config_.grad_clip;
-  adamw_->step(params_, grads, lr, clip ? config_.grad_clip / (r.grad_norm + 1e-6) : 1.0);
+  // The 16-bit copies are written in AdamW's pass (when they are fresh now, they stay so).
+  adamw_->step(params_, grads, lr, clip ? config_.grad_clip / (r.grad_norm + 1e-6) : 1.0,
+               low_fresh_ ? &low_params_ : nullptr);
   r.optimizer_seconds = now_seconds() - t_opt;
   return r;
 }

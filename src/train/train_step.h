@@ -94,8 +94,16 @@ class TrainStep {
   const Graph& graph() const { return graph_; }
   const LlamaConfig& model() const { return model_; }
   // The whole parameters. ZeRO stage 3 keeps only its shard: params() is empty there between
-  // gather_params() (a collective: every rank calls it) and scatter_params().
-  std::vector<Tensor>& params() { return params_; }
+  // gather_params() (a collective: every rank calls it) and scatter_params(). A caller may change
+  // them: the 16-bit copies (low_params()) are then written again before the next forward.
+  std::vector<Tensor>& params() {
+    low_fresh_ = false;
+    return params_;
+  }
+  // Mixed precision (GraphOptions::low_weight_copies): the 16-bit copy of each parameter the
+  // graph reads (its input "low:<name>"), in param_specs() order, undefined where the graph
+  // reads none (a parameter only read in f32, e.g. the embedding table). Empty without them.
+  const std::vector<Tensor>& low_params() const { return low_params_; }
   // Stage 3: all-gathers the whole parameters into params() from every rank's shard; below
   // stage 3, nothing (they are there).
   Status gather_params();
@@ -126,6 +134,9 @@ class TrainStep {
   LlamaGraph ids_;
   std::vector<ParamSpec> specs_;
   std::vector<Tensor> params_;
+  std::vector<Tensor> low_params_;  // 16-bit copies, see low_params()
+  std::vector<size_t> low_inputs_;  // per "low:" graph input, in input order: its parameter
+  bool low_fresh_ = false;          // low_params_ equal the casts of params_
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<AdamW> adamw_;         // one process
   std::unique_ptr<ZeroOptimizer> zero_;  // TrainStepConfig::data_parallel.comm set

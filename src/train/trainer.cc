@@ -244,6 +244,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
     o.batch_size = c.batch_size;
     o.seq_len = c.seq_len;
     o.max_batches = c.val_batches;
+    o.autocast = c.step.graph.autocast;  // the run's precision (bf16: casts as in training)
     auto evaluated = evaluate(view, *val_data, o, dev);
     trainer->scatter_params();
     LJ_RETURN_IF_ERROR(agreed(evaluated.status()));

@@ -81,6 +81,21 @@ for c in "" --compile; do
 done
 pass "bf16 eager and compiled: 2 + 2 steps equal 4 steps bit for bit (f32 master weights and Adam states)"
 
+echo "check: a bf16 run's periodic evaluation runs in bf16, as eval --precision bf16 of its checkpoint"
+rm -rf rV
+"$LJ" train --model tiny --data tok.bin --val-data tok.bin --val-every 2 --val-batches 8 --out rV --steps 2 \
+  --batch-size 4 --seq-len 32 --threads 2 --precision bf16 >rV.out 2>rV.err || { cat rV.err >&2; fail "bf16 train with --val-data failed"; }
+val=$(grep -o '"val_loss":[0-9.e+-]*' rV/metrics.jsonl | tail -1 | cut -d: -f2)
+[ -n "$val" ] || fail "no val_loss in rV/metrics.jsonl: $(cat rV/metrics.jsonl)"
+val6=$(perl -e 'printf "%.6f", $ARGV[0]' "$val")
+"$LJ" eval --model rV/step-2 "${eval_args[@]}" --precision bf16 >eV.out 2>eV.err || { cat eV.err >&2; fail "eval --precision bf16 of rV failed"; }
+"$LJ" eval --model rV/step-2 "${eval_args[@]}" >eV32.out 2>eV32.err || { cat eV32.err >&2; fail "eval of rV failed"; }
+lossV=$(grep -Eo '^loss [0-9.]+' eV.out | cut -d' ' -f2)
+lossV32=$(grep -Eo '^loss [0-9.]+' eV32.out | cut -d' ' -f2)
+[ "$val6" = "$lossV" ] || fail "the run's bf16 evaluation gave $val6, eval --precision bf16 $lossV (f32: $lossV32)"
+[ "$lossV" != "$lossV32" ] || fail "bf16 and f32 evaluation agree to 6 decimals ($lossV): the check cannot tell them apart"
+pass "the run's evaluation: $val6 = eval --precision bf16 (f32: $lossV32)"
+
 echo "check: init writes a fresh model that eval scores near ln(vocab)"
 "$LJ" init --model tiny --out fresh >init.out 2>init.err || { cat init.err >&2; fail "init failed"; }
 loss_fresh=$(eval_loss fresh)

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -280,6 +281,85 @@ TEST(KernelIr, TextRoundTripsAndRejectsBadInput) {
   EXPECT_FALSE(
       codegen::parse_kernel("lj-kernel 1\ndtype f32\nloop 1\nin f32 1\nt0 = matmul t0 t0\n").ok());
   EXPECT_FALSE(codegen::parse_kernel("lj-kernel 2\n").ok());
+  // bf16 storage: inputs, casts and outputs of an f32 kernel; never of an f64 one.
+  const std::string mixed =
+      "lj-kernel 1; dtype f32; loop 1; in bf16 1; in f32 1; t0 = input 0; t1 = input 1; "
+      "t2 = add t0 t1; t3 = cast t2 bf16; out t3 bf16; out t2";
+  auto k = codegen::parse_kernel(mixed);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(k->to_text(), mixed);
+  EXPECT_TRUE(k->mixed_storage());
+  EXPECT_EQ(k->output_dtype(0), DType::bf16);
+  EXPECT_EQ(k->output_dtype(1), DType::f32);
+  EXPECT_FALSE(codegen::parse_kernel("lj-kernel 1; dtype f64; loop 1; in bf16 1; t0 = input 0; "
+                                     "out t0")
+                   .ok());
+  EXPECT_FALSE(codegen::parse_kernel("lj-kernel 1; dtype f32; loop 1; in f32 1; t0 = input 0; "
+                                     "t1 = cast t0 i32; out t1")
+                   .ok());
+}
+
+// bf16 values (mixed precision, passes/autocast): a group of bf16 ops, casts to and from f32 and
+// an f32 tail becomes one kernel that loads and stores bf16 and computes in f32, rounding each
+// bf16 op's result once as the eager kernels do. With exactly rounded ops only (add, sub, mul,
+// neg, square, casts), interpreter and compiled kernels equal the unfused graph bit for bit. (The
+// f32 part is one product: the system compiler may contract an f32 a * b + c into an FMA,
+// GCC's -ffp-contract=fast default, as in every f32 kernel it builds; bf16 ops are rounded between
+// the product and the sum, which leaves nothing to contract.)
+TEST(FusedPointwiseBf16, LoadsAndStoresBf16AndEqualsTheEagerBits) {
+  Graph plain, fused;
+  for (Graph* g : {&plain, &fused}) {
+    Builder b(g);
+    Val x = b.input("x", DType::bf16, {kB, kT, kC});
+    Val w = b.input("w", DType::bf16, {kC});
+    Val s = b.input("s", DType::f32, {kB, kT, kC});
+    Val y = x * w + square(x) - neg(w);  // bf16, rounded after every op
+    Val z = cast(y, DType::f32) * s;     // f32
+    Val u = cast(z, DType::bf16) + x;    // back to bf16
+    b.output("y", y);                    // read outside as well: an output
+    b.output("z", z);
+    b.output("u", u);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+  }
+  PointwiseFusionPass pass;
+  fuse(&fused, &pass);
+  EXPECT_EQ(pass.fused_groups(), 1);
+  bool bf16_io = false;
+  for (const Node& n : fused.nodes()) {
+    if (n.op != Op::fused_pointwise) continue;
+    const std::string& k = n.attrs.s("kernel");
+    bf16_io = k.find("in bf16") != std::string::npos && k.find("out t") != std::string::npos &&
+              k.find(" bf16; ") != std::string::npos;
+    EXPECT_EQ(n.attrs.s("out_dtypes"), "bf16 f32 bf16") << k;
+  }
+  EXPECT_TRUE(bf16_io);
+  Device dev(2);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  auto make = [&](DType dt, std::vector<int64_t> dims) {
+    std::vector<double> v(static_cast<size_t>(numel_of(dims)));
+    for (double& e : v) e = u(rng);
+    return Tensor::from_doubles(dev, dt, dims, v);
+  };
+  const std::vector<Tensor> in{make(DType::bf16, {3, 5, kC}), make(DType::bf16, {kC}),
+                               make(DType::f32, {3, 5, kC})};
+  Executor ex_plain(plain, dev), ex_interp(fused, dev), ex_compiled(fused, dev);
+  const auto want = run(ex_plain, in);
+  const auto interp = run(ex_interp, in);
+  TempCache cache_dir;
+  codegen::KernelCache cache(cache_dir.options());
+  auto report = compile_kernels(fused, cache, ex_compiled);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->compiled_nodes, report->fused_nodes) << report->to_string();
+  const auto compiled = run(ex_compiled, in);
+  EXPECT_LT(ex_compiled.kernels_launched(), ex_plain.kernels_launched());
+  ASSERT_EQ(want.size(), 3u);
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(interp[o].dtype(), want[o].dtype());
+    ASSERT_EQ(compiled[o].dtype(), want[o].dtype());
+    EXPECT_EQ(std::memcmp(interp[o].raw(), want[o].raw(), want[o].bytes()), 0) << "output " << o;
+    EXPECT_EQ(std::memcmp(compiled[o].raw(), want[o].raw(), want[o].bytes()), 0) << "output " << o;
+  }
 }
 
 }  // namespace

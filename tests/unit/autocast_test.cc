@@ -126,7 +126,14 @@ TEST(Autocast, RunsAfterPatternFusionAndBeforeAutodiff) {
   EXPECT_FALSE(check_pass_order(wrong2).ok());
   PipelineOptions eager;
   eager.autocast = DType::bf16;
+  EXPECT_EQ(pipeline_pass_names(eager),
+            (std::vector<std::string>{"autocast", "autodiff", "master_weights"}));
+  eager.low_weight_copies = false;  // casts at the point of use
   EXPECT_EQ(pipeline_pass_names(eager), (std::vector<std::string>{"autocast", "autodiff"}));
+  eager.low_weight_copies = true;
+  eager.grad_sync.stage = 3;  // the graph gathers f32 parameters: no copies
+  EXPECT_EQ(pipeline_pass_names(eager),
+            (std::vector<std::string>{"autocast", "autodiff", "grad_sync"}));
 }
 
 // The tiny Llama trained one forward+backward in bf16 (eager and compiled) against f32.

@@ -93,7 +93,15 @@ void interpret(KernelContext& c, const codegen::Kernel& k, const codegen::Launch
                 const auto in = static_cast<size_t>(x.input);
                 const int64_t s =
                     geo.strides[in * static_cast<size_t>(rank) + static_cast<size_t>(rank - 1)];
-                t[i] = c.in[in].as<T>()[base[in] + j * s];
+                const int64_t at = base[in] + j * s;
+                t[i] = c.in[in].dtype == DType::bf16
+                           ? static_cast<T>(bf16_to_f32(c.in[in].as<uint16_t>()[at]))
+                           : c.in[in].as<T>()[at];
+              } else if (x.op == Op::cast) {
+                const T a = t[static_cast<size_t>(x.a)];
+                t[i] = x.to == DType::bf16
+                           ? static_cast<T>(bf16_to_f32(f32_to_bf16(static_cast<float>(a))))
+                           : a;
               } else if (x.op == Op::constant) {
                 t[i] = static_cast<T>(x.value);
               } else if (x.b >= 0) {
@@ -102,8 +110,14 @@ void interpret(KernelContext& c, const codegen::Kernel& k, const codegen::Launch
                 t[i] = eval_unary(x, t[static_cast<size_t>(x.a)]);
               }
             }
-            for (size_t o = 0; o < k.outputs.size(); ++o)
-              c.out[o].as<T>()[r * n + j] = t[static_cast<size_t>(k.outputs[o])];
+            for (size_t o = 0; o < k.outputs.size(); ++o) {
+              const T v = t[static_cast<size_t>(k.outputs[o])];
+              if (k.output_dtype(static_cast<int>(o)) == DType::bf16) {
+                c.out[o].as<uint16_t>()[r * n + j] = f32_to_bf16(static_cast<float>(v));
+              } else {
+                c.out[o].as<T>()[r * n + j] = v;
+              }
+            }
             if (k.has_reduce()) {
               const T v = t[static_cast<size_t>(k.reduce_arg)];
               sum += static_cast<double>(v);
@@ -139,6 +153,7 @@ Status fused_pointwise_forward(KernelContext& c) {
 
 void register_fused(KernelTable& t) {
   t[Op::fused_pointwise] = fused_pointwise_forward;
+  t.bf16[static_cast<int>(Op::fused_pointwise)] = true;  // loads and stores bf16 itself
 }
 
 }  // namespace lj::cpu

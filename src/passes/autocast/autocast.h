@@ -5,7 +5,9 @@
 //
 // What a Llama graph looks like after it (DeepSpeed's bf16 recipe):
 //   - parameters stay f32 graph inputs (the master weights); each is cast to bf16 at its point of
-//     use, so its gradient comes out of cast's VJP in f32 and accumulation and AdamW stay f32;
+//     use, so its gradient comes out of cast's VJP in f32 and accumulation and AdamW stay f32
+//     (after autodiff, passes/master_weights turns those casts into persistent 16-bit copies
+//     that the optimizer writes, and folds the weight gradients' casts into their GEMMs);
 //   - matmul, matmul_add, sdpa and linear_cross_entropy take bf16 operands (oneDNN accumulates
 //     in f32); their outputs are bf16 but for the losses, which are f32;
 //   - the embedding gather reads the f32 table and its output is cast to bf16, so the residual

@@ -7,6 +7,7 @@
 #include "passes/autocast/autocast.h"
 #include "passes/cse/cse.h"
 #include "passes/dce/dce.h"
+#include "passes/master_weights/master_weights.h"
 #include "passes/pattern_fusion/pattern_fusion.h"
 #include "passes/pattern_fusion/pattern_fusion_ce.h"
 #include "passes/pointwise_fusion/pointwise_fusion.h"
@@ -40,6 +41,9 @@ Stages assemble(const PipelineOptions& options) {
   if (options.autocast != DType::f32) st.before_autodiff.add(make_autocast_pass(options.autocast));
   // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
   PassManager& pm = st.after_autodiff;
+  if (options.autocast != DType::f32 && options.low_weight_copies && options.grad_sync.stage != 3) {
+    pm.add(std::make_unique<MasterWeightsPass>());
+  }
   if (options.compile) pm.add(std::make_unique<CsePass>());
   if (remat) pm.add(std::make_unique<RematPass>(options.recompute, options.num_layers));
   if (options.compile) {

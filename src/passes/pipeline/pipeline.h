@@ -1,9 +1,11 @@
 // The compiler driver: which passes turn a forward graph (a model with a scalar loss) into the
 // joint training graph, and in which order (DESIGN.md, "The pipeline"):
 //
-//   [pattern fusion] -> [autocast] ->  autodiff  ->  [cse] -> remat -> [dce -> pointwise fusion
-//    compile only       bf16 only      + "grad:"      compile only      -> dce -> schedule]
-//                                      outputs                           compile only
+//   [pattern fusion] -> [autocast] ->  autodiff  -> [master_weights] -> [cse] -> remat ->
+//    compile only       bf16 only      + "grad:"     bf16 only           compile only
+//                                      outputs
+//   [dce -> pointwise fusion -> dce -> schedule]
+//    compile only
 //   -> [grad_sync]  several processes only: the gradient collectives (passes/collectives)
 //
 // The order is not only written here: every pass list the driver assembles is checked against
@@ -34,6 +36,10 @@ struct PipelineOptions {
   int64_t num_layers = 0;     // the model's layers (what remat's regions index)
   // bf16 (or f16): mixed precision, the autocast pass (passes/autocast) before autodiff. f32: off.
   DType autocast = DType::f32;
+  // With autocast: persistent 16-bit weight copies fed as inputs and weight-gradient casts
+  // folded into their GEMMs (passes/master_weights) instead of two casts per parameter a step.
+  // Never at ZeRO stage 3 (the graph gathers the f32 parameters).
+  bool low_weight_copies = true;
   // Data parallelism: the gradient collectives, placed last (passes/collectives/grad_sync.h).
   GradSyncOptions grad_sync;
 };
@@ -65,6 +71,10 @@ inline constexpr PassOrderRule kPassOrderRules[] = {
     {"matmul_add_fusion", "autocast", "fusion patterns are written over primitives of one dtype"},
     {"autocast", kAutodiffStep, "the backward gets the casts' VJPs (gradients cast back to f32)"},
     {kAutodiffStep, "remat", "remat rewires the backward's readers"},
+    {kAutodiffStep, "master_weights", "the weight casts' VJPs must be in the graph first"},
+    {"master_weights", "cse", "cse would see the casts it removes"},
+    {"master_weights", "remat", "recomputed layers read the copies instead of recasting"},
+    {"master_weights", "pointwise_fusion", "a folded cast is no fusion member"},
     {kAutodiffStep, "pointwise_fusion", "fused_pointwise is not differentiable"},
     {"cse", "remat", "cse would merge remat's deliberate copies back (passes/cse/cse.h)"},
     {"cse", "pointwise_fusion", "shared subexpressions are shared before fusion copies them"},

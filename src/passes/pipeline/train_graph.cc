@@ -27,6 +27,7 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   p.recompute = options.recompute;
   p.num_layers = model.num_hidden_layers;
   p.autocast = options.autocast;
+  p.low_weight_copies = options.low_weight_copies;
   p.grad_sync = options.grad_sync;
   ValueId loss = ids.loss;
   if (options.loss_scaling) {

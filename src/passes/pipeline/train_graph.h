@@ -28,6 +28,10 @@ struct GraphOptions {
   // parameters (master weights) cast to bf16 at their point of use, bf16 activations, f32
   // losses, reductions and gradients. f32: off. Needs dtype f32.
   DType autocast = DType::f32;
+  // With autocast: 16-bit weight copies as graph inputs "low:<name>" (written by the optimizer)
+  // and f32 weight gradients straight out of their GEMMs (passes/master_weights); false: a cast
+  // of every parameter at its point of use and of every gradient, each step. Off at ZeRO-3.
+  bool low_weight_copies = true;
   // fp16 loss scaling (train/loss_scaler.h): a scalar f32 input "loss_scale" (Role::state, after
   // the parameters) multiplies the loss before autodiff, so every gradient comes out scaled by
   // it; the "loss" output stays unscaled.

@@ -11,15 +11,23 @@
 namespace lj {
 namespace {
 
+// The dtype a group computes in for a value of dtype t: f32 for f32 and bf16 (a kernel loads
+// and stores bf16, codegen/kernel_ir.h), f64 for f64; u8 (none) for anything else.
+DType compute_dtype(DType t) {
+  if (t == DType::f32 || t == DType::bf16) return DType::f32;
+  if (t == DType::f64) return DType::f64;
+  return DType::u8;
+}
 bool is_compute_dtype(DType t) {
-  return t == DType::f32 || t == DType::f64;
+  return compute_dtype(t) != DType::u8;
 }
 
-// A fusible elementwise math op the kernel IR can express.
+// A fusible elementwise math op the kernel IR can express (cast between dtypes of one compute
+// dtype among them: a rounding to bf16, or nothing).
 bool is_member_op(Op op) {
   const OpDef& def = op_def(op);
   return def.has(kFusible) && def.category == OpCategory::elementwise &&
-         (codegen::is_kernel_unary(op) || codegen::is_kernel_binary(op));
+         (codegen::is_kernel_unary(op) || codegen::is_kernel_binary(op) || op == Op::cast);
 }
 
 // sum / mean / max over exactly the last axis.
@@ -66,13 +74,18 @@ class Fuser {
       if (n.outputs.size() != 1) continue;
       const TypedShape& out = g_.type(n.outputs[0]);
       if (!is_compute_dtype(out.dtype)) continue;
-      bool same_dtype = true;
-      for (ValueId v : n.inputs) same_dtype = same_dtype && g_.type(v).dtype == out.dtype;
+      const DType compute = compute_dtype(out.dtype);
+      bool same_dtype = true;  // a cast only needs one compute dtype on both sides
+      for (ValueId v : n.inputs) {
+        const DType in = g_.type(v).dtype;
+        same_dtype =
+            same_dtype && (n.op == Op::cast ? compute_dtype(in) == compute : in == out.dtype);
+      }
       if (!same_dtype) continue;
       if (is_member_op(n.op)) {
         std::vector<int> open;
         for (ValueId v : n.inputs) {
-          const int gi = open_group(v, n.phase, out.dtype);
+          const int gi = open_group(v, n.phase, compute);
           if (gi >= 0 && std::find(open.begin(), open.end(), gi) == open.end()) open.push_back(gi);
         }
         if (!open.empty() && try_join(open, i, out.shape)) continue;
@@ -80,14 +93,15 @@ class Fuser {
           if (open.size() > 1 && try_join({gi}, i, out.shape)) break;
         }
         if (group_of_[i] < 0) {
-          groups_.push_back(Group{{i}, out.shape, out.dtype, n.phase});
+          groups_.push_back(Group{{i}, out.shape, compute, n.phase});
           group_of_[i] = static_cast<int>(groups_.size()) - 1;
         }
       } else if (n.op == Op::expand && op_def(n.op).has(kFusible)) {
-        const int gi = open_group(n.inputs[0], n.phase, out.dtype);
+        const int gi = open_group(n.inputs[0], n.phase, compute);
         if (gi >= 0) try_join({gi}, i, out.shape);
-      } else if (is_last_axis_reduction(g_, n)) {
-        const int gi = open_group(n.inputs[0], n.phase, out.dtype);
+      } else if (is_last_axis_reduction(g_, n) && out.dtype == compute) {
+        // (a reduction stores the compute dtype: autocast's reductions are f32)
+        const int gi = open_group(n.inputs[0], n.phase, compute);
         if (gi >= 0 && groups_[static_cast<size_t>(gi)].loop == g_.type(n.inputs[0]).shape &&
             try_join({gi}, i, groups_[static_cast<size_t>(gi)].loop)) {
           groups_[static_cast<size_t>(gi)].closed = true;
@@ -187,8 +201,14 @@ class Fuser {
     if (p >= 0 && in_group.count(static_cast<size_t>(p))) return {Operand::member, v, 0};
     if (p >= 0) {
       const Node& n = nodes_[static_cast<size_t>(p)];
-      if (n.op == Op::constant && n.attrs.dtype("dtype") == dtype)
-        return {Operand::literal, v, n.attrs.f("value")};
+      if (n.op == Op::constant && compute_dtype(n.attrs.dtype("dtype")) == dtype) {
+        const double value = n.attrs.f("value");
+        // A bf16 constant is a literal when bf16 holds it exactly (else it stays a load).
+        const bool exact =
+            n.attrs.dtype("dtype") != DType::bf16 ||
+            static_cast<double>(bf16_to_f32(f32_to_bf16(static_cast<float>(value)))) == value;
+        if (exact) return {Operand::literal, v, value};
+      }
       if (n.op == Op::expand) return resolve(n.inputs[0], in_group, dtype);
     }
     return {Operand::load, v, 0};
@@ -268,7 +288,7 @@ class Fuser {
       bits.push_back(std::string(loads.size(), '0'));
     }
     for (size_t i = 0; i < loads.size(); ++i) {
-      codegen::KernelInput in{gr.dtype, std::string(k.loop_groups.size(), '0')};
+      codegen::KernelInput in{g_.type(loads[i]).dtype, std::string(k.loop_groups.size(), '0')};
       for (size_t l = 0; l < bits.size(); ++l) in.mask[l] = bits[l][i] == '1' ? '1' : '0';
       k.inputs.push_back(in);
     }
@@ -316,12 +336,26 @@ class Fuser {
         flops += 1;
         continue;
       }
+      const bool to_bf16 = g_.type(n.outputs[0]).dtype == DType::bf16;
+      if (n.op == Op::cast && !to_bf16) {  // up to the compute dtype: the value itself
+        reg[n.outputs[0]] = operand(n.inputs[0]);
+        continue;
+      }
       codegen::Instr x;
       x.op = n.op;
       x.a = operand(n.inputs[0]);
+      if (n.op == Op::cast) x.to = DType::bf16;
       if (n.inputs.size() > 1) x.b = operand(n.inputs[1]);
       if (n.op == Op::pow_scalar) x.value = n.attrs.f("exponent");
       k.body.push_back(x);
+      if (to_bf16 && n.op != Op::cast) {
+        // A bf16 op: computed in f32 and rounded once, as the eager kernels round its output.
+        codegen::Instr round;
+        round.op = Op::cast;
+        round.a = static_cast<int>(k.body.size()) - 1;
+        round.to = DType::bf16;
+        k.body.push_back(round);
+      }
       reg[n.outputs[0]] = static_cast<int>(k.body.size()) - 1;
       flops += 1;
     }
@@ -333,8 +367,9 @@ class Fuser {
       bool outside = is_output_[static_cast<size_t>(v)];
       for (size_t c : consumers_[static_cast<size_t>(v)]) outside = outside || !in_group.count(c);
       if (!outside) continue;
-      if (!(g_.type(v).shape == loop) || g_.type(v).dtype != gr.dtype) return false;
+      if (!(g_.type(v).shape == loop) || compute_dtype(g_.type(v).dtype) != gr.dtype) return false;
       k.outputs.push_back(reg.at(v));
+      k.output_dtypes.push_back(g_.type(v).dtype);
       outs.push_back(v);
     }
     if (reduce) outs.push_back(last.outputs[0]);
@@ -348,6 +383,13 @@ class Fuser {
     out->attrs.set("shape", loop);
     out->attrs.set("dtype", gr.dtype);
     out->attrs.set("outputs", static_cast<int64_t>(k.outputs.size()));
+    if (k.mixed_storage()) {
+      std::string dtypes;
+      for (size_t o = 0; o < k.outputs.size(); ++o) {
+        dtypes += (o > 0 ? " " : "") + std::string(dtype_name(k.output_dtype(static_cast<int>(o))));
+      }
+      out->attrs.set("out_dtypes", dtypes);
+    }
     out->attrs.set("reduce", std::string(reduce ? op_name(last.op) : ""));
     out->attrs.set("keepdim", reduce && last.attrs.b_or("keepdim", false));
     out->attrs.set("flops", flops);

@@ -6,8 +6,11 @@
 //
 // Grouping, in topological order, greedy: a node joins (and merges) the open groups of its
 // producers when
-//  - it has the group's dtype (f32 or f64), the same phase, and its output shape is the group's
-//    new loop shape (every member's shape broadcasts to it);
+//  - it computes in the group's dtype (f64, or f32 for f32 and bf16 values: the kernel loads
+//    and stores bf16 and computes in f32, codegen/kernel_ir.h; a cast between f32 and bf16 is a
+//    member, and every bf16 member's result is rounded to bf16 in the kernel as the eager kernel
+//    rounds it, so a fused group gives the eager bits), the same phase, and its output shape is
+//    the group's new loop shape (every member's shape broadcasts to it);
 //  - no node outside the group that comes before it reads a member (the fused node takes the
 //    position of its last member, so every outside reader must come after; this also rules out
 //    cycles through an unfused node);

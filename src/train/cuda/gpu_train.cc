@@ -62,7 +62,10 @@ StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& cfg) {
   r.device_memory_bytes = ctx->props().memory_bytes;
 
   Graph g;
-  LJ_ASSIGN_OR_RETURN(const LlamaGraph ids, build_train_graph(cfg.model, cfg.graph, &g));
+  // The GPU step casts each weight at its point of use: it keeps no 16-bit copies (yet).
+  GraphOptions graph_options = cfg.graph;
+  graph_options.low_weight_copies = false;
+  LJ_ASSIGN_OR_RETURN(const LlamaGraph ids, build_train_graph(cfg.model, graph_options, &g));
   Device host(0);
   const std::vector<ParamSpec> specs = llama_param_specs(cfg.model);
   std::vector<DeviceTensor> params, m, v;
