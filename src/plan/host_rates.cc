@@ -440,9 +440,7 @@ std::string host_rates_cache_path() {
   return host_cache_path("host_rates.json");
 }
 
-namespace {
-
-void write_rates(const HostRates& r) {
+void cache_host_rates(const HostRates& r) {
   const HostInfo h = host_info();
   const std::string path = host_rates_cache_path();
   nlohmann::json entry = host_rates_to_json(r);
@@ -454,11 +452,9 @@ void write_rates(const HostRates& r) {
       [&](const nlohmann::json& e) { return same_key(e, h, r.threads); }, entry);
 }
 
-}  // namespace
-
 Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes) {
   LJ_ASSIGN_OR_RETURN(int measured, measure_gemm_classes(r, shapes));
-  if (measured > 0) write_rates(*r);
+  if (measured > 0) cache_host_rates(*r);
   return ok_status();
 }
 
@@ -495,7 +491,7 @@ StatusOr<HostRates> host_rates(int threads, bool remeasure) {
     if (auto c = cached_host_rates(t)) return *c;
   }
   LJ_ASSIGN_OR_RETURN(HostRates r, measure_host_rates(t));
-  write_rates(r);
+  cache_host_rates(r);
   return r;
 }
 

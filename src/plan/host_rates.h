@@ -95,6 +95,8 @@ std::string describe_host_rates(const HostRates& r);
 std::string host_rates_cache_path();
 // This host's rates on `threads` threads (0: all): cached, else measured and cached.
 StatusOr<HostRates> host_rates(int threads = 0, bool remeasure = false);
+// Replaces this host's entry for r.threads in the cache with `r` (best effort).
+void cache_host_rates(const HostRates& r);
 // Adds the classes of `shapes` that `r` lacks, measured, to `r` and to the cache.
 Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes);
 // The cached rates only (nullopt when none): for a process that must not probe.
