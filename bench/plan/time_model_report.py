@@ -84,6 +84,19 @@ print(f"- Error: median {100 * statistics.median(errs):+.1f}%, range {100 * min(
       f"|error| ≤ 10% for {sum(abs(e) <= 0.10 for e in errs)} of {len(errs)}.")
 if spread:
     print(f"- Same choice between rounds: median {100 * statistics.median(spread):.1f}%, max {100 * max(spread):.1f}% ((max − min) / min).")
+# The measurement's own reproducibility: the ranking of one round against another's.
+nrounds = min(len(runs[k]) for k in keys)
+pair_taus = []
+for a in range(nrounds):
+    for b in range(a + 1, nrounds):
+        pair_taus.append(kendall_tau_b([runs[k][a]["summary"]["step_cpu_s_p50"] for k in keys],
+                                       [runs[k][b]["summary"]["step_cpu_s_p50"] for k in keys]))
+if pair_taus:
+    print(f"- Kendall tau of one round's measured ranking against another's (the measurement's own ceiling): "
+          + ", ".join(f"{t:.3f}" for t in pair_taus) + ".")
+pr = sorted(p.values())
+gaps = [(pr[i + 1] - pr[i]) / pr[i] for i in range(len(pr) - 1)]
+print(f"- Predicted gap between neighbouring choices: median {100 * statistics.median(gaps):.2f}%, min {100 * min(gaps):.2f}%.")
 print()
 print("## By category (`--profile --profile-clock cpu`, best round by step; predicted from the plan)\n")
 for k in [keys[0], keys[-1]]:

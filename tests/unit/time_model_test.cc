@@ -44,7 +44,9 @@ StepTimes priced(const LlamaConfig& model, RecomputePolicy p, int64_t layers, Ho
   o.recompute.method =
       p == RecomputePolicy::none ? RecomputeMethod::uniform : RecomputeMethod::block;
   o.recompute.layers = p == RecomputePolicy::none ? -1 : layers;
-  auto f = graph_figures(model, 2, 64, o, DryRunOptions{.rates = rates});
+  DryRunOptions dry;
+  dry.rates = rates;
+  auto f = graph_figures(model, 2, 64, o, dry);
   EXPECT_TRUE(f.ok()) << f.status().to_string();
   EXPECT_TRUE(f->times.has_value());
   EXPECT_DOUBLE_EQ(f->compute_seconds, f->times->total());
@@ -173,7 +175,9 @@ TEST(TimeModelTest, GraphGemmShapesAreTheLinearLayersAndTheLossChunks) {
   Graph g;
   ASSERT_TRUE(build_train_graph(m, GraphOptions{}, &g).ok());
   HostRates r = made_up_rates();
-  auto f = graph_figures(g, m, 2, 64, GraphOptions{}, DryRunOptions{.rates = &r});
+  DryRunOptions dry;
+  dry.rates = &r;
+  auto f = graph_figures(g, m, 2, 64, GraphOptions{}, dry);
   ASSERT_TRUE(f.ok());
   const SymEnv env{{'B', 2}, {'T', 64}};  // as the dry run binds them
   const std::vector<GemmSample> shapes = graph_gemm_shapes(g, env);
