@@ -18,10 +18,12 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs, /*threads=*/0,
                                           /*may_probe=*/parallel.world_size <= 1));
   LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
-  // The time model's rates on the threads the run uses (measured on first use; one rank of
-  // several only reads the cache: the ranks share the cores).
-  req.rates = plan_host_rates(/*threads=*/0, /*may_probe=*/parallel.world_size <= 1);
-  req.measure_gemm_classes = parallel.world_size <= 1;
+  // The time model's rates on the threads the run uses, from the cache only: this process is
+  // about to train and report its own peak RSS, which the measurement's buffers (up to 256 MiB)
+  // would raise. `ljperf plan` and `calibrate --device` measure and cache them; GEMM classes the
+  // cache lacks take the nearest measured class. No cache: the roofline (a warning says so).
+  req.rates = plan_host_rates(/*threads=*/0, /*may_probe=*/false);
+  req.measure_gemm_classes = false;
   req.gpus = parallel.world_size;
   req.zero = ZeroSetup::for_model(model, parallel.zero.stage, parallel.world_size);
   req.zero.reduce_bucket_size = parallel.zero.reduce_bucket_size;

@@ -461,6 +461,10 @@ Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes) {
 std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
   if (!may_probe) {
     auto c = cached_host_rates(threads);
+    if (!c) {
+      LJ_LOG(info) << "no measured host rates in " << host_rates_cache_path()
+                   << "; step times from the roofline (ljperf calibrate --device measures them)";
+    }
     return c ? std::make_shared<HostRates>(*c) : nullptr;
   }
   StatusOr<HostRates> r = host_rates(threads);
