@@ -56,6 +56,7 @@ struct BenchmarkArgs {
   int64_t warmup_steps = kDefaultWarmupSteps;
   int64_t log_every = 1;
   bool profile = false;
+  std::string profile_clock = "wall";
   bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
   std::string memory_limit;
   bool compile = false;
@@ -451,6 +452,17 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
         cpu > 0 ? static_cast<double>(r.micro_batch * r.seq_len * r.grad_accum) / cpu : 0.0,
         dev.threads());
   }
+  if (predicted.times) {
+    // The time model (plan/time_model.h) against the step's CPU time per thread, which is what
+    // its rates measure (wall time on a quiet host).
+    const double cpu = percentile(log.measured_cpu_seconds, 0.5) / dev.threads();
+    std::string cats;
+    for (const auto& [name, s] : predicted.times->items())
+      cats += fmt::format("{}{} {:.0f} ms", cats.empty() ? "" : ", ", name, 1e3 * s);
+    fmt::print("  predicted step {}   (time model; CPU time / threads {}, {:+.1f}%)\n    {}\n",
+               format_seconds(predicted.step_seconds), format_seconds(cpu),
+               cpu > 0 ? 100.0 * (predicted.step_seconds - cpu) / cpu : 0.0, cats);
+  }
   fmt::print("  kernels/step  {}\n", m.kernels_per_step);
   fmt::print("  final loss    {:.4f}\n", log.losses.back());
   fmt::print("  process peak RSS {}   (predicted peak RSS {}, {:+.2f}%){}\n", format_bytes(m.rss),
@@ -463,19 +475,24 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
     fmt::print("{}", memory_plan_summary(pm->plan()));
   }
   if (a.profile) {
-    fmt::print(
-        "  kernel time by op category (per measured step)\n{}",
-        profile_table(trainer.executor().profile(),
-                      static_cast<int64_t>(log.measured_seconds.size()) * r.grad_accum,
-                      HostTimes{sum(log.measured_optimizer_seconds), sum(log.measured_seconds),
-                                static_cast<int64_t>(log.measured_seconds.size())}));
+    // On the CPU clock the step is its CPU time / threads, as the kernels are.
+    const bool cpu = a.profile_clock == "cpu";
+    const double steps =
+        cpu ? sum(log.measured_cpu_seconds) / dev.threads() : sum(log.measured_seconds);
+    fmt::print("  kernel time by op category (per measured step{})\n{}",
+               cpu ? "; process CPU time / threads" : "",
+               profile_table(trainer.executor().profile(),
+                             static_cast<int64_t>(log.measured_seconds.size()) * r.grad_accum,
+                             HostTimes{sum(log.measured_optimizer_seconds), steps,
+                                       static_cast<int64_t>(log.measured_seconds.size())}));
   }
 }
 
 // One JSON object per run, appended to --output.
 Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
                       const Device& dev, const StepLog& log, const Summary& m,
-                      const PreparedRun& prepared, double compile_s) {
+                      const PreparedRun& prepared, double compile_s,
+                      const std::vector<OpProfile>& profile) {
   const LlamaConfig& model = r.model.config;
   const std::string recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
   const MemoryStats& mem = dev.memory();
@@ -525,6 +542,8 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                   {"flops_per_token", m.flops_per_token},
                   {"flops_convention", "6N+12LHQT (torchtitan)"},
                   {"step_s_p50", m.p50},
+                  // Process CPU time per measured step (all threads): what load does not stretch.
+                  {"step_cpu_s_p50", percentile(log.measured_cpu_seconds, 0.5)},
                   {"step_s_p90", m.p90},
                   {"kernels_per_step", m.kernels_per_step},
                   {"compile_s", compile_s},
@@ -554,8 +573,20 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                {"predicted_peak_rss_bytes", predicted.memory.total},
                {"predicted", pred},
                {"predicted_step_seconds", predicted.step_seconds},
+               {"predicted_step_times", step_times_json(predicted.times)},
                // cpu_memory_features (plan/memory_model.h): what calibrate --results fits on.
                {"features", cpu_memory_features(figures, model, prepared.process_baseline_bytes)}};
+  if (a.profile) {
+    // --profile's rows per measured step (its clock), for the time model's check by category.
+    const double n = static_cast<double>(std::max<size_t>(1, log.measured_seconds.size()));
+    nlohmann::ordered_json rows = nlohmann::ordered_json::object();
+    for (const OpProfile& p : profile) {
+      const std::string c = category_name(op_def(p.op).category);
+      rows[c] = rows.value(c, 0.0) + p.seconds / n;
+    }
+    rows["optimizer"] = sum(log.measured_optimizer_seconds) / n;
+    j["profile"] = {{"clock", a.profile_clock}, {"seconds_per_step", rows}};
+  }
   LJ_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(a.output, /*append=*/true));
   LJ_RETURN_IF_ERROR(w.write(j.dump()));
   LJ_RETURN_IF_ERROR(w.flush());
@@ -604,6 +635,7 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
   g.dev = std::make_unique<Device>(a.threads);
   r.step.profile = a.profile;
+  r.step.profile_cpu = a.profile_clock == "cpu";
   r.step.data_parallel = dist.data_parallel(r.dp.zero);
   const double compile_t0 = now_seconds();
   g.recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
@@ -678,7 +710,8 @@ Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
   print_summary(a, r, log, m, g.prepared.predicted, *g.dev, *g.trainer);
   // One record per run: rank 0 writes it.
   if (a.output.empty() || !dist.is_root()) return ok_status();
-  return append_results(a, r, host, *g.dev, log, m, g.prepared, g.compile_s);
+  return append_results(a, r, host, *g.dev, log, m, g.prepared, g.compile_s,
+                        g.trainer->executor().profile());
 }
 
 }  // namespace
@@ -714,6 +747,11 @@ Command add_benchmark_command(CLI::App& app) {
                   "A progress line every N steps when stderr is not a terminal")
       ->capture_default_str();
   sub->add_flag("--profile", args->profile, "Time every kernel and print time per op category");
+  sub->add_option("--profile-clock", args->profile_clock,
+                  "--profile's clock: wall, or cpu (process CPU time / threads: what a loaded "
+                  "host does not stretch)")
+      ->check(CLI::IsMember({"wall", "cpu"}))
+      ->capture_default_str();
   add_optimization_flags(sub, &args->compile, &args->ckpt_opt, &args->memory_limit,
                          &args->recompute);
   add_zero_flag(sub, &args->zero);

@@ -17,6 +17,7 @@
 #include "plan/calibrate.h"
 #include "plan/host_baseline.h"
 #include "plan/host_peak.h"
+#include "plan/host_rates.h"
 #include "plan/memory_model.h"
 #include "runtime/host.h"
 #include "runtime/peak_probe.h"
@@ -89,6 +90,11 @@ Status run_calibrate(const CalibrateArgs& a) {
                  nominal);
     }
     fmt::print("  peak cache              {}\n", host_peak_cache_path());
+    // The time model's per-category rates (plan/host_rates.h): remeasured, cached.
+    LJ_ASSIGN_OR_RETURN(HostRates rates, host_rates(h.threads, /*remeasure=*/true));
+    fmt::print("{}", describe_host_rates(rates));
+    fmt::print("  rates cache             {} ({:.1f} s)\n", host_rates_cache_path(),
+               rates.probe_seconds);
     // The process baseline the memory model adds (plan/host_baseline.h): remeasured, cached.
     LJ_ASSIGN_OR_RETURN(HostBaseline b, host_baseline(h.threads, /*remeasure=*/true));
     fmt::print("  process baseline        {} (tiny preset in a child, {:.1f} s; cache {})\n",

@@ -60,6 +60,8 @@ Status run_plan(const PlanArgs& a) {
   if (host) {
     // The process baseline measured on this host (cached; probed once).
     LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs));
+    // The time model's measured rates (plan/host_rates.h): cached, else measured now.
+    req.rates = plan_host_rates(/*threads=*/0, /*may_probe=*/true);
     // As `ljperf benchmark` runs without a DeepSpeed JSON: DeepSpeed's code defaults.
     const ZeroConfig defaults;
     req.zero.reduce_bucket_size = defaults.reduce_bucket_size;

@@ -103,6 +103,13 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
   return s;
 }
 
+nlohmann::ordered_json step_times_json(const std::optional<StepTimes>& t) {
+  if (!t) return nullptr;
+  nlohmann::ordered_json j;
+  for (const auto& [name, s] : t->items()) j[name] = s;
+  return j;
+}
+
 nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r) {
   nlohmann::ordered_json j;
   const int64_t L = req.model.num_hidden_layers;
@@ -129,7 +136,8 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
                                   {"step_seconds", c.step_seconds},
                                   {"tokens_per_s", c.tokens_per_s},
                                   {"fits", c.fits},
-                                  {"exact", c.exact}};
+                                  {"exact", c.exact},
+                                  {"step_times", step_times_json(c.times)}};
   };
   j["recommendation"] = r.best() ? cand(*r.best()) : nlohmann::ordered_json();
   j["candidates"] = nlohmann::ordered_json::array();

@@ -16,6 +16,10 @@ namespace lj::cli {
 std::string format_plan(const PlanRequest& req, const PlanResult& r);
 nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r);
 
+// The predicted step by category ({"contraction": s, ..., "optimizer": s, "overhead": s}); null
+// without one.
+nlohmann::ordered_json step_times_json(const std::optional<StepTimes>& t);
+
 // CHECKPOINT_OPTIMIZATION=true or --ckpt-opt.
 bool checkpoint_optimization_requested(bool flag);
 

@@ -8,6 +8,7 @@
 #include "backends/cpu/onednn_info.h"
 #include "core/check.h"
 #include "passes/master_weights/master_weights.h"
+#include "plan/host_rates.h"
 #include "plan/sgemm_buffers.h"
 #include "plan/time_model.h"
 #include "runtime/executor.h"
@@ -168,7 +169,21 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
       grad_parts.clear();  // freed at the end of the step
     }
     f.stats = dev.memory();
-    if (dry.device) f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);
+    if (dry.rates != nullptr) {
+      if (dry.measure_gemm_classes)
+        LJ_RETURN_IF_ERROR(add_gemm_classes(dry.rates, graph_gemm_shapes(g, ex.env())));
+      // AdamW over what this rank updates: its ZeRO shard, else every parameter.
+      int64_t local = 0;
+      if (dry.with_adam_states && sharded && dry.zero.stage >= 1) {
+        local = zm.adam_state_numel;
+      } else {
+        for (int64_t n : numels) local += n;
+      }
+      f.times = host_step_times(g, ex.env(), *dry.rates, local);
+      f.compute_seconds = f.times->total();
+    } else if (dry.device) {
+      f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);
+    }
     for (const Node& n : g.nodes()) f.gemm_packing = f.gemm_packing || packs_gemm(g, n, ex.env());
     static const SgemmIsa isa = [] {
       const cpu::OneDnnInfo i = cpu::onednn_info();

@@ -18,6 +18,7 @@
 #include "passes/pipeline/train_graph.h"
 #include "plan/coefficients.h"
 #include "plan/device_catalog.h"
+#include "plan/time_model.h"
 #include "runtime/memory.h"
 
 namespace lj {
@@ -29,6 +30,9 @@ struct GraphFigures {
   std::optional<MemoryPlan> plan;  // compile only: the static plan (arena, naive, peak live)
   int64_t nodes = 0;               // nodes of the joint graph
   double compute_seconds = 0;      // time model over every node (time_model.h)
+  // With DryRunOptions::rates: the CPU step by category (time_model.h host_step_times), the
+  // optimizer for this rank's parameters included; compute_seconds is then its total.
+  std::optional<StepTimes> times;
   // A forward GEMM that oneDNN's sgemm packs into its own per-thread buffers (outside the
   // allocator): more than kGemmPackRows output rows and a B operand (N·K) of at least
   // kGemmPackElements. Thresholds measured on this host (libdnnl 2.6, 2 threads): the LM head of
@@ -67,6 +71,11 @@ struct DryRunOptions {
   bool mpi_temporaries = true;
   // The threads the step's GEMMs run on (oneDNN's buffers are per thread); 0: all.
   int threads = 0;
+  // This host's measured rates (host_rates.h): the step is priced by host_step_times, and the
+  // GEMM classes the graph needs that `rates` lacks are measured first (and cached) when
+  // measure_gemm_classes is set, else taken from the nearest measured class.
+  HostRates* rates = nullptr;
+  bool measure_gemm_classes = false;
 };
 
 // Builds the joint graph for `options` and dry-runs it with micro-batch `batch` and sequence

@@ -4,6 +4,7 @@
 
 #include "core/units.h"
 #include "plan/host_baseline.h"
+#include "plan/time_model.h"
 #include "runtime/host.h"
 
 namespace lj {
@@ -17,6 +18,12 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs, /*threads=*/0,
                                           /*may_probe=*/parallel.world_size <= 1));
   LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
+  // The time model's rates on the threads the run uses, from the cache only: this process is
+  // about to train and report its own peak RSS, which the measurement's buffers (up to 256 MiB)
+  // would raise. `ljperf plan` and `calibrate --device` measure and cache them; GEMM classes the
+  // cache lacks take the nearest measured class. No cache: the roofline (a warning says so).
+  req.rates = plan_host_rates(/*threads=*/0, /*may_probe=*/false);
+  req.measure_gemm_classes = false;
   req.gpus = parallel.world_size;
   req.zero = ZeroSetup::for_model(model, parallel.zero.stage, parallel.world_size);
   req.zero.reduce_bucket_size = parallel.zero.reduce_bucket_size;
@@ -86,17 +93,29 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
   LJ_ASSIGN_OR_RETURN(r.graph.ids,
                       build_train_graph(model, r.graph.options, &r.graph.graph, &r.graph.passes));
   r.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  LJ_ASSIGN_OR_RETURN(r.figures,
-                      graph_figures(r.graph.graph, model, micro_batch, seq_len, r.graph.options,
-                                    DryRunOptions{.with_adam_states = true,
-                                                  .device = &req.device,
-                                                  .eff = req.coeffs.cpu_eff,
-                                                  .world_size = parallel.world_size,
-                                                  .rank = parallel.rank,
-                                                  .zero = parallel.zero}));
+  LJ_ASSIGN_OR_RETURN(
+      r.figures, graph_figures(r.graph.graph, model, micro_batch, seq_len, r.graph.options,
+                               DryRunOptions{.with_adam_states = true,
+                                             .device = &req.device,
+                                             .eff = req.coeffs.cpu_eff,
+                                             .world_size = parallel.world_size,
+                                             .rank = parallel.rank,
+                                             .zero = parallel.zero,
+                                             .rates = req.rates.get(),
+                                             .measure_gemm_classes = req.measure_gemm_classes}));
   r.predicted.memory = predict_cpu_memory(r.figures, model, req.coeffs);
   r.process_baseline_bytes = req.coeffs.host.process_baseline_bytes;
-  r.predicted.step_seconds = r.figures.compute_seconds;
+  if (r.figures.times) {
+    r.predicted.step_seconds = r.figures.times->total();
+    r.predicted.times = r.figures.times;
+  } else {
+    const int64_t psi = model.num_params();
+    const int64_t local = parallel.world_size > 1 && parallel.zero.stage >= 1
+                              ? (psi + parallel.world_size - 1) / parallel.world_size
+                              : psi;
+    r.predicted.step_seconds =
+        r.figures.compute_seconds + optimizer_seconds(local, req.device, req.coeffs.cpu_eff);
+  }
   return r;
 }
 

@@ -24,7 +24,9 @@ struct HostParallel {
 };
 
 // A PlanRequest for this host: the predictor coefficients (load_coefficients) with this host's
-// measured process baseline (host_baseline.h: cached, else probed once), device "host",
+// measured process baseline (host_baseline.h: cached, else probed once), the time model's host
+// rates from their cache (host_rates.h; never measured here: the run's peak RSS would include
+// the measurement), device "host",
 // `parallel`'s ranks, stage and bucket sizes (figures per rank).
 StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_batch,
                                         int64_t seq_len, bool compile,

@@ -28,14 +28,18 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
                                   .eff = eff,
                                   .world_size = static_cast<int>(req.gpus),
                                   .zero = ZeroConfig{req.zero.stage, req.zero.reduce_bucket_size,
-                                                     req.zero.allgather_bucket_size}}));
+                                                     req.zero.allgather_bucket_size},
+                                  .rates = gpu ? nullptr : req.rates.get(),
+                                  .measure_gemm_classes = req.measure_gemm_classes}));
   Pricing p;
   const int64_t psi = req.model.num_params();
   const int64_t local = req.zero.stage >= 1 ? (psi + req.gpus - 1) / req.gpus : psi;
   if (!gpu) {
     // Collectives on the host are not priced yet (no link model for shared memory or networks).
     p.memory = predict_cpu_memory(f, req.model, req.coeffs);
-    p.step_seconds = f.compute_seconds + optimizer_seconds(local, req.device, eff);
+    p.step_seconds =
+        f.times ? f.times->total() : f.compute_seconds + optimizer_seconds(local, req.device, eff);
+    p.times = f.times;
     return p;
   }
   p.memory = predict_gpu_memory(f, req.model, req.zero, req.coeffs);

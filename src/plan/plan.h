@@ -4,6 +4,7 @@
 // train.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "plan/budget.h"
 #include "plan/coefficients.h"
 #include "plan/device_catalog.h"
+#include "plan/host_rates.h"
 #include "plan/memory_model.h"
 #include "plan/search.h"
 
@@ -35,6 +37,11 @@ struct PlanRequest {
   // gradients and AdamW states, 16-bit activations; f16 with the loss_scale input). GPU plans
   // price DeepSpeed's bf16 recipe whatever this says (memory_model.h ModelStates).
   DType precision = DType::f32;
+  // The host's measured rates (host_rates.h, device "host" only): the step time by
+  // host_step_times instead of the roofline; GEMM classes the search meets are measured once
+  // and added (shared by every priced choice). Null: the roofline with the file's efficiencies.
+  std::shared_ptr<HostRates> rates;
+  bool measure_gemm_classes = true;
 };
 
 struct PlanResult {

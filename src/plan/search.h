@@ -14,12 +14,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
 #include "passes/remat/remat.h"
 #include "plan/budget.h"
 #include "plan/memory_model.h"
+#include "plan/time_model.h"
 
 namespace lj {
 
@@ -32,13 +34,15 @@ struct Candidate {
   double step_seconds = 0;  // one micro-batch step (forward, backward, optimizer, comm)
   double tokens_per_s = 0;
   bool fits = false;
-  bool exact = true;  // priced by a dry run (false: interpolated)
+  bool exact = true;               // priced by a dry run (false: interpolated)
+  std::optional<StepTimes> times;  // Pricing::times of an exact candidate
 };
 
 // What a (policy, layers, micro-batch) costs: memory and step time.
 struct Pricing {
   MemoryPrediction memory;
   double step_seconds = 0;
+  std::optional<StepTimes> times;  // the CPU step by category, when priced from host rates
 };
 using CostFn = std::function<StatusOr<Pricing>(const RecomputeConfig&, int64_t micro_batch)>;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/cpu.h"
 #include "graph/op.h"
 
 namespace lj {
@@ -40,6 +41,129 @@ double optimizer_seconds(int64_t local_params, const DeviceProfile& device, cons
   const double per_param = device.kind == DeviceKind::cpu ? 7.0 * 4.0 : 6.0 * 4.0 + 2.0 + 2.0;
   const double bw = device.mem_bandwidth * eff.bandwidth;
   return bw > 0 ? per_param * static_cast<double>(local_params) / bw : 0.0;
+}
+
+double StepTimes::total() const {
+  double t = optimizer + overhead;
+  for (double c : category) t += c;
+  return t;
+}
+
+std::vector<std::pair<std::string, double>> StepTimes::items() const {
+  std::vector<std::pair<std::string, double>> r;
+  for (size_t c = 0; c < category.size(); ++c) {
+    if (category[c] > 0) r.emplace_back(category_name(static_cast<OpCategory>(c)), category[c]);
+  }
+  r.emplace_back("optimizer", optimizer);
+  r.emplace_back("overhead", overhead);
+  return r;
+}
+
+namespace {
+
+int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+// The GEMMs one contraction node runs, each with its count; the fused loss's logits elements.
+struct NodeGemms {
+  std::vector<std::pair<GemmSample, int64_t>> gemms;
+  double logits = 0;
+};
+
+NodeGemms node_gemms(const Graph& g, const Node& n, const SymEnv& env) {
+  NodeGemms r;
+  std::vector<int64_t> a, b;
+  if (n.inputs.size() < 2 || !g.type(n.inputs[0]).shape.eval(env, &a) ||
+      !g.type(n.inputs[1]).shape.eval(env, &b) || a.size() < 2 || b.size() < 2)
+    return r;
+  if (n.op == Op::linear_cross_entropy) {
+    // x (N, C), w (V, C): per chunk of rows (backends/cpu/loss.cc) logits = x wᵀ, dx = dlogits w,
+    // dw += dlogitsᵀ x.
+    const int64_t rows = a[0], dim = a[1], vocab = b[0];
+    const int64_t chunk = cpu::linear_cross_entropy_chunk_rows(n.attrs, rows, vocab);
+    const auto add = [&](int64_t m, int64_t count) {
+      if (m <= 0 || count <= 0) return;
+      r.gemms.push_back({{m, vocab, dim, false, true, 0}, count});
+      r.gemms.push_back({{m, dim, vocab, false, false, 0}, count});
+      r.gemms.push_back({{vocab, dim, m, true, false, 0}, count});
+    };
+    add(chunk, rows / chunk);
+    add(rows % chunk, 1);
+    r.logits = static_cast<double>(rows) * static_cast<double>(vocab);
+    return r;
+  }
+  if (n.op != Op::matmul && n.op != Op::matmul_add) return r;
+  const bool ta = n.attrs.b("ta"), tb = n.attrs.b("tb");
+  const size_t ra = a.size(), rb = b.size();
+  const int64_t k = ta ? a[ra - 2] : a[ra - 1];
+  const int64_t ncols = tb ? b[rb - 2] : b[rb - 1];
+  if (rb == 2 && !ta) {
+    // A weight: every leading row of a in one GEMM (backends/cpu/matmul.cc).
+    r.gemms.push_back({{prod(a, 0, ra - 1), ncols, k, false, tb, 0}, 1});
+    return r;
+  }
+  const int64_t m = ta ? a[ra - 1] : a[ra - 2];
+  std::vector<int64_t> out;
+  if (!g.type(n.outputs[0]).shape.eval(env, &out) || out.size() < 2) return r;
+  r.gemms.push_back({{m, ncols, k, ta, tb, 0}, prod(out, 0, out.size() - 2)});
+  return r;
+}
+
+}  // namespace
+
+std::vector<GemmSample> graph_gemm_shapes(const Graph& g, const SymEnv& env) {
+  std::vector<GemmSample> shapes;
+  for (const Node& n : g.nodes()) {
+    if (op_def(n.op).category != OpCategory::contraction) continue;
+    for (const auto& [s, count] : node_gemms(g, n, env).gemms) shapes.push_back(s);
+  }
+  return shapes;
+}
+
+StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates,
+                          int64_t params) {
+  StepTimes t;
+  const auto per_byte = [](double bytes, double bw) { return bw > 0 ? bytes / bw : 0.0; };
+  for (const Node& n : g.nodes()) {
+    const OpDef& def = op_def(n.op);
+    if (n.op == Op::input || def.has(kAlias)) continue;
+    const Cost c = node_cost(g, n, env);
+    double s = 0;
+    switch (def.category) {
+      case OpCategory::contraction: {
+        const NodeGemms ng = node_gemms(g, n, env);
+        for (const auto& [shape, count] : ng.gemms)
+          s += static_cast<double>(count) * rates.gemm_seconds(shape);
+        // The loss's pass over the logits, as cross_entropy reads them (4 B each).
+        s += per_byte(4.0 * ng.logits, rates.loss_bandwidth);
+        break;
+      }
+      case OpCategory::attention:
+        s = c.flops /
+            (n.op == Op::sdpa ? rates.attention_forward_flops : rates.attention_backward_flops);
+        break;
+      case OpCategory::reduction:
+        s = per_byte(c.bytes, n.op == Op::cross_entropy || n.op == Op::cross_entropy_backward
+                                  ? rates.loss_bandwidth
+                                  : rates.reduction_bandwidth);
+        break;
+      case OpCategory::collective:
+        break;  // no link model on the host yet
+      case OpCategory::data_movement:
+        s = per_byte(c.bytes, rates.movement_bandwidth);
+        break;
+      default:
+        s = per_byte(c.bytes, rates.pointwise_bandwidth(c.bytes));
+        break;
+    }
+    t.category[static_cast<size_t>(def.category)] += s;
+    t.overhead += rates.kernel_seconds;
+  }
+  t.optimizer = per_byte(32.0 * static_cast<double>(params), rates.optimizer_bandwidth);
+  return t;
 }
 
 }  // namespace lj

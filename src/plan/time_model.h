@@ -4,10 +4,16 @@
 // ZeRO's collectives are priced by the volume DeepSpeed moves over the link.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "graph/ir.h"
+#include "plan/coefficients.h"
 #include "plan/device_catalog.h"
+#include "plan/host_rates.h"
 
 namespace lj {
 
@@ -29,5 +35,33 @@ double zero_comm_bytes(int64_t num_params, int stage, int64_t world);
 // params, grads, m, v (read 4, write 3 arrays); GPU: fp32 master, m, v read and written, bf16
 // gradient read, bf16 parameter written.
 double optimizer_seconds(int64_t local_params, const DeviceProfile& device, const Efficiency& eff);
+
+// The CPU step priced from this host's measured rates (plan/host_rates.h), by the category
+// `--profile` reports, so each can be checked against its measured row:
+//   contraction  every GEMM the node runs (matmul, matmul_add: one GEMM of all leading rows when
+//                b is a weight, else one per batch matrix; linear_cross_entropy: per chunk of
+//                rows the logits, dx and dw GEMMs) at its shape class's measured rate, plus the
+//                fused loss's pass over its logits at the loss bandwidth
+//   attention    sdpa and sdpa_backward FLOPs at their measured rates
+//   elementwise, source, opaque: bytes / pointwise bandwidth (by bytes moved)
+//   data_movement bytes / the permute's bandwidth
+//   reduction    bytes / rms_norm's bandwidth; cross_entropy(_backward) at the loss bandwidth
+//   optimizer    32 B per parameter at the AdamW-traffic bandwidth
+//   overhead     kernel_seconds per kernel (every node but inputs and aliases)
+// Recompute adds the remat pass's extra forward nodes, so it is priced by the same rules.
+struct StepTimes {
+  std::array<double, kPlanOpCategories> category{};  // index: OpCategory
+  double optimizer = 0;
+  double overhead = 0;
+  double total() const;
+  // (name, seconds): the categories with time, by --profile's names, then "optimizer" and
+  // "overhead".
+  std::vector<std::pair<std::string, double>> items() const;
+};
+StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates,
+                          int64_t params);
+
+// Every GEMM the graph's contraction nodes run (shapes as host_step_times prices them).
+std::vector<GemmSample> graph_gemm_shapes(const Graph& g, const SymEnv& env);
 
 }  // namespace lj

@@ -139,13 +139,16 @@ Status Executor::launch_kernel(const Node& n, const NodeKernel& fn, std::span<co
                                std::span<TensorView> out) {
   ArenaWorkspace ws(dev_.allocator(), &workspace_, &workspace_bytes_);
   KernelContext ctx{n, in, out, dev_.threads(), &ws};
-  const double t0 = options_.profile ? now_seconds() : 0.0;
+  const auto clock = [&] {
+    return options_.profile_cpu ? process_cpu_seconds() / dev_.threads() : now_seconds();
+  };
+  const double t0 = options_.profile ? clock() : 0.0;
   Status s = fn(ctx);
   if (!s.ok())
     return s.with_context(std::string(op_name(n.op)) + (n.scope.empty() ? "" : " at " + n.scope));
   ++kernels_launched_;
   if (options_.profile) {
-    const double dt = now_seconds() - t0;
+    const double dt = clock() - t0;
     OpProfile* p = nullptr;
     for (auto& e : profile_) {
       if (e.op == n.op && e.phase == n.phase) p = &e;

@@ -32,6 +32,9 @@ struct OpProfile {
 
 struct ExecutorOptions {
   bool profile = false;  // time every kernel (adds a clock read per node)
+  // With profile: time kernels in process CPU time / threads instead of wall time (another
+  // process on the cores stretches wall time, not CPU time; on a quiet host they agree).
+  bool profile_cpu = false;
   // Static memory plan (compiled mode): every value gets its planned place in one arena per
   // shape (runtime/arena_memory.h) instead of a caching-allocator block.
   bool planned = false;

@@ -24,6 +24,8 @@ struct TrainStepConfig {
   uint64_t seed = 1234;    // parameter initialisation
   GraphOptions graph;
   bool profile = false;  // time every kernel (Executor::profile())
+  // With profile: kernels and the optimizer timed in process CPU time / threads, not wall time.
+  bool profile_cpu = false;
   // Compiled only: values live at the static memory plan's offsets. false runs the compiled
   // graph on the caching allocator instead (to check the plan against it).
   bool static_memory_plan = true;

@@ -10,6 +10,10 @@ namespace lj::cpu {
 // The CPU kernel table (every op of graph/ops.def except `input`, which the executor feeds).
 const KernelTable& kernels();
 
+// Rows per chunk of linear_cross_entropy's f32 kernel for n rows of x and a vocabulary of
+// `vocab` (loss.cc): the GEMMs it runs per chunk, for the planner's time model.
+int64_t linear_cross_entropy_chunk_rows(const Attrs& attrs, int64_t n, int64_t vocab);
+
 // Per-family registration, one per file; kernels() calls them all.
 void register_source(KernelTable& t);       // source.cc: constant, iota, random_*
 void register_elementwise(KernelTable& t);  // elementwise.cc: unary, binary, compare, where, cast

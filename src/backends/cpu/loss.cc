@@ -651,4 +651,8 @@ void register_loss(KernelTable& t) {
   t.ws[static_cast<int>(Op::linear_cross_entropy)] = linear_cross_entropy_workspace;
 }
 
+int64_t linear_cross_entropy_chunk_rows(const Attrs& attrs, int64_t n, int64_t vocab) {
+  return chunk_rows(attrs, n, vocab, int64_t{4});
+}
+
 }  // namespace lj::cpu

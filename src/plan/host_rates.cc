@@ -1,0 +1,502 @@
+#include "plan/host_rates.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <functional>
+#include <map>
+
+#include "core/log.h"
+#include "core/units.h"
+#include "graph/builder.h"
+#include "graph/builder_fused.h"
+#include "plan/host_cache.h"
+#include "runtime/executor.h"
+#include "runtime/host.h"
+
+namespace lj {
+namespace {
+
+// 3: GEMMs, pointwise, movement and reduction measured cold (1, 2: some hot, in cache).
+constexpr const char* kFormat = "ljperf host rates 3";
+
+// One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
+// `reps` times: the best process CPU time per run divided by the threads (other processes on
+// the cores stretch wall time, not CPU time; with every thread busy the two agree), and the
+// node_cost bytes and FLOPs of its first node of op `op`.
+struct Timing {
+  double seconds = 1e30, bytes = 0, flops = 0;
+};
+StatusOr<Timing> time_graph(const Graph& g, Device& dev, const std::vector<Tensor>& in, int reps,
+                            Op op, std::vector<Tensor>* outputs = nullptr) {
+  Executor ex(g, dev);
+  Timing t;
+  for (int r = 0; r <= reps; ++r) {
+    const double c0 = process_cpu_seconds();
+    LJ_ASSIGN_OR_RETURN(std::vector<Tensor> out, ex.run(in));
+    const double s = (process_cpu_seconds() - c0) / static_cast<double>(dev.threads());
+    if (r > 0) t.seconds = std::min(t.seconds, s);
+    if (outputs != nullptr) *outputs = std::move(out);
+  }
+  for (const Node& n : g.nodes()) {
+    if (n.op != op) continue;
+    const Cost c = node_cost(g, n, ex.env());
+    t.bytes = c.bytes;
+    t.flops = c.flops;
+    break;
+  }
+  return t;
+}
+
+Tensor zeros(Device& dev, std::vector<int64_t> dims) {
+  return Tensor::zeros(dev, DType::f32, std::move(dims), MemCategory::temporaries);
+}
+
+// One GEMM's seconds, its operands cold as in a step (independent copies on their own
+// buffers, kColdGemmBytes of operands in all, at most kMaxGemmCopies).
+constexpr double kColdGemmBytes = 64.0 * 1024 * 1024;
+constexpr int kMaxGemmCopies = 16;
+
+StatusOr<double> gemm_seconds_measured(Device& dev, const GemmSample& s, int reps) {
+  const std::vector<int64_t> da = s.ta ? std::vector{s.k, s.m} : std::vector{s.m, s.k};
+  const std::vector<int64_t> db = s.tb ? std::vector{s.n, s.k} : std::vector{s.k, s.n};
+  const double bytes = 4.0 * static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n);
+  const int copies = std::clamp(static_cast<int>(kColdGemmBytes / bytes), 1, kMaxGemmCopies);
+  Graph g;
+  Builder b(&g);
+  std::vector<Tensor> in;
+  for (int c = 0; c < copies; ++c) {
+    Val x = b.input("a" + std::to_string(c), DType::f32, Shape::concrete(da));
+    Val y = b.input("b" + std::to_string(c), DType::f32, Shape::concrete(db));
+    b.output("c" + std::to_string(c), matmul(x, y, s.ta, s.tb));
+    in.push_back(zeros(dev, da));
+    in.push_back(zeros(dev, db));
+  }
+  LJ_RETURN_IF_ERROR(b.status());
+  LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, in, reps, Op::matmul));
+  return t.seconds / copies;
+}
+
+// Causal sdpa and its backward at (B, H, T, D): forward and backward FLOP/s, each op alone (the
+// backward fed the forward's outputs).
+Status measure_attention(Device& dev, HostRates* r) {
+  const int64_t B = 2, H = 8, T = 256, D = 64;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<Tensor> fwd_out;
+  {
+    Graph g;
+    Builder b(&g);
+    Val q = b.input("q", DType::f32, Shape{B, H, T, D});
+    Val k = b.input("k", DType::f32, Shape{B, H, T, D});
+    Val v = b.input("v", DType::f32, Shape{B, H, T, D});
+    SdpaResult o = sdpa(q, k, v, /*causal=*/true, scale);
+    b.output("out", o.out);
+    b.output("lse", o.lse);
+    LJ_RETURN_IF_ERROR(b.status());
+    std::vector<Tensor> in;
+    for (int i = 0; i < 3; ++i) in.push_back(zeros(dev, {B, H, T, D}));
+    LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, in, 4, Op::sdpa, &fwd_out));
+    r->attention_forward_flops = t.flops / t.seconds;
+  }
+  Graph g;
+  Builder b(&g);
+  Val q = b.input("q", DType::f32, Shape{B, H, T, D});
+  Val k = b.input("k", DType::f32, Shape{B, H, T, D});
+  Val v = b.input("v", DType::f32, Shape{B, H, T, D});
+  Val out = b.input("out", DType::f32, Shape{B, H, T, D});
+  Val lse = b.input("lse", fwd_out[1].dtype(), Shape::concrete(fwd_out[1].dims()));
+  Val dout = b.input("dout", DType::f32, Shape{B, H, T, D});
+  const std::vector<Val> grads =
+      b.add(Op::sdpa_backward, {q, k, v, out, lse, dout}, {{"causal", true}, {"scale", scale}});
+  for (size_t i = 0; i < grads.size(); ++i) b.output("d" + std::to_string(i), grads[i]);
+  LJ_RETURN_IF_ERROR(b.status());
+  std::vector<Tensor> in;
+  for (int i = 0; i < 3; ++i) in.push_back(zeros(dev, {B, H, T, D}));
+  in.push_back(fwd_out[0]);
+  in.push_back(fwd_out[1]);
+  in.push_back(zeros(dev, {B, H, T, D}));
+  LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, in, 4, Op::sdpa_backward));
+  r->attention_backward_flops = t.flops / t.seconds;
+  return ok_status();
+}
+
+// Bytes a training step's pointwise kernels see come from memory, not from cache (an
+// activation is consumed long after it was made): `copies` independent instances of one
+// kernel, each on its own inputs, so that together they move kColdBytes; per instance, node_cost
+// bytes per second of CPU time.
+constexpr double kColdBytes = 256.0 * 1024 * 1024;
+
+int copies_for(double bytes_each) {
+  return std::clamp(static_cast<int>(kColdBytes / bytes_each), 1, 512);
+}
+
+StatusOr<double> cold_bandwidth(Device& dev, Op op, int copies,
+                                const std::function<Val(Builder&, int)>& one,
+                                const std::vector<std::vector<int64_t>>& input_dims, int reps) {
+  Graph g;
+  Builder b(&g);
+  for (int c = 0; c < copies; ++c) b.output("y" + std::to_string(c), one(b, c));
+  LJ_RETURN_IF_ERROR(b.status());
+  std::vector<Tensor> in;
+  for (int c = 0; c < copies; ++c) {
+    for (const auto& d : input_dims) in.push_back(zeros(dev, d));
+  }
+  LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, in, reps, op));
+  return t.bytes * copies / t.seconds;
+}
+
+// An add over n elements, cold.
+StatusOr<BandwidthSample> measure_add(Device& dev, int64_t n) {
+  const double bytes = 12.0 * static_cast<double>(n);
+  const auto one = [&](Builder& b, int c) {
+    Val x = b.input("a" + std::to_string(c), DType::f32, Shape{n});
+    Val y = b.input("b" + std::to_string(c), DType::f32, Shape{n});
+    return x + y;
+  };
+  LJ_ASSIGN_OR_RETURN(double bw,
+                      cold_bandwidth(dev, Op::add, copies_for(bytes), one, {{n}, {n}}, 3));
+  return BandwidthSample{bytes, bw};
+}
+
+// A head permute (B, T, H, D) -> (B, H, T, D), cold: data movement.
+StatusOr<double> measure_permute(Device& dev) {
+  const int64_t B = 4, T = 256, H = 8, D = 64;
+  const auto one = [&](Builder& b, int c) {
+    return permute(b.input("x" + std::to_string(c), DType::f32, Shape{B, T, H, D}), {0, 2, 1, 3});
+  };
+  return cold_bandwidth(dev, Op::permute, copies_for(8.0 * B * T * H * D), one, {{B, T, H, D}}, 3);
+}
+
+// rms_norm forward over (rows, cols), cold.
+StatusOr<double> measure_reduction(Device& dev) {
+  const int64_t rows = 2048, cols = 512;
+  const auto one = [&](Builder& b, int c) {
+    Val x = b.input("x" + std::to_string(c), DType::f32, Shape{rows, cols});
+    Val w = b.input("w" + std::to_string(c), DType::f32, Shape{cols});
+    return rms_norm(x, w, 1e-5).y;
+  };
+  return cold_bandwidth(dev, Op::rms_norm, copies_for(8.0 * rows * cols), one,
+                        {{rows, cols}, {cols}}, 3);
+}
+
+// cross_entropy forward over (rows, vocab) logits: bytes moved (node_cost) per second.
+StatusOr<double> measure_loss(Device& dev) {
+  const int64_t rows = 256, vocab = 16384;
+  Graph g;
+  Builder b(&g);
+  Val x = b.input("logits", DType::f32, Shape{rows, vocab});
+  Val y = b.input("labels", DType::i32, Shape{rows});
+  b.output("loss", cross_entropy(x, y));
+  LJ_RETURN_IF_ERROR(b.status());
+  std::vector<Tensor> in{zeros(dev, {rows, vocab}),
+                         Tensor::zeros(dev, DType::i32, {rows}, MemCategory::temporaries)};
+  LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, in, 4, Op::cross_entropy));
+  return t.bytes / t.seconds;
+}
+
+// Per-kernel overhead: a chain of 64 one-element adds, best run / 64 kernels.
+StatusOr<double> measure_overhead(Device& dev) {
+  constexpr int kChain = 64;
+  Graph g;
+  Builder b(&g);
+  Val x = b.input("a", DType::f32, Shape{1});
+  Val y = x;
+  for (int i = 0; i < kChain; ++i) y = y + x;
+  b.output("y", y);
+  LJ_RETURN_IF_ERROR(b.status());
+  LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, {zeros(dev, {1})}, 20, Op::add));
+  return t.seconds / kChain;
+}
+
+// AdamW's access pattern (train/adamw.h adamw_update, which plan/ cannot call): the gradient
+// norm's read of g, then one pass reading p, g, m, v and writing p, m, v with the update's
+// arithmetic, vectorised: 32 bytes per parameter.
+double measure_optimizer(int threads) {
+  const int64_t n = int64_t{8} << 20;
+  std::vector<float> p(n, 1.0f), g(n, 1e-3f), m(n, 0.0f), v(n, 0.0f);
+  double best = 1e30;
+  for (int r = 0; r <= 3; ++r) {
+    const double c0 = process_cpu_seconds();
+    float norm = 0;
+#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(+ : norm)
+    for (int64_t i = 0; i < n; ++i) norm += g[i] * g[i];
+    const float scale = 1.0f / (1.0f + norm);
+    float* pp = p.data();
+    float* mp = m.data();
+    float* vp = v.data();
+    const float* gp = g.data();
+#pragma omp parallel for simd num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = gp[i] * scale;
+      const float mi = 0.9f * mp[i] + 0.1f * gi;
+      const float vi = 0.95f * vp[i] + 0.05f * gi * gi;
+      mp[i] = mi;
+      vp[i] = vi;
+      pp[i] = pp[i] * 0.99f - 1e-4f * mi / (std::sqrt(vi) + 1e-8f);
+    }
+    if (r > 0) best = std::min(best, (process_cpu_seconds() - c0) / threads);
+  }
+  return 32.0 * static_cast<double>(n) / best;
+}
+
+bool same_key(const nlohmann::json& e, const HostInfo& h, int threads) {
+  return e.value("cpu", "") == h.cpu_model && e.value("hostname", "") == h.hostname &&
+         e.value("threads", 0) == threads;
+}
+
+}  // namespace
+
+GemmSample gemm_class(const GemmSample& s) {
+  return {std::min(s.m, kGemmClassCap),
+          std::min(s.n, kGemmClassCap),
+          std::min(s.k, kGemmClassCap),
+          s.ta,
+          s.tb,
+          0.0};
+}
+
+const std::vector<GemmSample>& gemm_shapes() {
+  static const std::vector<GemmSample> kShapes = {
+      {1024, 1024, 1024, false, false}, {2048, 1024, 1024, false, true},
+      {2048, 1024, 1024, false, false}, {1024, 1024, 2048, true, false},
+      {2048, 2048, 128, false, true},   {2048, 128, 2048, false, false},
+      {128, 2048, 2048, false, true},   {2048, 512, 512, false, true},
+  };
+  return kShapes;
+}
+
+namespace {
+
+double flops_of(const GemmSample& s) {
+  return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+}
+
+bool same_class(const GemmSample& a, const GemmSample& b) {
+  return a.m == b.m && a.n == b.n && a.k == b.k && a.ta == b.ta && a.tb == b.tb;
+}
+
+}  // namespace
+
+double HostRates::gemm_seconds(const GemmSample& shape) const {
+  const GemmSample c = gemm_class(shape);
+  const GemmSample* best = nullptr;
+  double best_d = 1e300;
+  for (const GemmSample& g : gemm) {
+    if (same_class(g, c)) {
+      best = &g;
+      break;
+    }
+    const auto l = [](int64_t a, int64_t b) {
+      const double d = std::log(static_cast<double>(a) / static_cast<double>(b));
+      return d * d;
+    };
+    const double d = l(g.m, c.m) + l(g.n, c.n) + l(g.k, c.k) + (g.ta != c.ta || g.tb != c.tb);
+    if (d < best_d) {
+      best_d = d;
+      best = &g;
+    }
+  }
+  if (best == nullptr || !(best->seconds > 0)) return 0;
+  return best->seconds * flops_of(shape) / flops_of(*best);
+}
+
+StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes) {
+  Device dev(r->threads);
+  int measured = 0;
+  for (const GemmSample& s : shapes) {
+    GemmSample c = gemm_class(s);
+    const bool have = std::any_of(r->gemm.begin(), r->gemm.end(),
+                                  [&](const GemmSample& g) { return same_class(g, c); });
+    if (have) continue;
+    // About 20 ms of GEMMs per class and run: small classes repeat more.
+    const int reps = std::clamp(static_cast<int>(2e-2 * 1e11 / flops_of(c)), 2, 10);
+    LJ_ASSIGN_OR_RETURN(c.seconds, gemm_seconds_measured(dev, c, reps));
+    r->gemm.push_back(c);
+    ++measured;
+  }
+  return measured;
+}
+
+double HostRates::pointwise_bandwidth(double bytes) const {
+  if (pointwise.empty()) return 0;
+  if (bytes <= pointwise.front().bytes) return pointwise.front().bytes_per_s;
+  for (size_t i = 1; i < pointwise.size(); ++i) {
+    const BandwidthSample& a = pointwise[i - 1];
+    const BandwidthSample& b = pointwise[i];
+    if (bytes <= b.bytes) {
+      const double t = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
+      return a.bytes_per_s + t * (b.bytes_per_s - a.bytes_per_s);
+    }
+  }
+  return pointwise.back().bytes_per_s;
+}
+
+bool HostRates::valid() const {
+  const bool gemm_ok = !gemm.empty() && std::all_of(gemm.begin(), gemm.end(), [](const auto& g) {
+    return g.m > 0 && g.n > 0 && g.k > 0 && g.seconds > 0;
+  });
+  const bool pw_ok = !pointwise.empty() &&
+                     std::all_of(pointwise.begin(), pointwise.end(),
+                                 [](const auto& p) { return p.bytes > 0 && p.bytes_per_s > 0; });
+  return threads > 0 && gemm_ok && pw_ok && attention_forward_flops > 0 &&
+         attention_backward_flops > 0 && movement_bandwidth > 0 && reduction_bandwidth > 0 &&
+         loss_bandwidth > 0 && optimizer_bandwidth > 0 && kernel_seconds >= 0;
+}
+
+StatusOr<HostRates> measure_host_rates(int threads) {
+  const double t0 = now_seconds();
+  Device dev(threads);
+  HostRates r;
+  r.threads = dev.threads();
+  LJ_RETURN_IF_ERROR(measure_gemm_classes(&r, gemm_shapes()).status());
+  LJ_RETURN_IF_ERROR(measure_attention(dev, &r));
+  for (int64_t n : {int64_t{1} << 14, int64_t{1} << 17, int64_t{1} << 20, int64_t{1} << 23}) {
+    LJ_ASSIGN_OR_RETURN(BandwidthSample s, measure_add(dev, n));
+    r.pointwise.push_back(s);
+  }
+  LJ_ASSIGN_OR_RETURN(r.movement_bandwidth, measure_permute(dev));
+  LJ_ASSIGN_OR_RETURN(r.reduction_bandwidth, measure_reduction(dev));
+  LJ_ASSIGN_OR_RETURN(r.loss_bandwidth, measure_loss(dev));
+  LJ_ASSIGN_OR_RETURN(r.kernel_seconds, measure_overhead(dev));
+  r.optimizer_bandwidth = measure_optimizer(r.threads);
+  r.probe_seconds = now_seconds() - t0;
+  return r;
+}
+
+nlohmann::json host_rates_to_json(const HostRates& r) {
+  nlohmann::json gemm = nlohmann::json::array();
+  for (const GemmSample& s : r.gemm)
+    gemm.push_back(
+        {{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb}, {"seconds", s.seconds}});
+  nlohmann::json pw = nlohmann::json::array();
+  for (const BandwidthSample& s : r.pointwise)
+    pw.push_back({{"bytes", s.bytes}, {"bytes_per_s", s.bytes_per_s}});
+  return {{"threads", r.threads},
+          {"gemm", gemm},
+          {"attention_forward_flops", r.attention_forward_flops},
+          {"attention_backward_flops", r.attention_backward_flops},
+          {"pointwise", pw},
+          {"movement_bandwidth", r.movement_bandwidth},
+          {"reduction_bandwidth", r.reduction_bandwidth},
+          {"loss_bandwidth", r.loss_bandwidth},
+          {"optimizer_bandwidth", r.optimizer_bandwidth},
+          {"kernel_seconds", r.kernel_seconds},
+          {"probe_seconds", r.probe_seconds}};
+}
+
+StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
+  HostRates r;
+  try {
+    r.threads = j.at("threads").get<int>();
+    for (const auto& s : j.at("gemm"))
+      r.gemm.push_back({s.at("m").get<int64_t>(), s.at("n").get<int64_t>(),
+                        s.at("k").get<int64_t>(), s.at("ta").get<bool>(), s.at("tb").get<bool>(),
+                        s.at("seconds").get<double>()});
+    r.attention_forward_flops = j.at("attention_forward_flops").get<double>();
+    r.attention_backward_flops = j.at("attention_backward_flops").get<double>();
+    for (const auto& s : j.at("pointwise"))
+      r.pointwise.push_back({s.at("bytes").get<double>(), s.at("bytes_per_s").get<double>()});
+    r.movement_bandwidth = j.at("movement_bandwidth").get<double>();
+    r.reduction_bandwidth = j.at("reduction_bandwidth").get<double>();
+    r.loss_bandwidth = j.at("loss_bandwidth").get<double>();
+    r.optimizer_bandwidth = j.at("optimizer_bandwidth").get<double>();
+    r.kernel_seconds = j.at("kernel_seconds").get<double>();
+    r.probe_seconds = j.value("probe_seconds", 0.0);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(std::string("host rates entry: ") + e.what(),
+                            "remeasure with ljperf calibrate --device");
+  }
+  if (!r.valid())
+    return invalid_argument("host rates entry: a rate is missing or not positive",
+                            "remeasure with ljperf calibrate --device");
+  return r;
+}
+
+std::string describe_host_rates(const HostRates& r) {
+  std::string s =
+      fmt::format("  time model rates ({} threads; best CPU time / threads)\n", r.threads);
+  for (const GemmSample& g : r.gemm) {
+    s += fmt::format("    GEMM {:>5} x {:>5} x {:>5} {}{}  {:7.1f} GFLOP/s\n", g.m, g.n, g.k,
+                     g.ta ? "ta" : "  ", g.tb ? "tb" : "  ", flops_of(g) / g.seconds / 1e9);
+  }
+  s += fmt::format("    attention (causal sdpa) forward {:.1f}, backward {:.1f} GFLOP/s\n",
+                   r.attention_forward_flops / 1e9, r.attention_backward_flops / 1e9);
+  for (const BandwidthSample& b : r.pointwise)
+    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s\n", format_bytes(b.bytes),
+                     b.bytes_per_s / 1e9);
+  s += fmt::format(
+      "    data movement (permute) {:.1f} GB/s; reduction (rms_norm) {:.1f} GB/s; loss "
+      "(cross_entropy) {:.1f} GB/s; optimizer (AdamW "
+      "traffic) {:.1f} GB/s; {:.2f} us per kernel\n",
+      r.movement_bandwidth / 1e9, r.reduction_bandwidth / 1e9, r.loss_bandwidth / 1e9,
+      r.optimizer_bandwidth / 1e9, r.kernel_seconds * 1e6);
+  return s;
+}
+
+std::string host_rates_cache_path() {
+  return host_cache_path("host_rates.json");
+}
+
+void cache_host_rates(const HostRates& r) {
+  const HostInfo h = host_info();
+  const std::string path = host_rates_cache_path();
+  nlohmann::json entry = host_rates_to_json(r);
+  entry["cpu"] = h.cpu_model;
+  entry["hostname"] = h.hostname;
+  entry["time"] = static_cast<int64_t>(std::time(nullptr));
+  write_host_cache(
+      path, kFormat, read_host_cache(path, kFormat),
+      [&](const nlohmann::json& e) { return same_key(e, h, r.threads); }, entry);
+}
+
+Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes) {
+  LJ_ASSIGN_OR_RETURN(int measured, measure_gemm_classes(r, shapes));
+  if (measured > 0) cache_host_rates(*r);
+  return ok_status();
+}
+
+std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
+  if (!may_probe) {
+    auto c = cached_host_rates(threads);
+    if (!c) {
+      LJ_LOG(info) << "no measured host rates in " << host_rates_cache_path()
+                   << "; step times from the roofline (ljperf calibrate --device measures them)";
+    }
+    return c ? std::make_shared<HostRates>(*c) : nullptr;
+  }
+  StatusOr<HostRates> r = host_rates(threads);
+  if (!r.ok()) {
+    LJ_LOG(warning) << r.status().message() << "; step times from the roofline model";
+    return nullptr;
+  }
+  return std::make_shared<HostRates>(*r);
+}
+
+std::optional<HostRates> cached_host_rates(int threads) {
+  const HostInfo h = host_info();
+  const int t = threads > 0 ? threads : omp_get_max_threads();
+  for (const auto& e : read_host_cache(host_rates_cache_path(), kFormat)) {
+    if (!same_key(e, h, t)) continue;
+    StatusOr<HostRates> r = host_rates_from_json(e);
+    if (r.ok()) {
+      r->cached = true;
+      return *r;
+    }
+  }
+  return std::nullopt;
+}
+
+StatusOr<HostRates> host_rates(int threads, bool remeasure) {
+  const int t = threads > 0 ? threads : omp_get_max_threads();
+  if (!remeasure) {
+    if (auto c = cached_host_rates(t)) return *c;
+  }
+  LJ_ASSIGN_OR_RETURN(HostRates r, measure_host_rates(t));
+  cache_host_rates(r);
+  return r;
+}
+
+}  // namespace lj

@@ -1,0 +1,109 @@
+// What each kind of kernel costs on this host, measured by short micro-runs of ljperf's own
+// kernels, for the CPU time model (plan/time_model.h host_step_times):
+//   GEMM       by shape class: (M, N, K, ta, tb) with every dim capped at kGemmClassCap. A
+//              class is measured the first time a graph needs it (a few ms); a GEMM's time is
+//              its class's time scaled by the FLOP ratio. Its efficiency is what it is for that
+//              shape (a K = 288 GEMM runs at another rate than a square one): nothing fitted.
+//              Classes the cache lacks and may not measure take the nearest measured class (log
+//              distance over M, N, K; same layout first). calibrate starts the table with
+//              kGemmShapes (square, small K, small M, the three layouts of a linear layer).
+//              Measured cold, as a step meets its operands: independent copies of the GEMM on
+//              their own buffers (64 MiB of operands, at most 16 copies).
+//   attention  sdpa forward and backward FLOP/s (causal, head_dim 64, T 256).
+//   pointwise  elementwise kernels: bytes moved (node_cost) / bandwidth, interpolated over the
+//              bytes a kernel moves (log scale). Measured cold, as a step meets its operands:
+//              independent copies of the kernel on their own buffers, 256 MiB in all.
+//   movement   data movement (permute, gather, concat, ...): a head permute's bandwidth, cold.
+//   reduction  rms_norm's bandwidth (norms, softmax, sums); loss: cross_entropy's bandwidth
+//              (its logits pass, also inside linear_cross_entropy's chunks).
+//   optimizer  AdamW's traffic (read p, g, m, v; write p, m, v; one more read of g for the
+//              gradient norm: 32 B per parameter) at the bandwidth of a loop with that pattern.
+//   overhead   one kernel launch through the executor (a 1-element add), per graph node.
+// Every figure is the best of a few runs of process CPU time / threads: another process on the
+// cores stretches wall time, not CPU time (on a quiet host the two agree).
+//
+// Cache: host_rates.json beside host_peak.json (plan/host_cache.h), one entry per (CPU model,
+// hostname, threads). Measured by the first `ljperf plan --device host` on a host (a few
+// seconds), remeasured by `ljperf calibrate --device`; benchmark and train read the cache only
+// (host_plan.h: their peak RSS must not include the measurement's buffers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace lj {
+
+struct GemmSample {
+  int64_t m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;
+  double seconds = 0;  // best of the repetitions
+};
+
+struct BandwidthSample {
+  double bytes = 0;        // bytes one kernel moves (node_cost: inputs + outputs)
+  double bytes_per_s = 0;  // measured
+};
+
+inline constexpr int64_t kGemmClassCap = 2048;
+
+struct HostRates {
+  int threads = 0;
+  std::vector<GemmSample> gemm;  // measured classes (dims capped at kGemmClassCap)
+  double attention_forward_flops = 0, attention_backward_flops = 0;
+  std::vector<BandwidthSample> pointwise;  // ascending bytes
+  double movement_bandwidth = 0;           // permute, cold
+  double reduction_bandwidth = 0;
+  double loss_bandwidth = 0;
+  double optimizer_bandwidth = 0;
+  double kernel_seconds = 0;
+  double probe_seconds = 0;  // how long the measurement took
+  bool cached = false;
+
+  // Seconds of one (M, N, K) GEMM: its class's measured seconds × FLOPs / the class's FLOPs
+  // (nearest class when it was not measured; 0 without any).
+  double gemm_seconds(const GemmSample& shape) const;
+  // The pointwise bandwidth for a kernel moving `bytes` (log-linear between samples, flat
+  // outside them).
+  double pointwise_bandwidth(double bytes) const;
+  bool valid() const;
+};
+
+// The class of a GEMM shape: dims capped at kGemmClassCap, seconds 0.
+GemmSample gemm_class(const GemmSample& shape);
+
+// The GEMM classes calibrate measures up front.
+const std::vector<GemmSample>& gemm_shapes();
+
+// Runs the micro-benchmarks on `threads` threads (0: all), the GEMM classes of gemm_shapes().
+StatusOr<HostRates> measure_host_rates(int threads = 0);
+// Measures the classes of `shapes` that `r` lacks (on r->threads); the count measured.
+StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes);
+
+// The cache entry's fields (without the host key) and back; from_json refuses an entry with a
+// missing or non-positive rate.
+nlohmann::json host_rates_to_json(const HostRates& r);
+StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j);
+
+// calibrate's lines: every GEMM sample measured against the fitted model, then each rate.
+std::string describe_host_rates(const HostRates& r);
+
+std::string host_rates_cache_path();
+// This host's rates on `threads` threads (0: all): cached, else measured and cached.
+StatusOr<HostRates> host_rates(int threads = 0, bool remeasure = false);
+// Replaces this host's entry for r.threads in the cache with `r` (best effort).
+void cache_host_rates(const HostRates& r);
+// Adds the classes of `shapes` that `r` lacks, measured, to `r` and to the cache.
+Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes);
+// The cached rates only (nullopt when none): for a process that must not probe.
+std::optional<HostRates> cached_host_rates(int threads = 0);
+// For a plan on this host: host_rates (measured on first use) when `may_probe`, else the cached
+// rates; null when there are none (a warning is logged: the step time is then the roofline's).
+std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe);
+
+}  // namespace lj

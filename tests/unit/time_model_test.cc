@@ -1,0 +1,215 @@
+// plan/time_model.h host_step_times and plan/host_rates.h: the CPU time model from measured
+// rates. The rates here are made up (no timing in unit tests): what is checked is how the model
+// prices a graph with them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "models/config.h"
+#include "plan/graph_figures.h"
+#include "plan/host_rates.h"
+#include "plan/time_model.h"
+
+namespace lj {
+namespace {
+
+HostRates made_up_rates() {
+  HostRates r;
+  r.threads = 1;
+  // One class at 100 GFLOP/s, one at 50 (a different layout and a small K).
+  r.gemm = {{1024, 1024, 1024, false, true, 2.0 * 1024 * 1024 * 1024 / 100e9},
+            {1024, 1024, 64, false, false, 2.0 * 1024 * 1024 * 64 / 50e9}};
+  r.attention_forward_flops = 80e9;
+  r.attention_backward_flops = 100e9;
+  r.pointwise = {{1e5, 40e9}, {1e7, 10e9}};
+  r.movement_bandwidth = 8e9;
+  r.reduction_bandwidth = 12e9;
+  r.loss_bandwidth = 9e9;
+  r.optimizer_bandwidth = 16e9;
+  r.kernel_seconds = 2e-6;
+  return r;
+}
+
+LlamaConfig tiny() {
+  auto m = llama_preset("tiny");
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+StepTimes priced(const LlamaConfig& model, RecomputePolicy p, int64_t layers, HostRates* rates) {
+  GraphOptions o;
+  o.recompute.policy = p;
+  o.recompute.method =
+      p == RecomputePolicy::none ? RecomputeMethod::uniform : RecomputeMethod::block;
+  o.recompute.layers = p == RecomputePolicy::none ? -1 : layers;
+  DryRunOptions dry;
+  dry.rates = rates;
+  auto f = graph_figures(model, 2, 64, o, dry);
+  EXPECT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_TRUE(f->times.has_value());
+  EXPECT_DOUBLE_EQ(f->compute_seconds, f->times->total());
+  return *f->times;
+}
+
+TEST(HostRatesTest, GemmClassesScaleByFlopsAndCapTheirDims) {
+  const HostRates r = made_up_rates();
+  // The measured class itself, and twice its M (capped at 2048: same class, twice the FLOPs).
+  EXPECT_DOUBLE_EQ(r.gemm_seconds({1024, 1024, 1024, false, true}), r.gemm[0].seconds);
+  EXPECT_DOUBLE_EQ(r.gemm_seconds({2048, 1024, 1024, false, true}), 2 * r.gemm[0].seconds);
+  EXPECT_EQ(gemm_class({8192, 100, 4096, true, false}).m, kGemmClassCap);
+  EXPECT_EQ(gemm_class({8192, 100, 4096, true, false}).n, 100);
+  EXPECT_EQ(gemm_class({8192, 100, 4096, true, false}).k, kGemmClassCap);
+  // Not measured: the nearest class in log distance; a small-K GEMM takes the 50 GFLOP/s class.
+  const double small_k = r.gemm_seconds({1024, 1024, 48, false, false});
+  EXPECT_NEAR(2.0 * 1024 * 1024 * 48 / small_k, 50e9, 1e3);
+  const double square = r.gemm_seconds({900, 1000, 1100, false, true});
+  EXPECT_NEAR(2.0 * 900 * 1000 * 1100 / square, 100e9, 1e3);
+  HostRates none;
+  EXPECT_EQ(none.gemm_seconds({64, 64, 64, false, false}), 0);
+}
+
+TEST(HostRatesTest, PointwiseBandwidthIsLogLinearBetweenSamples) {
+  const HostRates r = made_up_rates();
+  EXPECT_DOUBLE_EQ(r.pointwise_bandwidth(1e5), 40e9);
+  EXPECT_DOUBLE_EQ(r.pointwise_bandwidth(1e7), 10e9);
+  EXPECT_NEAR(r.pointwise_bandwidth(1e6), 25e9, 1);  // log-midpoint: the mean
+  EXPECT_DOUBLE_EQ(r.pointwise_bandwidth(10), 40e9);
+  EXPECT_DOUBLE_EQ(r.pointwise_bandwidth(1e12), 10e9);
+}
+
+TEST(HostRatesTest, JsonRoundTripAndRefusals) {
+  const HostRates r = made_up_rates();
+  auto back = host_rates_from_json(host_rates_to_json(r));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->threads, r.threads);
+  ASSERT_EQ(back->gemm.size(), r.gemm.size());
+  EXPECT_EQ(back->gemm[1].k, 64);
+  EXPECT_FALSE(back->gemm[1].tb);
+  EXPECT_DOUBLE_EQ(back->gemm[1].seconds, r.gemm[1].seconds);
+  EXPECT_DOUBLE_EQ(back->pointwise_bandwidth(1e6), r.pointwise_bandwidth(1e6));
+  EXPECT_DOUBLE_EQ(back->loss_bandwidth, r.loss_bandwidth);
+  EXPECT_DOUBLE_EQ(back->kernel_seconds, r.kernel_seconds);
+  nlohmann::json j = host_rates_to_json(r);
+  j.erase("loss_bandwidth");
+  EXPECT_FALSE(host_rates_from_json(j).ok());
+  j = host_rates_to_json(r);
+  j["optimizer_bandwidth"] = 0.0;
+  EXPECT_FALSE(host_rates_from_json(j).ok());
+  j = host_rates_to_json(r);
+  j["gemm"] = nlohmann::json::array();
+  EXPECT_FALSE(host_rates_from_json(j).ok());
+}
+
+TEST(HostRatesTest, CachedPerHostAndThreads) {
+  const std::string dir = ::testing::TempDir() + "/lj_host_rates_test";
+  std::filesystem::remove_all(dir);
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  HostRates r = made_up_rates();
+  r.threads = 3;
+  EXPECT_FALSE(cached_host_rates(3).has_value());
+  cache_host_rates(r);
+  auto got = cached_host_rates(3);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(got->cached);
+  EXPECT_DOUBLE_EQ(got->gemm[0].seconds, r.gemm[0].seconds);
+  EXPECT_FALSE(cached_host_rates(5).has_value());  // other threads: not this entry
+  r.loss_bandwidth = 1e9;                          // replaced, not appended
+  cache_host_rates(r);
+  EXPECT_DOUBLE_EQ(cached_host_rates(3)->loss_bandwidth, 1e9);
+  // A plan that may not probe reads the cache only.
+  EXPECT_EQ(plan_host_rates(5, /*may_probe=*/false), nullptr);
+  ASSERT_NE(plan_host_rates(3, /*may_probe=*/false), nullptr);
+  if (old) {
+    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  } else {
+    unsetenv("XDG_CACHE_HOME");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TimeModelTest, CategoriesSumToTheTotal) {
+  HostRates r = made_up_rates();
+  const StepTimes t = priced(tiny(), RecomputePolicy::none, 0, &r);
+  double sum = 0;
+  for (const auto& [name, s] : t.items()) sum += s;
+  EXPECT_NEAR(sum, t.total(), 1e-12 * t.total());
+  // Every kind of kernel the step runs is priced.
+  for (OpCategory c : {OpCategory::contraction, OpCategory::attention, OpCategory::elementwise,
+                       OpCategory::reduction, OpCategory::data_movement})
+    EXPECT_GT(t.category[static_cast<size_t>(c)], 0) << category_name(c);
+  // AdamW: 32 bytes per parameter at the optimizer bandwidth.
+  EXPECT_NEAR(t.optimizer, 32.0 * static_cast<double>(tiny().num_params()) / r.optimizer_bandwidth,
+              1e-12);
+  EXPECT_GT(t.overhead, 0);
+}
+
+TEST(TimeModelTest, RecomputeCostsItsForwardAgain) {
+  HostRates r = made_up_rates();
+  const LlamaConfig m = tiny();  // 2 layers
+  const StepTimes none = priced(m, RecomputePolicy::none, 0, &r);
+  const StepTimes sel1 = priced(m, RecomputePolicy::selective, 1, &r);
+  const StepTimes sel2 = priced(m, RecomputePolicy::selective, 2, &r);
+  const StepTimes full1 = priced(m, RecomputePolicy::full, 1, &r);
+  const StepTimes full2 = priced(m, RecomputePolicy::full, 2, &r);
+  EXPECT_GT(sel1.total(), none.total());
+  EXPECT_GT(sel2.total(), sel1.total());
+  EXPECT_GT(full1.total(), none.total());
+  EXPECT_GT(full2.total(), full1.total());
+  EXPECT_GT(full2.total(), sel2.total());
+  // Full recompute runs the layer's GEMMs again; the optimizer does not change.
+  const auto gemm = [](const StepTimes& t) {
+    return t.category[static_cast<size_t>(OpCategory::contraction)];
+  };
+  EXPECT_GT(gemm(full1), gemm(none));
+  EXPECT_DOUBLE_EQ(full2.optimizer, none.optimizer);
+  // Each recomputed layer adds the same work: full 2 - full 1 = full 1 - none.
+  EXPECT_NEAR(full2.total() - full1.total(), full1.total() - none.total(), 1e-9 * full2.total());
+}
+
+TEST(TimeModelTest, GraphGemmShapesAreTheLinearLayersAndTheLossChunks) {
+  const LlamaConfig m = tiny();  // C 64, FFN 128, V 256, 4 heads of 16, 2 kv heads
+  Graph g;
+  ASSERT_TRUE(build_train_graph(m, GraphOptions{}, &g).ok());
+  HostRates r = made_up_rates();
+  DryRunOptions dry;
+  dry.rates = &r;
+  auto f = graph_figures(g, m, 2, 64, GraphOptions{}, dry);
+  ASSERT_TRUE(f.ok());
+  const SymEnv env{{'B', 2}, {'T', 64}};  // as the dry run binds them
+  const std::vector<GemmSample> shapes = graph_gemm_shapes(g, env);
+  const auto has = [&](int64_t mm, int64_t n, int64_t k, bool ta, bool tb) {
+    for (const GemmSample& s : shapes) {
+      if (s.m == mm && s.n == n && s.k == k && s.ta == ta && s.tb == tb) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has(128, 64, 64, false, true));    // q projection: B·T rows, x Wᵀ
+  EXPECT_TRUE(has(128, 128, 64, false, true));   // gate / up
+  EXPECT_TRUE(has(128, 64, 128, false, true));   // down
+  EXPECT_TRUE(has(128, 64, 128, false, false));  // input gradient through gate / up: dy W
+  EXPECT_TRUE(has(128, 64, 128, true, false));   // weight gradient of gate / up: dyᵀ x
+  // Compiled, the LM head is linear_cross_entropy: per chunk of rows (all 128 here) the logits
+  // (rows, V, C), dx (rows, C, V) and dw (V, C, rows) GEMMs.
+  GraphOptions compiled;
+  compiled.compile = true;
+  Graph gc;
+  ASSERT_TRUE(build_train_graph(m, compiled, &gc).ok());
+  const std::vector<GemmSample> fused = graph_gemm_shapes(gc, env);
+  const auto in_fused = [&](int64_t mm, int64_t n, int64_t k, bool ta, bool tb) {
+    for (const GemmSample& s : fused) {
+      if (s.m == mm && s.n == n && s.k == k && s.ta == ta && s.tb == tb) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(in_fused(128, 256, 64, false, true));
+  EXPECT_TRUE(in_fused(128, 64, 256, false, false));
+  EXPECT_TRUE(in_fused(256, 64, 128, true, false));
+  EXPECT_FALSE(has(128, 256, 64, false, false));  // eager: a matmul with tb, no fused dx layout
+}
+
+}  // namespace
+}  // namespace lj
