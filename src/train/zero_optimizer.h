@@ -50,10 +50,10 @@ class ZeroOptimizer {
   // parameter, consumed (changed in place, or dropped at stage 2). local_loss: this rank's mean
   // loss. grad_clip 0: no clipping. Every rank must call it with the same lr and grad_clip.
   // grads_reduced: backward's collectives (train/grad_sync.h) already averaged them across
-  // ranks: stages 0, 1 pass the averaged gradients, stages 2, 3 none (they are in the grad_part()s).
-  // grad_unscale (fp16, DeepSpeed's order): the averaged gradients are multiplied by it after
-  // the reduction and before the norm, clipping and update; 1 / the loss scale, a power of two,
-  // so exact. Overflow is global: an inf or NaN in any rank's gradients makes the all-reduced
+  // ranks: stages 0, 1 pass the averaged gradients, stages 2, 3 none (they are in the
+  // grad_part()s). grad_unscale (fp16, DeepSpeed's order): the averaged gradients are multiplied by
+  // it after the reduction and before the norm, clipping and update; 1 / the loss scale, a power of
+  // two, so exact. Overflow is global: an inf or NaN in any rank's gradients makes the all-reduced
   // loss or norm non-finite on every rank, and every rank skips the update (updated false).
   StatusOr<ZeroStepResult> step(std::vector<Tensor>& params, std::vector<Tensor> grads,
                                 double local_loss, double lr, double grad_clip,
