@@ -311,8 +311,8 @@ StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& 
     const bool have = std::any_of(r->gemm.begin(), r->gemm.end(),
                                   [&](const GemmSample& g) { return same_class(g, c); });
     if (have) continue;
-    // About 20 ms of GEMMs per class and run: small classes repeat more.
-    const int reps = std::clamp(static_cast<int>(2e-2 * 1e11 / flops_of(c)), 2, 10);
+    // About 100 ms of GEMMs per class, the best of at least 5 runs: small classes repeat more.
+    const int reps = std::clamp(static_cast<int>(1e-1 * 1e11 / flops_of(c)), 5, 40);
     LJ_ASSIGN_OR_RETURN(c.seconds, gemm_seconds_measured(dev, c, reps));
     r->gemm.push_back(c);
     ++measured;
