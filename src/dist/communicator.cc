@@ -1,10 +1,12 @@
 #include "dist/communicator.h"
 
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/log.h"
@@ -190,6 +192,22 @@ void abort_all_ranks(Communicator& comm, const Status& why) {
   std::fflush(stderr);
   comm.abort(1);
   std::_Exit(1);  // abort() does not return; this tells the compiler so
+}
+
+void back_off_while_waiting(int64_t polls, double waited_seconds) {
+  if (polls < 1000) return;
+  if (waited_seconds < 0.01) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+std::string collective_timeout_line(const char* op, double timeout_seconds) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds);
+  return std::string(op) + " did not complete within " + seconds +
+         " s (a peer died or hangs); aborting the job";
 }
 
 Status agree_on_status(Communicator& comm, const Status& mine) {

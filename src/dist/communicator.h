@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "core/status.h"
 
@@ -162,6 +163,15 @@ StatusOr<std::unique_ptr<Communicator>> make_communicator(const CommOptions& opt
 // while the others may be waiting in a collective: returning the error would leave them waiting
 // until the timeout.
 [[noreturn]] void abort_all_ranks(Communicator& comm, const Status& why);
+
+// Waiting on a collective (the MPI and NCCL communicators poll): after `polls` polls and
+// `waited_seconds`, returns at once for the first 1000 polls (a short collective gets no added
+// latency), then yields, then sleeps 100 us (a long wait does not burn a core the other ranks may
+// need).
+void back_off_while_waiting(int64_t polls, double waited_seconds);
+// The line a rank prints when a collective has not completed within the timeout:
+// "<op> did not complete within <S> s (a peer died or hangs); aborting the job".
+std::string collective_timeout_line(const char* op, double timeout_seconds);
 
 // Makes a rank-local result a shared one: every rank says whether `mine` failed (one all-reduce);
 // all get an error when any rank failed (their own, or "ranks 1, 3 failed; every rank stops"), so

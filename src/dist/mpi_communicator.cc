@@ -10,20 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/log.h"
 
 namespace lj {
 namespace {
-
-// "%g" of a number of seconds (600, 0.5).
-std::string fmt_seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", s);
-  return buf;
-}
 
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -78,17 +70,11 @@ int wait_or_abort(MPI_Request* request, MPI_Comm comm, int rank, const char* op,
       // Through core/log.h's error output: on a rank whose stderr is silenced (cli/dist_session.h)
       // that is its saved stderr, already labelled with the rank.
       std::fflush(stdout);
-      write_rank_error_line(rank, std::string(op) + " did not complete within " +
-                                      fmt_seconds(timeout_seconds) +
-                                      " s (a peer died or hangs); aborting the job");
+      write_rank_error_line(rank, collective_timeout_line(op, timeout_seconds));
       MPI_Abort(comm, 1);
       std::_Exit(1);
     }
-    if (waited < 0.01) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
+    back_off_while_waiting(polls, waited);
   }
 }
 

@@ -7,6 +7,13 @@
 #include "core/check.h"
 
 namespace lj {
+namespace {
+
+size_t bytes_of(DType dtype, const std::vector<int64_t>& dims) {
+  return static_cast<size_t>(numel_of(dims)) * static_cast<size_t>(dtype_size(dtype));
+}
+
+}  // namespace
 
 Tensor::Storage::~Storage() {
   if (device == nullptr) return;
@@ -17,50 +24,42 @@ Tensor::Storage::~Storage() {
   }
 }
 
-Tensor Tensor::empty_transient(Device& dev, DType dtype, std::vector<int64_t> dims,
-                               MemCategory category) {
+Tensor Tensor::owning(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category,
+                      void* data, bool uncached) {
   Tensor t;
   t.dtype_ = dtype;
-  t.dims_ = dims;
-  void* p = dev.allocator().allocate_from_cache(t.bytes(), category);
-  if (p == nullptr) return empty_uncached(dev, dtype, std::move(dims), category);
+  t.dims_ = std::move(dims);
   auto s = std::make_shared<Storage>();
   s->bytes = t.bytes();
   s->category = category;
-  s->data = p;
+  s->uncached = uncached;
+  s->data = data;
   s->device = &dev;
   t.storage_ = std::move(s);
   return t;
+}
+
+Tensor Tensor::empty_transient(Device& dev, DType dtype, std::vector<int64_t> dims,
+                               MemCategory category) {
+  const size_t bytes = bytes_of(dtype, dims);
+  void* p = dev.allocator().allocate_from_cache(bytes, category);
+  if (p == nullptr) return empty_uncached(dev, dtype, std::move(dims), category);
+  return owning(dev, dtype, std::move(dims), category, p, /*uncached=*/false);
 }
 
 Tensor Tensor::empty_uncached(Device& dev, DType dtype, std::vector<int64_t> dims,
                               MemCategory category) {
-  Tensor t;
-  t.dtype_ = dtype;
-  t.dims_ = std::move(dims);
-  auto s = std::make_shared<Storage>();
-  s->bytes = t.bytes();
-  s->category = category;
-  s->uncached = true;
-  s->data = dev.allocator().allocate_uncached(s->bytes, category);
-  LJ_CHECK(s->data != nullptr) << "out of host memory allocating " << s->bytes << " bytes";
-  s->device = &dev;
-  t.storage_ = std::move(s);
-  return t;
+  const size_t bytes = bytes_of(dtype, dims);
+  void* p = dev.allocator().allocate_uncached(bytes, category);
+  LJ_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes";
+  return owning(dev, dtype, std::move(dims), category, p, /*uncached=*/true);
 }
 
 Tensor Tensor::empty(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category) {
-  Tensor t;
-  t.dtype_ = dtype;
-  t.dims_ = std::move(dims);
-  auto s = std::make_shared<Storage>();
-  s->bytes = t.bytes();
-  s->category = category;
-  s->data = dev.allocator().allocate(s->bytes, category);
-  LJ_CHECK(s->data != nullptr) << "out of host memory allocating " << s->bytes << " bytes";
-  s->device = &dev;
-  t.storage_ = std::move(s);
-  return t;
+  const size_t bytes = bytes_of(dtype, dims);
+  void* p = dev.allocator().allocate(bytes, category);
+  LJ_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes";
+  return owning(dev, dtype, std::move(dims), category, p, /*uncached=*/false);
 }
 
 Tensor Tensor::borrowed(void* data, DType dtype, std::vector<int64_t> dims,

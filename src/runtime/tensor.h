@@ -72,6 +72,10 @@ class Tensor {
   };
 
  private:
+  // A tensor owning `data` (bytes for dtype and dims, from dev's allocator, `uncached` or not).
+  static Tensor owning(Device& dev, DType dtype, std::vector<int64_t> dims, MemCategory category,
+                       void* data, bool uncached);
+
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::f32;
   std::vector<int64_t> dims_;

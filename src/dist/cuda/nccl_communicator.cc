@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backends/cuda/cuda.h"
@@ -28,16 +27,6 @@ Status nccl_error(ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return ok_status();
   std::string text = std::string(what) + " failed: " + ncclGetErrorString(r);
   return internal_error(text, "a peer rank may have died; NCCL_DEBUG=WARN prints NCCL's account");
-}
-
-// Sleeps a little more the longer a wait has lasted: no added latency for a short collective, no
-// core burnt by a long one.
-void back_off(double waited_seconds) {
-  if (waited_seconds < 0.01) {
-    std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
 }
 
 class NcclCommunicator;
@@ -173,11 +162,8 @@ class NcclCommunicator final : public Communicator {
 
   // A collective past the timeout: one line naming this rank, then every rank ends.
   [[noreturn]] void time_out(const char* op) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%g", timeout_);
     std::fflush(stdout);
-    write_rank_error_line(rank(), std::string(op) + " did not complete within " + seconds +
-                                      " s (a peer died or hangs); aborting the job");
+    write_rank_error_line(rank(), collective_timeout_line(op, timeout_));
     abort(1);
   }
 
@@ -202,10 +188,10 @@ class NcclCommunicator final : public Communicator {
   // its final result comes from ncclCommGetAsyncError.
   ncclResult_t settle(ncclResult_t r, const char* op) {
     const auto start = Clock::now();
-    while (r == ncclInProgress) {
+    for (int64_t polls = 0; r == ncclInProgress; ++polls) {
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       if (timeout_ > 0 && waited > timeout_) time_out(op);
-      back_off(waited);
+      back_off_while_waiting(polls, waited);
       if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) return ncclInternalError;
     }
     return r;
@@ -279,9 +265,10 @@ NcclCommunicator::~NcclCommunicator() {
     // Flushes what is in flight; a peer that is gone makes it fail, then abort frees the rest.
     ncclResult_t r = ncclCommFinalize(comm_);
     const auto start = Clock::now();
-    while (r == ncclInProgress &&
-           std::chrono::duration<double>(Clock::now() - start).count() < 10) {
-      back_off(1);
+    for (int64_t polls = 0; r == ncclInProgress; ++polls) {
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited > 10) break;
+      back_off_while_waiting(polls, waited);
       if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) break;
     }
     if (r == ncclSuccess) {
@@ -328,11 +315,11 @@ bool NcclRequest::poll() {
 
 Status NcclRequest::wait() {
   const auto start = Clock::now();
-  while (!finished_ && !poll()) {
+  for (int64_t polls = 0; !finished_ && !poll(); ++polls) {
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     const double timeout = owner_->timeout_seconds();
     if (timeout > 0 && waited > timeout) owner_->time_out(op_);
-    back_off(waited);
+    back_off_while_waiting(polls, waited);
   }
   return result_;
 }
