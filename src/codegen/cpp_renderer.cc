@@ -1,16 +1,11 @@
 #include "codegen/cpp_renderer.h"
 
-#include <cstdio>
 #include <sstream>
+
+#include "codegen/math_expr.h"
 
 namespace lj::codegen {
 namespace {
-
-std::string literal(double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "static_cast<T>(%.17g)", v);
-  return buf;
-}
 
 // The expression for instruction i; operands are the temporaries t<a>, t<b>.
 std::string expr(const Kernel& k, size_t i) {
@@ -18,7 +13,6 @@ std::string expr(const Kernel& k, size_t i) {
   const bool f32 = k.dtype == DType::f32;
   const std::string sfx = f32 ? "f" : "";
   const std::string a = "t" + std::to_string(x.a), b = "t" + std::to_string(x.b);
-  const std::string exp_fn = f32 ? "lj_exp_f32" : "__builtin_exp";
   switch (x.op) {
     case Op::input: {
       const KernelInput& in = k.inputs[static_cast<size_t>(x.input)];
@@ -28,44 +22,13 @@ std::string expr(const Kernel& k, size_t i) {
     }
     case Op::cast:
       return x.to == DType::bf16 ? "lj_round_bf16(" + a + ")" : a;
-    case Op::constant:
-      return literal(x.value);
-    case Op::neg:
-      return "-" + a;
-    case Op::exp:
-      return exp_fn + "(" + a + ")";
-    case Op::log:
-      return "__builtin_log" + sfx + "(" + a + ")";
-    case Op::sqrt:
-      return "__builtin_sqrt" + sfx + "(" + a + ")";
-    case Op::rsqrt:
-      return "T(1) / __builtin_sqrt" + sfx + "(" + a + ")";
-    case Op::reciprocal:
-      return "T(1) / " + a;
-    case Op::square:
-      return a + " * " + a;
-    case Op::silu:
-      return a + " / (T(1) + " + exp_fn + "(-" + a + "))";
-    case Op::sigmoid:
-      return "T(1) / (T(1) + " + exp_fn + "(-" + a + "))";
-    case Op::tanh:
-      return "__builtin_tanh" + sfx + "(" + a + ")";
-    case Op::pow_scalar:
-      // The exponents with an exact cheaper form get it, as the eager kernel does.
-      if (x.value == 1.0) return a;
-      if (x.value == 2.0) return a + " * " + a;
-      if (x.value == -1.0) return "T(1) / " + a;
-      return "__builtin_pow" + sfx + "(" + a + ", " + literal(x.value) + ")";
-    case Op::add:
-      return a + " + " + b;
-    case Op::sub:
-      return a + " - " + b;
-    case Op::mul:
-      return a + " * " + b;
-    case Op::div:
-      return a + " / " + b;
-    default:
-      return "/* unsupported op */";
+    default: {
+      const MathSpelling spelling{f32 ? "lj_exp_f32" : "__builtin_exp", "__builtin_log" + sfx,
+                                  "__builtin_sqrt" + sfx, "__builtin_tanh" + sfx,
+                                  "__builtin_pow" + sfx};
+      const std::string e = math_expr(x, a, b, spelling);
+      return e.empty() ? "/* unsupported op */" : e;
+    }
   }
 }
 

@@ -1,20 +1,14 @@
 #include "codegen/cuda_renderer.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <sstream>
 
+#include "codegen/math_expr.h"
 #include "core/check.h"
 
 namespace lj::codegen {
 namespace {
-
-std::string literal(double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "static_cast<T>(%.17g)", v);
-  return buf;
-}
 
 // The C type an input is stored as, and the expression that widens element `at` of it to T.
 std::string load(const Kernel& k, int i, const std::string& at) {
@@ -45,47 +39,14 @@ std::string expr(const Kernel& k, size_t i) {
       const std::string base = "b" + std::to_string(x.input);
       return load(k, x.input, inner ? base + " + j" : base);
     }
-    case Op::constant:
-      return literal(x.value);
     case Op::cast:
       return x.to == DType::bf16 ? "lj_bf16(lj_to_bf16(" + a + "))" : a;
-    case Op::neg:
-      return "-" + a;
-    case Op::exp:
-      return "exp" + sfx + "(" + a + ")";
-    case Op::log:
-      return "log" + sfx + "(" + a + ")";
-    case Op::sqrt:
-      return "sqrt" + sfx + "(" + a + ")";
-    case Op::rsqrt:
-      return "T(1) / sqrt" + sfx + "(" + a + ")";
-    case Op::reciprocal:
-      return "T(1) / " + a;
-    case Op::square:
-      return a + " * " + a;
-    case Op::silu:
-      return a + " / (T(1) + exp" + sfx + "(-" + a + "))";
-    case Op::sigmoid:
-      return "T(1) / (T(1) + exp" + sfx + "(-" + a + "))";
-    case Op::tanh:
-      return "tanh" + sfx + "(" + a + ")";
-    case Op::pow_scalar:
-      // The exponents with an exact cheaper form get it, as the eager kernel does.
-      if (x.value == 1.0) return a;
-      if (x.value == 2.0) return a + " * " + a;
-      if (x.value == -1.0) return "T(1) / " + a;
-      return "pow" + sfx + "(" + a + ", " + literal(x.value) + ")";
-    case Op::add:
-      return a + " + " + b;
-    case Op::sub:
-      return a + " - " + b;
-    case Op::mul:
-      return a + " * " + b;
-    case Op::div:
-      return a + " / " + b;
-    default:
-      LJ_CHECK(false) << "CUDA renderer: op " << op_name(x.op) << " is not a kernel op";
-      return "";
+    default: {
+      const std::string e =
+          math_expr(x, a, b, {"exp" + sfx, "log" + sfx, "sqrt" + sfx, "tanh" + sfx, "pow" + sfx});
+      LJ_CHECK(!e.empty()) << "CUDA renderer: op " << op_name(x.op) << " is not a kernel op";
+      return e;
+    }
   }
 }
 
