@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -11,17 +10,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "codegen/cache_files.h"
 #include "core/log.h"
 
 namespace lj::codegen {
 namespace fs = std::filesystem;
 namespace {
-
-std::string hex64(uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -121,34 +115,23 @@ std::vector<KernelEntry> KernelCache::get(std::span<const Kernel> kernels) {
     return result;
   }
   const std::string prelude = renderer_.prelude();
-  // Kernels to build, by key: the first kernel index and every index that wants it.
-  std::map<uint64_t, std::vector<size_t>> pending;
+  std::vector<uint64_t> keys(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
     const std::string neutral = renderer_.render(kernels[i], "lj_kernel_entry").source;
-    const uint64_t key = fnv1a64(prelude + neutral + "\n" + renderer_.name() + "\n" +
-                                 options_.flags + "\n" + compiler_version_);
-    if (auto it = loaded_.find(key); it != loaded_.end()) {
-      result[i] = it->second;
-      ++stats_.reused;
-      continue;
-    }
-    if (auto it = pending.find(key); it != pending.end()) {
-      it->second.push_back(i);
-      continue;
-    }
-    const std::string hex = hex64(key);
-    const std::string path = options_.dir + "/k_" + hex + ".so";
-    std::error_code ec;
-    if (fs::exists(path, ec)) {
-      if (KernelEntry f = load(path, "lj_k_" + hex)) {
-        loaded_[key] = f;
-        result[i] = f;
-        ++stats_.loaded;
-        continue;
-      }
-    }
-    pending[key].push_back(i);
+    keys[i] = fnv1a64(prelude + neutral + "\n" + renderer_.name() + "\n" + options_.flags + "\n" +
+                      compiler_version_);
   }
+  // Kernels to build, by key: the first kernel index and every index that wants it.
+  const std::map<uint64_t, std::vector<size_t>> pending =
+      keys_to_build(std::span<const uint64_t>(keys), loaded_, result, stats_,
+                    [&](uint64_t key) -> std::optional<KernelEntry> {
+                      const std::string hex = hex64(key);
+                      const std::string path = options_.dir + "/k_" + hex + ".so";
+                      std::error_code ec;
+                      if (!fs::exists(path, ec)) return std::nullopt;
+                      KernelEntry f = load(path, "lj_k_" + hex);
+                      return f != nullptr ? std::optional<KernelEntry>(f) : std::nullopt;
+                    });
   if (pending.empty()) return result;
 
   auto fail = [&](const std::string& why) {
@@ -159,17 +142,9 @@ std::vector<KernelEntry> KernelCache::get(std::span<const Kernel> kernels) {
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) return fail("cannot create the kernel cache " + options_.dir + ": " + ec.message());
-  std::string tmpl = options_.dir + "/tmp.XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr)
-    return fail("cannot create a temporary directory in " + options_.dir);
-  const std::string tmp = tmpl;
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } cleanup{tmp};
+  const ScratchDir scratch(options_.dir);
+  if (scratch.path().empty()) return fail("cannot create a temporary directory in " + options_.dir);
+  const std::string& tmp = scratch.path();
 
   {
     std::ofstream src(tmp + "/kernels.cc");
@@ -199,8 +174,7 @@ std::vector<KernelEntry> KernelCache::get(std::span<const Kernel> kernels) {
     const std::string staged = tmp + "/k_" + hex + ".so";
     const std::string path = options_.dir + "/k_" + hex + ".so";
     KernelEntry f = nullptr;
-    if (link(so.c_str(), staged.c_str()) == 0 && std::rename(staged.c_str(), path.c_str()) == 0)
-      f = load(path, "lj_k_" + hex);
+    if (install_file(so, staged, path)) f = load(path, "lj_k_" + hex);
     if (f == nullptr) {
       warn_once("cannot install or load kernel " + path);
       stats_.failed += static_cast<int64_t>(idx.size());

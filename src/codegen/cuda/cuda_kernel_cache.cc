@@ -1,26 +1,16 @@
 #include "codegen/cuda/cuda_kernel_cache.h"
 
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "codegen/cache_files.h"
 #include "codegen/cuda/nvrtc.h"
 
 namespace lj::codegen {
 namespace fs = std::filesystem;
-namespace {
-
-std::string hex64(uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 CudaKernelCache::CudaKernelCache(std::string arch, std::string dir)
     : arch_(std::move(arch)),
@@ -37,30 +27,18 @@ StatusOr<std::vector<CudaKernelFile>> CudaKernelCache::get(std::span<const Kerne
   const std::string prelude = renderer_.prelude();
   const std::string salt = std::string("\n") + renderer_.name() + "\n" + nvrtc_options_text(arch_) +
                            "\nnvrtc " + nvrtc_version() + "\n" + arch_;
-  std::map<uint64_t, std::vector<size_t>> pending;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const uint64_t key =
-        fnv1a64(prelude + renderer_.render(kernels[i], "lj_kernel_entry").source + salt);
-    if (auto it = known_.find(key); it != known_.end()) {
-      result[i] = it->second;
-      ++stats_.reused;
-      continue;
-    }
-    if (auto it = pending.find(key); it != pending.end()) {
-      it->second.push_back(i);
-      continue;
-    }
-    const std::string hex = hex64(key);
-    const CudaKernelFile f{dir_ + "/k_" + hex + ".cubin", "lj_k_" + hex};
-    std::error_code ec;
-    if (fs::exists(f.path, ec)) {
-      known_[key] = f;
-      result[i] = f;
-      ++stats_.loaded;
-      continue;
-    }
-    pending[key].push_back(i);
-  }
+  std::vector<uint64_t> keys(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i)
+    keys[i] = fnv1a64(prelude + renderer_.render(kernels[i], "lj_kernel_entry").source + salt);
+  const std::map<uint64_t, std::vector<size_t>> pending =
+      keys_to_build(std::span<const uint64_t>(keys), known_, result, stats_,
+                    [&](uint64_t key) -> std::optional<CudaKernelFile> {
+                      const std::string hex = hex64(key);
+                      CudaKernelFile f{dir_ + "/k_" + hex + ".cubin", "lj_k_" + hex};
+                      std::error_code ec;
+                      if (!fs::exists(f.path, ec)) return std::nullopt;
+                      return f;
+                    });
   if (pending.empty()) return result;
 
   std::error_code ec;
@@ -82,18 +60,11 @@ StatusOr<std::vector<CudaKernelFile>> CudaKernelCache::get(std::span<const Kerne
     return Status(cubin.status().code(), cubin.status().message() + "\n" + source,
                   cubin.status().hint());
   }
-  std::string tmpl = dir_ + "/tmp.XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr)
+  const ScratchDir scratch(dir_);
+  if (scratch.path().empty())
     return io_error("cannot create a temporary directory in " + dir_,
                     "set LJ_KERNEL_CACHE to a writable directory");
-  const std::string tmp = tmpl;
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } cleanup{tmp};
+  const std::string& tmp = scratch.path();
   const std::string all = tmp + "/kernels.cubin";
   {
     std::ofstream out(all, std::ios::binary);
@@ -104,7 +75,7 @@ StatusOr<std::vector<CudaKernelFile>> CudaKernelCache::get(std::span<const Kerne
     const std::string hex = hex64(key);
     const CudaKernelFile f{dir_ + "/k_" + hex + ".cubin", "lj_k_" + hex};
     const std::string staged = tmp + "/k_" + hex + ".cubin";
-    if (link(all.c_str(), staged.c_str()) != 0 || std::rename(staged.c_str(), f.path.c_str()) != 0)
+    if (!install_file(all, staged, f.path))
       return io_error("cannot install kernel " + f.path,
                       "set LJ_KERNEL_CACHE to a writable directory");
     known_[key] = f;
