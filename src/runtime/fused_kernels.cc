@@ -5,6 +5,8 @@
 #include <memory>
 #include <sstream>
 
+#include "backends/fused_launch.h"
+
 namespace lj {
 namespace {
 
@@ -14,20 +16,9 @@ struct CompiledKernel {
   codegen::KernelEntry entry = nullptr;
 
   Status operator()(KernelContext& c) const {
-    std::vector<std::vector<int64_t>> in_dims, out_dims;
-    std::vector<const void*> in;
-    std::vector<void*> out;
-    for (const TensorView& v : c.in) {
-      in_dims.push_back(v.dims);
-      in.push_back(v.data);
-    }
-    for (const TensorView& v : c.out) {
-      out_dims.push_back(v.dims);
-      out.push_back(v.data);
-    }
-    codegen::LaunchGeometry geo;
-    LJ_RETURN_IF_ERROR(codegen::launch_geometry(*kernel, in_dims, out_dims, &geo));
-    entry(geo.loop_dims.data(), geo.strides.data(), in.data(), out.data(), c.threads);
+    FusedLaunch l;
+    LJ_RETURN_IF_ERROR(fused_launch(*kernel, c, &l));
+    entry(l.geo.loop_dims.data(), l.geo.strides.data(), l.in.data(), l.out.data(), c.threads);
     return ok_status();
   }
 };

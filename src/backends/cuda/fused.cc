@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/fused_launch.h"
 #include "codegen/cuda_renderer.h"
 
 namespace lj::cuda {
@@ -38,22 +39,11 @@ FusedKernels::~FusedKernels() {
 Status FusedKernels::launch(size_t index, KernelContext& c, const KernelEnv& env) const {
   LJ_CHECK_LT(index, kernels_.size());
   const codegen::Kernel& k = kernels_[index];
-  std::vector<std::vector<int64_t>> in_dims, out_dims;
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  for (const TensorView& v : c.in) {
-    in_dims.push_back(v.dims);
-    in.push_back(v.data);
-  }
-  for (const TensorView& v : c.out) {
-    out_dims.push_back(v.dims);
-    out.push_back(v.data);
-  }
-  codegen::LaunchGeometry geo;
-  LJ_RETURN_IF_ERROR(codegen::launch_geometry(k, in_dims, out_dims, &geo));
-  const int64_t grid = codegen::cuda_grid_size(k, geo, env.multiprocessors);
+  FusedLaunch l;
+  LJ_RETURN_IF_ERROR(fused_launch(k, c, &l));
+  const int64_t grid = codegen::cuda_grid_size(k, l.geo, env.multiprocessors);
   if (grid == 0) return ok_status();
-  std::vector<uint64_t> words = codegen::cuda_launch_words(k, geo, in, out);
+  std::vector<uint64_t> words = codegen::cuda_launch_words(k, l.geo, l.in, l.out);
   void* args[] = {words.data()};
   return cuda_status(cudaLaunchKernel(reinterpret_cast<const void*>(entries_[index]),
                                       dim3(static_cast<unsigned>(grid)), dim3(codegen::kCudaBlock),
