@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 
+#include "backends/cpu/onednn_info.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "graph/builder.h"
@@ -242,9 +243,11 @@ double measure_optimizer(int threads) {
   return 32.0 * static_cast<double>(n) / best;
 }
 
+// The ISA oneDNN's GEMMs run is part of the key: DNNL_MAX_CPU_ISA=AVX2 on an AVX-512 host (or
+// a oneDNN that does not know the CPU) halves the GEMM rates on the same CPU model.
 bool same_key(const nlohmann::json& e, const HostInfo& h, int threads) {
   return e.value("cpu", "") == h.cpu_model && e.value("hostname", "") == h.hostname &&
-         e.value("threads", 0) == threads;
+         e.value("threads", 0) == threads && e.value("isa", "") == cpu::onednn_info().cpu_isa;
 }
 
 }  // namespace
@@ -446,6 +449,7 @@ void cache_host_rates(const HostRates& r) {
   nlohmann::json entry = host_rates_to_json(r);
   entry["cpu"] = h.cpu_model;
   entry["hostname"] = h.hostname;
+  entry["isa"] = cpu::onednn_info().cpu_isa;
   entry["time"] = static_cast<int64_t>(std::time(nullptr));
   write_host_cache(
       path, kFormat, read_host_cache(path, kFormat),
