@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "backends/cpu/onednn_info.h"
 #include "core/log.h"
 #include "core/text_file.h"
 #include "plan/host_cache.h"
@@ -33,9 +34,12 @@ std::string binary_identity() {
   return std::to_string(st.st_size) + "@" + std::to_string(st.st_mtim.tv_sec);
 }
 
+// oneDNN's ISA is part of the key: its JIT kernels are part of the baseline, and an
+// AVX2-limited oneDNN (DNNL_MAX_CPU_ISA) on the same CPU holds about 2 MiB less of them.
 bool same_key(const nlohmann::json& e, const HostInfo& h, int threads, const std::string& bin) {
   return e.value("cpu", "") == h.cpu_model && e.value("hostname", "") == h.hostname &&
-         e.value("threads", 0) == threads && e.value("binary", "") == bin;
+         e.value("threads", 0) == threads && e.value("binary", "") == bin &&
+         e.value("isa", "") == cpu::onednn_info().cpu_isa;
 }
 
 // Runs `ljperf benchmark` on the tiny preset in a child and reads its record.
@@ -129,6 +133,7 @@ StatusOr<HostBaseline> host_baseline(int threads, bool remeasure, bool may_probe
                     {"hostname", h.hostname},
                     {"threads", b.threads},
                     {"binary", bin},
+                    {"isa", cpu::onednn_info().cpu_isa},
                     {"bytes", b.bytes},
                     {"probe_seconds", b.probe_seconds},
                     {"time", static_cast<int64_t>(std::time(nullptr))}});

@@ -127,11 +127,13 @@ int64_t resident(int64_t bytes) {
 // driver fills the whole A block only when B takes several column blocks (n above n_padd);
 // otherwise it packs one um-row strip at a time into the block's start, and only those pages are
 // ever touched.
+// The blocks are sized for kp rows of k but packing writes only the k that exist: below 128
+// (k_padd's floor) the rest of each block is never touched.
 int64_t driver_buffer(const Blocking& b, int64_t m, int64_t n, int64_t k) {
-  const int64_t kp = k_padd(b, k);
+  const int64_t kp = k_padd(b, k), kt = std::min(k, kp);
   const int64_t mp = m_padd(b, m), np = n_padd(b, n, k);
-  const int64_t a_touched = n > np ? mp * kp : std::min(mp, b.um) * kp;
-  return resident(4 * (a_touched + kp * np) + 2 * kPage);
+  const int64_t a_touched = n > np ? mp * kt : std::min(mp, b.um) * kt;
+  return resident(4 * (a_touched + kt * np) + 2 * kPage);
 }
 
 int64_t call_bytes(const SgemmShape& s, int threads, bool avx512) {
@@ -166,7 +168,7 @@ int64_t call_bytes(const SgemmShape& s, int threads, bool avx512) {
     const int64_t kp = k_padd(b, p.k);
     const int64_t n_thr = div_up(p.n, nthr);
     const int64_t np = n_padd(b, n_thr, p.k);
-    const int64_t shared = resident(4 * mp * kp + kPage);
+    const int64_t shared = resident(4 * mp * std::min(p.k, kp) + kPage);
     // The B block holds the k rows of this k block (not padded to 128).
     const int64_t own = resident(4 * (std::min(p.k, kp) * np + mp + np) + 3 * kPage);
     return shared + nthr * own;
