@@ -82,3 +82,11 @@ summary("all, compile off (eager)", [r for r in runs if not r[1]["config"]["comp
 summary("all, compile on", [r for r in runs if r[1]["config"]["compile"]])
 summary("held out, compile off", [r for r in runs if r[0] % 2 == 1 and not r[1]["config"]["compile"]])
 summary("held out, compile on", [r for r in runs if r[0] % 2 == 1 and r[1]["config"]["compile"]])
+
+# As the runs printed it: the shipped coefficients (data/predictor_coefficients.json), nothing
+# fitted on this host or configuration: what a new user gets.
+shipped = [(i, rec, rec["plan"]["predicted_peak_rss_bytes"], meas,
+            (rec["plan"]["predicted_peak_rss_bytes"] - meas) / meas)
+           for i, rec, _, meas, _ in runs]
+summary("all, shipped coefficients (nothing fitted here)", shipped)
+summary("random shapes, shipped coefficients", [r for r in shipped if shape(r)])

@@ -12,11 +12,11 @@ std::string default_budget_percent() {
 
 std::string safety_margin_note() {
   char text[200];
-  std::snprintf(
-      text, sizeof text,
-      "a choice fits when its predicted peak is at most the budget less %g%%, the "
-      "largest under-prediction measured in the predictor's validation (bench/plan/hosts/)",
-      100.0 * kBudgetSafetyMargin);
+  std::snprintf(text, sizeof text,
+                "a choice fits when its predicted peak is at most the budget less %g%% and %g MiB, "
+                "the under-predictions measured in the predictor's validation (bench/plan/hosts/)",
+                100.0 * kBudgetSafetyMargin.fraction,
+                kBudgetSafetyMargin.bytes / (1024.0 * 1024.0));
   return text;
 }
 
@@ -30,11 +30,11 @@ MemoryBudget budget_or_default(double limit_bytes, double available_bytes, const
   return default_budget(available_bytes, of);
 }
 
-double usable_bytes(double budget_bytes, double safety_margin) {
-  return budget_bytes * (1.0 - safety_margin);
+double usable_bytes(double budget_bytes, SafetyMargin safety_margin) {
+  return budget_bytes * (1.0 - safety_margin.fraction) - safety_margin.bytes;
 }
 
-bool fits(double predicted_bytes, double budget_bytes, double safety_margin) {
+bool fits(double predicted_bytes, double budget_bytes, SafetyMargin safety_margin) {
   return predicted_bytes <= usable_bytes(budget_bytes, safety_margin);
 }
 

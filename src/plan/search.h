@@ -55,7 +55,7 @@ struct SearchSpace {
   int64_t pinned_layers = -1;  // >= 1: only this many recomputed layers
   double budget_bytes = 0;
   // A candidate fits when fits(peak, budget_bytes, safety_margin) (plan/budget.h: the one rule).
-  double safety_margin = kBudgetSafetyMargin;
+  SafetyMargin safety_margin = kBudgetSafetyMargin;
   bool exhaustive = false;  // price every k exactly
 };
 
