@@ -7,7 +7,8 @@
 #      skipping), and the host-side CUDA tests (NVRTC compiles, label cuda_tests);
 #   4. the attention kernels alone (gpu_attention_bench): sdpa forward and backward TFLOP/s at
 #      llama3.2-1b's shape (batch 4, seq 2048, 32 heads, 8 kv heads, head dim 64, causal, bf16)
-#      and llama3-8b's head dim 128; then ljperf doctor's GPU section;
+#      (and the same with the plain kernels, LJ_CUDA_FLASH=0, as the baseline) and llama3-8b's
+#      head dim 128; then ljperf doctor's GPU section;
 #   5. benchmarks, bf16 at seq 2048, eager then compiled: llama3.2-1b and a llama3-8b-shaped
 #      model cut to fit one GPU (12 of its 32 layers): tokens/s, MFU against the catalog's dense
 #      bf16 peak, predicted against measured peak memory;
@@ -104,6 +105,9 @@ phase cuda_tests 30 "$build/cuda_tests"
 phase attention_1b 30 "$build/gpu_attention_bench" --batch 4 --heads 32 --kv-heads 8 \
   --seq 2048 --head-dim 64
 cat "$out/attention_1b.log"
+phase attention_1b_plain 60 env LJ_CUDA_FLASH=0 "$build/gpu_attention_bench" --batch 4 --heads 32 \
+  --kv-heads 8 --seq 2048 --head-dim 64 --iters 2
+cat "$out/attention_1b_plain.log"
 phase attention_8b 30 "$build/gpu_attention_bench" --batch 1 --heads 32 --kv-heads 8 \
   --seq 2048 --head-dim 128
 cat "$out/attention_8b.log"

@@ -1,7 +1,8 @@
 // A host emulation of a CUDA thread block for the flash-attention bodies
 // (backends/cuda/flash_attention.h): every thread of the block is an OS thread running the same
 // body; __syncthreads and __syncwarp are barriers; shfl_xor and mma.sync exchange the warp's
-// registers through shared arrays between two warp barriers, and mma rebuilds A and B from the
+// registers through shared arrays between two warp barriers (ldmatrix the lanes' row addresses),
+// and mma rebuilds A and B from the
 // 32 lanes' fragments by the PTX layout (flash_tiles.h) and accumulates each C element in f32 in
 // increasing k. Blocks of a grid run one after another, in the order of blockIdx (x fastest), as
 // the kernels index them. Shared memory starts as 0xff bytes (NaN in f32 and bf16), so a read of
@@ -10,6 +11,8 @@
 
 #include <barrier>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -33,6 +36,7 @@ struct HostBlock {
   uint32_t a[kWarps][32][4] = {};
   uint32_t b[kWarps][32][2] = {};
   float shfl[kWarps][32] = {};
+  const uint16_t* rows[kWarps][32] = {};
 };
 
 struct HostExec {
@@ -78,6 +82,31 @@ struct HostExec {
     if (l == 0 && mmas != nullptr) ++*mmas;
     sync_warp();
   }
+  // ldmatrix.x4: lane l gives row l % 8 of matrix l / 8 (16-byte aligned, as the device needs);
+  // register j of lane l gets row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of matrix j, or of
+  // its transpose.
+  void ldsm(uint32_t (&r)[4], const uint16_t* row, bool trans) {
+    const int w = t >> 5, l = t & 31;
+    if (reinterpret_cast<uintptr_t>(row) % 16 != 0) {
+      std::fprintf(stderr, "ldmatrix: lane %d's row address is not 16-byte aligned\n", l);
+      std::abort();
+    }
+    blk->rows[w][l] = row;
+    sync_warp();
+    for (int j = 0; j < 4; ++j) {
+      if (!trans) {
+        const uint16_t* p = blk->rows[w][8 * j + l / 4];
+        r[j] = pack_pair(p[2 * (l % 4)], p[2 * (l % 4) + 1]);
+      } else {
+        const uint16_t* p0 = blk->rows[w][8 * j + 2 * (l % 4)];
+        const uint16_t* p1 = blk->rows[w][8 * j + 2 * (l % 4) + 1];
+        r[j] = pack_pair(p0[l / 4], p1[l / 4]);
+      }
+    }
+    sync_warp();
+  }
+  void ldsm_x4(uint32_t (&r)[4], const uint16_t* row) { ldsm(r, row, false); }
+  void ldsm_x4_trans(uint32_t (&r)[4], const uint16_t* row) { ldsm(r, row, true); }
   void copy16(void* dst, const void* src) { std::memcpy(dst, src, 16); }
 };
 

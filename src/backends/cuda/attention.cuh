@@ -12,6 +12,7 @@
 // dQ (and Di, kept in workspace) and one block per (key, kv head, batch) for dK and dV, summing
 // over the group's heads and the queries in a fixed order (deterministic, no atomics).
 // Both paths ask for the same workspace: B * H * Tq f32 (Di) in the backward.
+// LJ_CUDA_FLASH=0 in the environment runs the plain kernels for every call.
 #pragma once
 
 #include "backends/cuda/kernels.h"

@@ -1,12 +1,20 @@
 // The flash-attention kernels: flash_attention.h's block bodies with the device executor.
 //
-// Resources per kernel (nvcc 13.0 -arch=sm_90, `-Xptxas -v`; tools/cuda_resources.sh prints
-// them): see the table in flash_attention.cuh's commit and docs/cuda.md. Occupancy: 128 threads
-// per block; for bf16 the forward's shared memory (3 tiles + P scratch, 61 KiB at d = 128)
-// allows 3 blocks per SM of an H100/H200 (228 KiB), the registers (at most 255 by
-// __launch_bounds__(128)) allow 4 at <= 128 per thread and 3 at <= 168; so 12 warps per SM at
-// d = 128, each warp with 2 x 8 independent mma chains per k step. f32 is the accuracy path
-// (FMA, up to 152 KiB of shared memory: one block per SM).
+// Resources (nvcc 13.0, sm_90, ptxas -v; tools/cuda_resources.sh prints this table): registers
+// per thread / dynamic shared memory per block, no spills in any kernel.
+//   bf16       D=32         D=48         D=64         D=128
+//   forward    80 / 24 KiB  96 / 30 KiB  96 / 36 KiB  133 / 60 KiB
+//   dq        124 / 30 KiB 128 / 38 KiB 128 / 46 KiB  168 / 78 KiB
+//   dkv       125 / 39 KiB 160 / 47 KiB 166 / 55 KiB  243 / 61 KiB
+//   f32: 124-254 registers, 45-150 KiB (the accuracy path; one block per SM at D = 128).
+// Occupancy on an H100/H200 SM (64K registers, 228 KiB shared memory, 128 threads per block):
+// bf16 forward D=64 is register-bound at 5 blocks (20 warps), D=128 shared-memory-bound at 3
+// (12 warps); dq D=64 4 blocks, D=128 2 (78 KiB each); dkv D=64 3 blocks (registers), D=128 2
+// (248 registers allocated). Every warp issues 8 independent mma chains per k step, which covers
+// the mma latency at 8-12 warps per SM; the f32 kernels run one block per SM at D=128.
+// __launch_bounds__: bf16 leaves ptxas its register heuristic (it keeps the forward at 96-128
+// registers without spilling); f32 says one block per SM (without it ptxas capped some f32
+// kernels at 96-128 registers and spilled 12-20 bytes).
 #include "backends/cuda/flash_attention.cuh"
 
 #include <cuda_bf16.h>
@@ -21,6 +29,10 @@ namespace lj::cuda {
 namespace {
 
 using flash::Params;
+
+// __launch_bounds__' minimum blocks per SM: 0 (ptxas decides) for bf16, 1 for f32 (see above).
+template <class E>
+inline constexpr int kMinBlocks = sizeof(E) == 4 ? 1 : 0;
 
 struct DeviceExec {
   char* sm;
@@ -43,13 +55,26 @@ struct DeviceExec {
     __trap();  // flash_supports() refuses devices before sm_80
 #endif
   }
+  __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint16_t* row) {
+    const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
+  __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const uint16_t* row) {
+    const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
   __device__ __forceinline__ void copy16(void* dst, const void* src) {
     *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
   }
 };
 
 template <class E, int D>
-__global__ void __launch_bounds__(flash::kThreads) flash_forward_kernel(Params<E> p) {
+__global__ void __launch_bounds__(flash::kThreads, kMinBlocks<E>)
+    flash_forward_kernel(Params<E> p) {
   extern __shared__ __align__(16) char smem[];
   DeviceExec x{smem};
   // The last query tiles (the most keys under the causal mask) first.
@@ -58,14 +83,15 @@ __global__ void __launch_bounds__(flash::kThreads) flash_forward_kernel(Params<E
 }
 
 template <class E>
-__global__ void __launch_bounds__(flash::kThreads) flash_di_kernel(Params<E> p, int64_t rows) {
+__global__ void __launch_bounds__(flash::kThreads, kMinBlocks<E>)
+    flash_di_kernel(Params<E> p, int64_t rows) {
   extern __shared__ __align__(16) char smem[];
   DeviceExec x{smem};
   flash::di_block<E>(x, p, static_cast<int>(blockIdx.x), rows);
 }
 
 template <class E, int D>
-__global__ void __launch_bounds__(flash::kThreads) flash_dq_kernel(Params<E> p) {
+__global__ void __launch_bounds__(flash::kThreads, kMinBlocks<E>) flash_dq_kernel(Params<E> p) {
   extern __shared__ __align__(16) char smem[];
   DeviceExec x{smem};
   flash::dq_block<E, D>(x, p, static_cast<int>(gridDim.x - 1 - blockIdx.x),
@@ -73,7 +99,7 @@ __global__ void __launch_bounds__(flash::kThreads) flash_dq_kernel(Params<E> p) 
 }
 
 template <class E, int D>
-__global__ void __launch_bounds__(flash::kThreads) flash_dkv_kernel(Params<E> p) {
+__global__ void __launch_bounds__(flash::kThreads, kMinBlocks<E>) flash_dkv_kernel(Params<E> p) {
   extern __shared__ __align__(16) char smem[];
   DeviceExec x{smem};
   // Causal: the first key tiles see the most queries; they go first.

@@ -10,10 +10,13 @@
 //   float shfl_xor(float, int)    __shfl_xor_sync over the whole warp
 //   void mma(float c[4], const uint32_t a[4], const uint32_t b[2])
 //                                 mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, c += a b
+//   void ldsm_x4(uint32_t r[4], const uint16_t* row)        ldmatrix.sync.aligned.m8n8.x4.b16
+//   void ldsm_x4_trans(uint32_t r[4], const uint16_t* row)  the same with .trans
 //   void copy16(void* dst, const void* src)   one 16-byte load and store
 // The device executor is attention.cu's; the host one runs each thread of a block as an OS
-// thread with barriers for sync/sync_warp and emulates shfl_xor and mma through the warp's
-// exchanged registers, so the fragment layouts below are exercised as on the device.
+// thread with barriers for sync/sync_warp and emulates shfl_xor, ldmatrix and mma through the
+// warp's exchanged registers and addresses, so the fragment layouts below are exercised as on
+// the device.
 //
 // Element types: `float` (f32 storage) and `uint16_t` (the bits of a bf16). Math is f32; a bf16
 // store rounds to nearest even (as __float2bfloat16_rn).
@@ -93,17 +96,7 @@ LJ_FA_FN uint16_t from_f32<uint16_t>(float x) {
   return bf16_bits(x);
 }
 
-// Two consecutive bf16 of shared memory as one register (p 4-byte aligned).
-LJ_FA_FN uint32_t load_pair(const uint16_t* p) {
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const uint32_t*>(p);
-#else
-  uint32_t u;
-  std::memcpy(&u, p, sizeof u);
-  return u;
-#endif
-}
-
+// Two bf16 as one register, `lo` in the low half.
 LJ_FA_FN uint32_t pack_pair(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
@@ -121,29 +114,37 @@ inline constexpr int kPad = 16 / static_cast<int>(sizeof(E));
 //   B(k, n) = b[k * ldb + n]  (kKMajor true: e.g. V rows as keys x D)
 // bf16: one mma per (16-wide k step, n tile), f32 accumulation. f32: the same C elements by
 // FMA in increasing k (no tensor cores: the f32 path keeps f32 accuracy).
+// bf16: the fragments come from ldmatrix.x4 (four 8 x 8 matrices per instruction; lane L
+// gives the address of row L % 8 of matrix L / 8, and receives in register j row L / 4, columns
+// 2 (L % 4) and 2 (L % 4) + 1 of matrix j, transposed with .trans). A: matrices (rows 0-7,
+// k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) are a[0..3]. B, two n
+// tiles per load: (tile nt, k 0-7), (nt, k 8-15), (nt + 1, k 0-7), (nt + 1, k 8-15) are b[0],
+// b[1] of tile nt and of tile nt + 1; k-major B is read with .trans. Every row address is
+// 16-byte aligned: rows of whole 8-element blocks at a 16-byte-aligned leading dimension.
 template <int NT, int K, bool kKMajor, class X>
 LJ_FA_FN void warp_gemm(X& x, float (&acc)[NT][4], const uint16_t* a, int lda, const uint16_t* b,
                         int ldb) {
   static_assert(K % 16 == 0, "K is a multiple of the mma's 16");
-  const int lane = x.tid() & 31, g = lane >> 2, t = lane & 3;
+  static_assert(NT % 2 == 0, "B fragments load two n tiles at a time");
+  const int lane = x.tid() & 31, m = lane >> 3, r = lane & 7;
+  const uint16_t* a_row = a + ((m & 1) * 8 + r) * lda + (m >> 1) * 8;
+  const uint16_t* b_row = kKMajor ? b + ((m & 1) * 8 + r) * ldb + (m >> 1) * 8
+                                  : b + ((m >> 1) * 8 + r) * ldb + (m & 1) * 8;
   LJ_FA_UNROLL
   for (int ks = 0; ks < K / 16; ++ks) {
-    const uint16_t* ak = a + ks * 16 + 2 * t;
-    const uint32_t af[4] = {load_pair(ak + g * lda), load_pair(ak + (g + 8) * lda),
-                            load_pair(ak + g * lda + 8), load_pair(ak + (g + 8) * lda + 8)};
+    uint32_t af[4];
+    x.ldsm_x4(af, a_row + ks * 16);
     LJ_FA_UNROLL
-    for (int nt = 0; nt < NT; ++nt) {
-      uint32_t bf[2];
+    for (int nt = 0; nt < NT; nt += 2) {
+      uint32_t bf[4];
       if constexpr (kKMajor) {
-        const uint16_t* bk = b + (ks * 16 + 2 * t) * ldb + nt * 8 + g;
-        bf[0] = pack_pair(bk[0], bk[ldb]);
-        bf[1] = pack_pair(bk[8 * ldb], bk[9 * ldb]);
+        x.ldsm_x4_trans(bf, b_row + ks * 16 * ldb + nt * 8);
       } else {
-        const uint16_t* bn = b + (nt * 8 + g) * ldb + ks * 16 + 2 * t;
-        bf[0] = load_pair(bn);
-        bf[1] = load_pair(bn + 8);
+        x.ldsm_x4(bf, b_row + nt * 8 * ldb + ks * 16);
       }
-      x.mma(acc[nt], af, bf);
+      const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+      x.mma(acc[nt], af, b0);
+      x.mma(acc[nt + 1], af, b1);
     }
   }
 }
