@@ -23,14 +23,26 @@
 namespace lj::cuda::flash {
 
 struct HostBlock {
-  explicit HostBlock(size_t smem_bytes) : block(kThreads), smem(smem_bytes / 16 + 1) {
+  // `smem_bytes` of shared memory, then a guard of kGuard bytes that a write past the kernel's
+  // shared memory would change (guard_intact()).
+  static constexpr size_t kGuard = 4096;
+  explicit HostBlock(size_t smem_bytes)
+      : block(kThreads), bytes((smem_bytes + 15) / 16 * 16), smem((bytes + kGuard) / 16) {
     for (int w = 0; w < kWarps; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
-    std::memset(smem.data(), 0xff, smem.size() * 16);
+    std::memset(smem.data(), 0xff, bytes);
+    std::memset(reinterpret_cast<unsigned char*>(smem.data()) + bytes, 0xab, kGuard);
+  }
+  bool guard_intact() const {
+    const auto* g = reinterpret_cast<const unsigned char*>(smem.data()) + bytes;
+    for (size_t i = 0; i < kGuard; ++i)
+      if (g[i] != 0xab) return false;
+    return true;
   }
   struct alignas(16) Chunk {
     unsigned char b[16];
   };
   std::barrier<> block;
+  size_t bytes;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<Chunk> smem;
   uint32_t a[kWarps][32][4] = {};
@@ -128,6 +140,11 @@ int64_t run_grid(int gx, int gy, int gz, size_t smem_bytes, const Body& body) {
           });
         }
         for (auto& th : threads) th.join();
+        if (!blk.guard_intact()) {
+          std::fprintf(stderr, "block (%d, %d, %d) wrote past its %zu bytes of shared memory\n", x,
+                       y, z, blk.bytes);
+          std::abort();
+        }
         for (int64_t c : counts) mmas += c;
       }
     }

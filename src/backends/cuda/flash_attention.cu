@@ -3,15 +3,16 @@
 // Resources (nvcc 13.0, sm_90, ptxas -v; tools/cuda_resources.sh prints this table): registers
 // per thread / dynamic shared memory per block, no spills in any kernel.
 //   bf16       D=32         D=48         D=64         D=128
-//   forward    80 / 24 KiB  96 / 30 KiB  96 / 36 KiB  133 / 60 KiB
-//   dq        124 / 30 KiB 128 / 38 KiB 128 / 46 KiB  168 / 78 KiB
-//   dkv       125 / 39 KiB 160 / 47 KiB 166 / 55 KiB  243 / 61 KiB
+//   forward    85 / 15 KiB 101 / 21 KiB 101 / 27 KiB  134 / 51 KiB
+//   dq        124 / 20 KiB 128 / 28 KiB 128 / 36 KiB  168 / 68 KiB
+//   dkv       141 / 20 KiB 168 / 28 KiB 160 / 27 KiB  243 / 51 KiB
 //   f32: 124-254 registers, 45-150 KiB (the accuracy path; one block per SM at D = 128).
 // Occupancy on an H100/H200 SM (64K registers, 228 KiB shared memory, 128 threads per block):
-// bf16 forward D=64 is register-bound at 5 blocks (20 warps), D=128 shared-memory-bound at 3
-// (12 warps); dq D=64 4 blocks, D=128 2 (78 KiB each); dkv D=64 3 blocks (registers), D=128 2
-// (248 registers allocated). Every warp issues 8 independent mma chains per k step, which covers
-// the mma latency at 8-12 warps per SM; the f32 kernels run one block per SM at D=128.
+// bf16 forward D=64 4 blocks (16 warps; 104 registers allocated), D=128 3 (12 warps, both
+// limits); dq D=64 4 blocks, D=128 3; dkv D=64 3 blocks, D=128 2 (248 registers allocated). All
+// register-bound: bf16 keeps P and dS in registers, so shared memory holds only the Q, K, V
+// (dO) tiles. Every warp issues 8 independent mma chains per k step, which covers the mma
+// latency at 8-16 warps per SM; the f32 kernels run one block per SM at D=128.
 // __launch_bounds__: bf16 leaves ptxas its register heuristic (it keeps the forward at 96-128
 // registers without spilling); f32 says one block per SM (without it ptxas capped some f32
 // kernels at 96-128 registers and spilled 12-20 bytes).

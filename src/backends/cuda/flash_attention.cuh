@@ -16,7 +16,7 @@ struct SdpaDims {
 };
 
 // Whether the flash kernels take this call: d <= kFlashMaxD, f32 or bf16, and the device grants
-// the shared memory of the head dim's tiles (up to 150 KiB: f32 at d = 128; bf16 at most 78 KiB).
+// the shared memory of the head dim's tiles (up to 150 KiB: f32 at d = 128; bf16 at most 68 KiB).
 bool flash_supports(const SdpaDims& dm, DType dt);
 
 // sdpa: c.in = q, k, v; c.out = out, lse. sdpa_backward: c.in = q, k, v, out, lse, dout;

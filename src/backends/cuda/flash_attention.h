@@ -5,7 +5,8 @@
 //   forward (grid: query tiles x H x B): a block owns 64 queries of one head, 16 per warp; it
 //     walks the key tiles (64 keys) in order: S = Q Kᵀ (mma), scaled and masked, online softmax
 //     (running max m and sum l per row, earlier partial output rescaled by exp(m_old - m_new)),
-//     P (rounded to E) through shared memory, O += P V (mma). Causal: key tiles past the block's
+//     P rounded to E (bf16: in registers, the mma's C layout reused as its A layout; f32: through
+//     shared memory), O += P V. Causal: key tiles past the block's
 //     last query are never loaded; the diagonal tile is masked per element. Writes O = O / l and
 //     lse = m + log l (natural log, f32).
 //   di (grid: rows / 64): Di = rowsum(dO ∘ O) in f32, one warp per row.
@@ -32,10 +33,11 @@ inline constexpr int kKeyTile = 64;  // keys per step of forward and dq
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-// Queries per step of dkv: 64, or 32 at D > 64 (its accumulators dK and dV are 2 x D / 2
-// registers per thread; 32-query steps keep Sᵀ and dPᵀ at 16 each so D = 128 does not spill).
+// Queries per step of dkv: 64, or 32 from D = 64 (its accumulators dK and dV take 2 x D / 2
+// registers per thread; 32-query steps keep Sᵀ and dPᵀ at 16 each: at D = 64 that is 160
+// registers and 3 blocks per SM instead of 178 and 2, and D = 128 does not spill).
 template <int D>
-inline constexpr int kDkvQueryTile = D > 64 ? 32 : 64;
+inline constexpr int kDkvQueryTile = D >= 64 ? 32 : 64;
 
 template <class E>
 struct Params {
@@ -58,10 +60,15 @@ template <class E, int D>
 inline constexpr int tile_bytes(int rows) {
   return rows * kLd<E, D> * static_cast<int>(sizeof(E));
 }
-// One warp's 16 x cols scratch (P or dS).
+// The warps' 16 x cols scratch (P or dS) of the f32 kernels; bf16 keeps P and dS in registers
+// (warp_gemm_c).
+template <class E>
+inline constexpr bool kRegP = sizeof(E) == 2;
+template <class E>
+inline constexpr int kScratchRows = kRegP<E> ? 0 : kWarps* kWarpRows;
 template <class E>
 inline constexpr int scratch_bytes(int cols) {
-  return kWarps * kWarpRows * (cols + kPad<E>)*static_cast<int>(sizeof(E));
+  return kScratchRows<E> * (cols + kPad<E>)*static_cast<int>(sizeof(E));
 }
 
 template <class E, int D>
@@ -155,10 +162,14 @@ LJ_FA_FN void forward_block(X& x, const Params<E>& p, int qtile, int h, int b) {
       LJ_FA_UNROLL
       for (int e = 0; e < 4; ++e) o[dt][e] *= alpha[e >> 1];
     }
-    store_tile<E>(x, s, ps, pld);
-    x.sync_warp();
-    warp_gemm<kDt, kKeyTile, true>(x, o, ps, pld, vs, ld);
-    x.sync_warp();  // P is read before the next tile overwrites it
+    if constexpr (kRegP<E>) {
+      warp_gemm_c(x, o, s, vs, ld);
+    } else {
+      store_tile<E>(x, s, ps, pld);
+      x.sync_warp();
+      warp_gemm<kDt, kKeyTile, true>(x, o, ps, pld, vs, ld);
+      x.sync_warp();  // P is read before the next tile overwrites it
+    }
   }
   float inv[2], lse[2];
   LJ_FA_UNROLL
@@ -212,7 +223,7 @@ LJ_FA_FN void dq_block(X& x, const Params<E>& p, int qtile, int h, int b) {
   E* vs = ks + kBlockRows * ld;
   const int warp = x.tid() >> 5, lane = x.tid() & 31;
   E* dss = vs + kBlockRows * ld;
-  float* lse2s = reinterpret_cast<float*>(dss + kBlockRows * pld);
+  float* lse2s = reinterpret_cast<float*>(dss + kScratchRows<E> * pld);
   float* dis = lse2s + kBlockRows;
   dss += warp * kWarpRows * pld;
   const int g = h / (p.h / p.g);
@@ -254,10 +265,14 @@ LJ_FA_FN void dq_block(X& x, const Params<E>& p, int qtile, int h, int b) {
         s[nt][e] = p.scale * pe * (dp[nt][e] - dis[r]);  // dS
       }
     }
-    store_tile<E>(x, s, dss, pld);
-    x.sync_warp();
-    warp_gemm<kDt, kKeyTile, true>(x, dq, dss, pld, ks, ld);
-    x.sync_warp();
+    if constexpr (kRegP<E>) {
+      warp_gemm_c(x, dq, s, ks, ld);
+    } else {
+      store_tile<E>(x, s, dss, pld);
+      x.sync_warp();
+      warp_gemm<kDt, kKeyTile, true>(x, dq, dss, pld, ks, ld);
+      x.sync_warp();
+    }
   }
   LJ_FA_UNROLL
   for (int r = 0; r < 2; ++r) {
@@ -285,8 +300,8 @@ LJ_FA_FN void dkv_block(X& x, const Params<E>& p, int ktile, int g, int b) {
   E* dos = qs + br * ld;
   const int warp = x.tid() >> 5, lane = x.tid() & 31;
   E* pts = dos + br * ld;
-  E* dsts = pts + kBlockRows * pld;
-  float* lse2s = reinterpret_cast<float*>(dsts + kBlockRows * pld);
+  E* dsts = pts + kScratchRows<E> * pld;
+  float* lse2s = reinterpret_cast<float*>(dsts + kScratchRows<E> * pld);
   float* dis = lse2s + br;
   pts += warp * kWarpRows * pld;
   dsts += warp * kWarpRows * pld;
@@ -332,12 +347,17 @@ LJ_FA_FN void dkv_block(X& x, const Params<E>& p, int ktile, int g, int b) {
           dpt[nt][e] = p.scale * pe * (dpt[nt][e] - dis[c]);  // dSᵀ
         }
       }
-      store_tile<E>(x, st, pts, pld);
-      store_tile<E>(x, dpt, dsts, pld);
-      x.sync_warp();
-      warp_gemm<kDt, br, true>(x, dv, pts, pld, dos, ld);
-      warp_gemm<kDt, br, true>(x, dk, dsts, pld, qs, ld);
-      x.sync_warp();
+      if constexpr (kRegP<E>) {
+        warp_gemm_c(x, dv, st, dos, ld);
+        warp_gemm_c(x, dk, dpt, qs, ld);
+      } else {
+        store_tile<E>(x, st, pts, pld);
+        store_tile<E>(x, dpt, dsts, pld);
+        x.sync_warp();
+        warp_gemm<kDt, br, true>(x, dv, pts, pld, dos, ld);
+        warp_gemm<kDt, br, true>(x, dk, dsts, pld, qs, ld);
+        x.sync_warp();
+      }
     }
   }
   LJ_FA_UNROLL

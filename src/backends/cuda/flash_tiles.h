@@ -35,6 +35,7 @@
 #include <cstring>
 
 #if defined(__CUDACC__)
+#include <cuda_bf16.h>
 #define LJ_FA_FN __device__ __forceinline__
 #define LJ_FA_UNROLL _Pragma("unroll")
 #else
@@ -101,6 +102,16 @@ LJ_FA_FN uint32_t pack_pair(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
+// Two f32 as two bf16 (round to nearest even) in one register, `lo` in the low half.
+LJ_FA_FN uint32_t pack_bf16(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
+  return *reinterpret_cast<const uint32_t*>(&v);
+#else
+  return pack_pair(bf16_bits(lo), bf16_bits(hi));
+#endif
+}
+
 // Padding of shared-memory rows, in elements (16 bytes): row r of a tile starts 4 banks after
 // row r - 1, so the fragment loads of a warp hit 32 different banks.
 template <class E>
@@ -142,6 +153,34 @@ LJ_FA_FN void warp_gemm(X& x, float (&acc)[NT][4], const uint16_t* a, int lda, c
       } else {
         x.ldsm_x4(bf, b_row + nt * 8 * ldb + ks * 16);
       }
+      const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+      x.mma(acc[nt], af, b0);
+      x.mma(acc[nt + 1], af, b1);
+    }
+  }
+}
+
+// acc (16 x 8 NT) += A (16 x 8 NTA) B, bf16, where A is the warp's own C tiles `ac` (P or dS),
+// rounded to bf16 in registers: the C layout of n tiles 2kk and 2kk + 1 is the A layout of k
+// step kk (a[0] = tile 2kk's c[0..1], a[1] its c[2..3], a[2], a[3] the same of tile 2kk + 1), so
+// no shared memory and no warp barrier are needed (FlashAttention-2's register reuse). B is
+// k-major in shared memory (B(k, n) = b[k * ldb + n]), read by ldmatrix.x4.trans.
+template <int NT, int NTA, class X>
+LJ_FA_FN void warp_gemm_c(X& x, float (&acc)[NT][4], const float (&ac)[NTA][4], const uint16_t* b,
+                          int ldb) {
+  static_assert(NTA % 2 == 0 && NT % 2 == 0, "whole k steps, two n tiles per load");
+  const int lane = x.tid() & 31, m = lane >> 3, r = lane & 7;
+  const uint16_t* b_row = b + ((m & 1) * 8 + r) * ldb + (m >> 1) * 8;
+  LJ_FA_UNROLL
+  for (int kk = 0; kk < NTA / 2; ++kk) {
+    const uint32_t af[4] = {pack_bf16(ac[2 * kk][0], ac[2 * kk][1]),
+                            pack_bf16(ac[2 * kk][2], ac[2 * kk][3]),
+                            pack_bf16(ac[2 * kk + 1][0], ac[2 * kk + 1][1]),
+                            pack_bf16(ac[2 * kk + 1][2], ac[2 * kk + 1][3])};
+    LJ_FA_UNROLL
+    for (int nt = 0; nt < NT; nt += 2) {
+      uint32_t bf[4];
+      x.ldsm_x4_trans(bf, b_row + kk * 16 * ldb + nt * 8);
       const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
       x.mma(acc[nt], af, b0);
       x.mma(acc[nt + 1], af, b1);
