@@ -5,7 +5,10 @@
 #   3. the CUDA tests: every kernel against the CPU backend and the tiny training step on the
 #      GPU against the CPU (label gpu, LJ_REQUIRE_GPU=1 so a missing GPU fails instead of
 #      skipping), and the host-side CUDA tests (NVRTC compiles, label cuda_tests);
-#   4. ljperf doctor's GPU section;
+#   4. the attention kernels alone (gpu_attention_bench): sdpa forward and backward TFLOP/s at
+#      llama3.2-1b's shape (batch 4, seq 2048, 32 heads, 8 kv heads, head dim 64, causal, bf16)
+#      (and the same with the plain kernels, LJ_CUDA_FLASH=0, as the baseline) and llama3-8b's
+#      head dim 128; then ljperf doctor's GPU section;
 #   5. benchmarks, bf16 at seq 2048, eager then compiled: llama3.2-1b and a llama3-8b-shaped
 #      model cut to fit one GPU (12 of its 32 layers): tokens/s, MFU against the catalog's dense
 #      bf16 peak, predicted against measured peak memory;
@@ -82,7 +85,8 @@ say "GPU arch sm_$arch; nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).
 # 2. Build (what the tests and benchmarks need, nothing else).
 phase configure 40 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLJ_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" -DLJ_BENCH=OFF -DLJ_TESTS=ON
-phase build 210 cmake --build "$build" -j "$(nproc)" --target ljperf gpu_tests cuda_tests
+phase build 210 cmake --build "$build" -j "$(nproc)" --target ljperf gpu_tests cuda_tests \
+  gpu_attention_bench
 if [ ! -x "$build/ljperf" ]; then
   say "no ljperf binary: stopping (see $out/build.log)"
   exit 1
@@ -95,8 +99,20 @@ export LJ_REQUIRE_GPU=1
 phase gpu_tests 90 "$build/gpu_tests"
 grep -E "max \|err\||worst output error|^\[  (PASSED|FAILED)  \] [0-9]" "$out/gpu_tests.log" |
   head -n 60
-phase cuda_tests 30 "$build/cuda_tests"
+# The flash-attention host emulation (FlashEmulation.*, about 20 s) checks host logic that CI
+# runs anyway; the GPU's minutes go to the device.
+phase cuda_tests 30 "$build/cuda_tests" --gtest_filter=-FlashEmulation.*
 
+# 4. The attention kernels alone (FLOPs as graph/cost.cc counts them), then the doctor.
+phase attention_1b 30 "$build/gpu_attention_bench" --batch 4 --heads 32 --kv-heads 8 \
+  --seq 2048 --head-dim 64
+cat "$out/attention_1b.log"
+phase attention_1b_plain 60 env LJ_CUDA_FLASH=0 "$build/gpu_attention_bench" --batch 4 --heads 32 \
+  --kv-heads 8 --seq 2048 --head-dim 64 --iters 2
+cat "$out/attention_1b_plain.log"
+phase attention_8b 30 "$build/gpu_attention_bench" --batch 1 --heads 32 --kv-heads 8 \
+  --seq 2048 --head-dim 128
+cat "$out/attention_8b.log"
 # 4. The doctor's GPU section.
 "$build/ljperf" doctor >"$out/doctor.log" 2>&1
 sed -n '/^GPU/,/^$/p' "$out/doctor.log"

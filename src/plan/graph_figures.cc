@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include "backends/cpu/onednn_info.h"
+#include "backends/cuda/workspace.h"
 #include "core/check.h"
 #include "passes/master_weights/master_weights.h"
 #include "plan/host_rates.h"
@@ -115,7 +116,10 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
   GraphFigures f;
   {
     // Compiled graphs run planned: the static memory plan's arena, as TrainStep runs them.
-    Executor ex(g, dev, ExecutorOptions{.planned = options.compile});
+    Executor ex(g, dev,
+                ExecutorOptions{.planned = options.compile,
+                                .dry_workspace_sizes =
+                                    dry.cuda_workspace ? &cuda::workspace_sizes() : nullptr});
     // With the gradient collectives in the graph, their buffers are in the dry run itself; what
     // their kernels allocate by themselves is replayed where they run (train/grad_sync.h): each
     // bucket's part of the gradient shard at its wait, and each collective's MPI temporary at its

@@ -76,6 +76,10 @@ struct DryRunOptions {
   // measure_gemm_classes is set, else taken from the nearest measured class.
   HostRates* rates = nullptr;
   bool measure_gemm_classes = false;
+  // Kernel scratch as the CUDA kernels ask for it (backends/cuda/workspace.h: Di of the
+  // attention backward, the loss kernels' rows) instead of the CPU kernels' (per-thread tiles,
+  // f32 copies of bf16 operands): the GPU plans.
+  bool cuda_workspace = false;
 };
 
 // Builds the joint graph for `options` and dry-runs it with micro-batch `batch` and sequence

@@ -30,7 +30,8 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
                                   .zero = ZeroConfig{req.zero.stage, req.zero.reduce_bucket_size,
                                                      req.zero.allgather_bucket_size},
                                   .rates = gpu ? nullptr : req.rates.get(),
-                                  .measure_gemm_classes = req.measure_gemm_classes}));
+                                  .measure_gemm_classes = req.measure_gemm_classes,
+                                  .cuda_workspace = gpu}));
   Pricing p;
   const int64_t psi = req.model.num_params();
   const int64_t local = req.zero.stage >= 1 ? (psi + req.gpus - 1) / req.gpus : psi;

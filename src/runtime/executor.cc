@@ -210,7 +210,9 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
         out_views.push_back(vals[static_cast<size_t>(v)].view());
       }
       if (!launch) {
-        if (const WorkspaceFn ws = kernels.workspace(n.op))
+        const KernelTable& sizes =
+            options_.dry_workspace_sizes ? *options_.dry_workspace_sizes : kernels;
+        if (const WorkspaceFn ws = sizes.workspace(n.op))
           dry_workspace(ws(n, in_views, dev_.threads()));
         if (dry_hook_) dry_hook_(ni);
       }

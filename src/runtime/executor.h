@@ -38,6 +38,10 @@ struct ExecutorOptions {
   // Static memory plan (compiled mode): every value gets its planned place in one arena per
   // shape (runtime/arena_memory.h) instead of a caching-allocator block.
   bool planned = false;
+  // Dry runs: each kernel's scratch as this table's `ws` says (ops it lacks ask for none)
+  // instead of the CPU kernels'. The GPU memory prediction passes the CUDA kernels' sizes
+  // (backends/cuda/workspace.h). Runs ignore it.
+  const KernelTable* dry_workspace_sizes = nullptr;
 };
 
 class Executor {

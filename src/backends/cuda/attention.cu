@@ -1,7 +1,11 @@
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backends/cuda/attention.cuh"
 #include "backends/cuda/device_util.cuh"
+#include "backends/cuda/flash_attention.cuh"
+#include "backends/cuda/workspace.h"
 
 namespace lj::cuda {
 namespace {
@@ -9,11 +13,7 @@ namespace {
 constexpr int kThreads = 128;  // keys per chunk; D <= 2 * kThreads
 constexpr int kMaxD = 2 * kThreads;
 
-struct Dims {
-  int64_t b, h, g, tq, tk, d;
-  bool causal;
-  float scale;
-};
+using Dims = SdpaDims;
 
 template <class T>
 __device__ float dot_row(const float* a_shared, const T* b, int64_t d) {
@@ -174,6 +174,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// LJ_CUDA_FLASH=0 runs the plain kernels for every call (a fallback, and the baseline of
+// gpu_attention_bench's comparison).
+bool flash_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("LJ_CUDA_FLASH");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
 Status dims_of(KernelContext& c, Dims* dm) {
   const TensorView &q = c.in[0], &k = c.in[1];
   *dm = Dims{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), false, 0.0f};
@@ -198,6 +208,7 @@ Status sdpa_forward(KernelContext& c, const KernelEnv& env) {
   Dims dm;
   LJ_RETURN_IF_ERROR(dims_of(c, &dm));
   if (dm.b * dm.h * dm.tq == 0) return ok_status();
+  if (flash_enabled() && flash_supports(dm, c.in[0].dtype)) return flash_forward(c, env, dm);
   return dispatch_f32_bf16(c.in[0].dtype, "sdpa", [&](auto tag) -> Status {
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>(dm.tq), static_cast<unsigned>(dm.h),
@@ -212,9 +223,9 @@ Status sdpa_forward(KernelContext& c, const KernelEnv& env) {
 Status sdpa_backward(KernelContext& c, const KernelEnv& env) {
   Dims dm;
   LJ_RETURN_IF_ERROR(dims_of(c, &dm));
+  if (flash_enabled() && flash_supports(dm, c.in[0].dtype)) return flash_backward(c, env, dm);
   LJ_CHECK(c.workspace != nullptr) << "CUDA sdpa_backward needs a device workspace";
-  float* di = static_cast<float*>(
-      c.workspace->get(static_cast<size_t>(dm.b * dm.h * dm.tq) * sizeof(float)));
+  float* di = static_cast<float*>(c.workspace->get(sdpa_backward_scratch_bytes(dm.b, dm.h, dm.tq)));
   return dispatch_f32_bf16(c.in[0].dtype, "sdpa_backward", [&](auto tag) -> Status {
     using T = decltype(tag);
     const T* q = c.in[0].as<const T>();

@@ -5,12 +5,14 @@
 // means 1 / sqrt(D). As backends/cpu/attention.cc: P = exp(scale S - lse), Di = rowsum(dO ∘ O),
 // dS = P ∘ (dO Vᵀ - Di), dQ = scale dS K, dK = scale dSᵀ Q, dV = Pᵀ dO.
 //
-// A plain, correct first version (D <= 256), not a flash kernel: the forward is one block per
-// (query, head, batch) streaming the keys in chunks of the block size with an online softmax;
-// the backward is one block per query for dQ (and Di, kept in workspace) and one block per
-// (key, kv head, batch) for dK and dV, summing over the group's heads and the queries in a
-// fixed order (deterministic, no atomics). O(T²D) reads from L2; cuDNN's SDPA (cudnn-frontend)
-// or a tiled flash kernel replaces it once a GPU measures the difference (issue 16).
+// Head dims up to 128 (f32 and bf16, sm_80 and later) run the flash kernels
+// (flash_attention.cuh: tiled, online softmax, bf16 on tensor cores). Other calls run the plain
+// kernels here (D <= 256): the forward is one block per (query, head, batch) streaming the keys
+// in chunks of the block size with an online softmax; the backward is one block per query for
+// dQ (and Di, kept in workspace) and one block per (key, kv head, batch) for dK and dV, summing
+// over the group's heads and the queries in a fixed order (deterministic, no atomics).
+// Both paths ask for the same workspace: B * H * Tq f32 (Di) in the backward.
+// LJ_CUDA_FLASH=0 in the environment runs the plain kernels for every call.
 #pragma once
 
 #include "backends/cuda/kernels.h"

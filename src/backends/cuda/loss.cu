@@ -5,6 +5,7 @@
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/loss.cuh"
+#include "backends/cuda/workspace.h"
 
 namespace lj::cuda {
 namespace {
@@ -125,7 +126,7 @@ struct Scratch {
 };
 Scratch scratch(KernelContext& c, int64_t floats) {
   LJ_CHECK(c.workspace != nullptr) << "CUDA cross_entropy needs a device workspace";
-  char* p = static_cast<char*>(c.workspace->get(16 + static_cast<size_t>(floats) * 4));
+  char* p = static_cast<char*>(c.workspace->get(loss_scratch_bytes(floats)));
   return {reinterpret_cast<long long*>(p), reinterpret_cast<int*>(p + 8),
           reinterpret_cast<float*>(p + 16)};
 }
@@ -219,12 +220,7 @@ Status linear_cross_entropy_forward(KernelContext& c, const KernelEnv& env) {
   const int64_t rows = x.dim(0), cols = x.dim(1), vocab = w.dim(0);
   LJ_CHECK_LT(rows, int64_t{1} << 24) << "the valid-label count is an exact f32 sum";
   const int64_t ignore = c.attrs().i_or("ignore_index", -100);
-  int64_t chunk = c.attrs().i_or("chunk", 0);
-  if (chunk <= 0) {
-    const int64_t cap = (int64_t{32} << 20) / std::max<int64_t>(vocab * 4, 1);
-    chunk = std::max<int64_t>(1, std::min<int64_t>(256, cap));
-  }
-  chunk = std::min(chunk, std::max<int64_t>(rows, 1));
+  const int64_t chunk = linear_cross_entropy_chunk(c.attrs(), rows, vocab);
   const Scratch s = scratch(c, rows);
   const bool half = x.dtype == DType::bf16;
   float* logits = static_cast<float*>(c.workspace->get(static_cast<size_t>(chunk * vocab) * 4));

@@ -170,6 +170,55 @@ TEST(GpuOps, SdpaForwardAndBackwardCausalGqa) {
   }
 }
 
+// The flash kernels (head dims <= 128) and the plain fallback (D = 160) on the shapes of
+// tests/cuda/flash_emulation_test.cc, f32 and bf16, against the CPU backend. Bounds: those the
+// host emulation of the same kernels shows against the CPU (its test states them), which a
+// device should match (the device's exp2f / log2f differ by an ulp or two of f32 from the
+// host's, and its mma sums the exact bf16 products in another order: both far below a bf16 ulp).
+// Expected bounds, not yet observed on a GPU (emulation's worst: f32 2.4e-6 absolute on every
+// output; bf16 one bf16 ulp of each output's magnitude, 0.0156 on dv of |dv| in [2, 4)):
+// f32 1e-5 + 1e-5 relative, bf16 6e-3 + 6e-3 relative.
+TEST(GpuOps, FlashSdpaShapesF32AndBf16) {
+  struct Case {
+    int64_t b, h, g, tq, tk, d;
+    bool causal;
+  };
+  const Case cases[] = {
+      {1, 1, 1, 1, 1, 64, true},      // one query
+      {2, 4, 2, 100, 100, 48, true},  // small's head dim, GQA 2, ragged tiles
+      {1, 4, 1, 130, 130, 64, true},  // llama3.2-1b's head dim, GQA 4
+      {1, 2, 2, 77, 77, 128, true},   // llama3-8b's head dim, no GQA
+      {1, 4, 2, 70, 33, 128, false},  // full attention, Tq != Tk
+      {1, 4, 2, 17, 80, 40, false},   // padded head dim (scalar loads)
+      {1, 2, 1, 67, 67, 160, true},   // over 128: the plain kernels
+  };
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " D" + std::to_string(c.d) + " T" +
+                   std::to_string(c.tq) + (c.causal ? " causal" : " full"));
+      std::vector<GraphInput> in = {
+          {"q", random_tensor(dt, {c.b, c.h, c.tq, c.d}, 30 + c.d, -2, 2)},
+          {"k", random_tensor(dt, {c.b, c.g, c.tk, c.d}, 31 + c.tk, -2, 2)},
+          {"v", random_tensor(dt, {c.b, c.g, c.tk, c.d}, 32, -1, 1)},
+          {"dout", random_tensor(dt, {c.b, c.h, c.tq, c.d}, 33, -1, 1)}};
+      const bool causal = c.causal;
+      const auto build = [causal](Builder& b, const std::vector<Val>& v) {
+        Attrs a;
+        a.set("causal", causal);
+        std::vector<Val> fwd = b.add(Op::sdpa, {v[0], v[1], v[2]}, a);
+        std::vector<Val> bwd =
+            b.add(Op::sdpa_backward, {v[0], v[1], v[2], fwd[0], fwd[1], v[3]}, a);
+        return std::vector<Val>{fwd[0], fwd[1], bwd[0], bwd[1], bwd[2]};
+      };
+      if (dt == DType::f32) {
+        expect_same(in, build, 1e-5, 1e-5);
+      } else {
+        expect_same(in, build, 6e-3, 6e-3);
+      }
+    }
+  }
+}
+
 TEST(GpuOps, MatmulEveryBatchForm) {
   struct Case {
     std::vector<int64_t> a, b;
