@@ -5,7 +5,9 @@
 #   3. the CUDA tests: every kernel against the CPU backend and the tiny training step on the
 #      GPU against the CPU (label gpu, LJ_REQUIRE_GPU=1 so a missing GPU fails instead of
 #      skipping), and the host-side CUDA tests (NVRTC compiles, label cuda_tests);
-#   4. ljperf doctor's GPU section;
+#   4. `ljperf train --device cuda` end to end (tests/cuda/gpu_train_cli_test.sh: SIGKILL and
+#      resume bitwise, GPU <-> CPU checkpoints; 2 ranks through NCCL when there are 2 GPUs), and
+#      ljperf doctor's GPU section;
 #   5. benchmarks, bf16 at seq 2048, eager then compiled: llama3.2-1b and a llama3-8b-shaped
 #      model cut to fit one GPU (12 of its 32 layers): tokens/s, MFU against the catalog's dense
 #      bf16 peak, predicted against measured peak memory;
@@ -92,12 +94,14 @@ fi
 #    not ctest, so its log keeps the errors each test observed: the numbers to set tolerances
 #    from); the host-side CUDA tests.
 export LJ_REQUIRE_GPU=1
-phase gpu_tests 90 "$build/gpu_tests"
-grep -E "max \|err\||worst output error|^\[  (PASSED|FAILED)  \] [0-9]" "$out/gpu_tests.log" |
-  head -n 60
+phase gpu_tests 120 "$build/gpu_tests"
+grep -E "max \|err\||worst output error|worst step|^\[  (PASSED|FAILED)  \] [0-9]" \
+  "$out/gpu_tests.log" | head -n 60
 phase cuda_tests 30 "$build/cuda_tests"
 
-# 4. The doctor's GPU section.
+# 4. Training from the command line, then the doctor's GPU section.
+phase train_cli 60 bash tests/cuda/gpu_train_cli_test.sh "$build/ljperf" "$PWD"
+grep -E "^(  ok|FAIL|SKIP|KNOWN)" "$out/train_cli.log" | head -n 20
 "$build/ljperf" doctor >"$out/doctor.log" 2>&1
 sed -n '/^GPU/,/^$/p' "$out/doctor.log"
 
