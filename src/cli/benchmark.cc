@@ -655,6 +655,7 @@ Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
   }
   if (resolved.ok()) {
     resolved->step.data_parallel = dist.data_parallel(resolved->dp.zero);
+    resolved->step.comm_options.timeout_seconds = a.comm_timeout_s;
     if (Status s = check_gpu_step_config(resolved->step); !s.ok()) resolved = s;
   }
   // Every rank ready, or every rank stops (the others would wait in NCCL's bootstrap).

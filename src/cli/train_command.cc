@@ -365,6 +365,7 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   TrainerConfig& t = a.t;
   t.step.data_parallel = dist.data_parallel(p.r.dp.zero);
   t.device = device == RunDevice::cuda ? TrainDevice::cuda : TrainDevice::cpu;
+  t.step.comm_options.timeout_seconds = a.comm_timeout_s;
 
   const HostInfo host = host_info();
   fmt::print(

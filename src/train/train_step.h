@@ -38,6 +38,9 @@ struct TrainStepConfig {
   // same config and seed (parameters start equal everywhere) and its own micro-batches
   // (dist/batch_shard.h); step() then returns the loss and gradient norm over all ranks.
   DataParallel data_parallel;
+  // How communicators the step makes for itself behave (the GPU step's NCCL one: the timeout of
+  // --comm-timeout, as data_parallel.comm's).
+  CommOptions comm_options;
   // fp16: loss scaling (train/loss_scaler.h). Enabled needs graph.loss_scaling.
   LossScaleConfig loss_scale;
 };

@@ -124,7 +124,7 @@ class GpuStep final : public GpuTrainStep {
   Device& host_;
   FlatLayout layout_;
   int stage_ = 0;
-  Communicator* control_ = nullptr;     // data_parallel.comm: losses, MPI bootstrap
+  Communicator* control_ = nullptr;  // data_parallel.comm: losses, MPI bootstrap
   // The context first: members go in reverse order, and NCCL and the buffers need it.
   std::unique_ptr<cuda::Context> ctx_;
   std::unique_ptr<Communicator> nccl_;  // gradients and parameters on the device
@@ -185,7 +185,7 @@ Status GpuStep::init() {
     NcclOptions o;
     o.device = report_.device;
     o.compute_stream = ctx_->stream().get();
-    LJ_ASSIGN_OR_RETURN(nccl_, make_nccl_communicator(*control_, o));
+    LJ_ASSIGN_OR_RETURN(nccl_, make_nccl_communicator(*control_, o, config_.comm_options));
   }
 
   // The GPU step casts each weight at its point of use: it keeps no 16-bit copies.
