@@ -1,5 +1,7 @@
 #include "train/flat_state.h"
 
+#include <algorithm>
+
 namespace lj {
 
 int64_t flat_state_numel(const FlatLayout& layout, int stage) {
@@ -82,6 +84,27 @@ Status host_to_flat_state(const FlatLayout& layout, int stage, const std::vector
     LJ_RETURN_IF_ERROR(copy(flat.v, v[0].raw(), v[0].bytes()));
   }
   return ok_status();
+}
+
+GradBuckets grad_buckets(const FlatLayout& layout, int64_t bucket_numel) {
+  GradBuckets g;
+  g.buckets = split_buckets({0, layout.numel()}, std::max<int64_t>(bucket_numel, 1));
+  g.of_param.resize(layout.num_params());
+  for (size_t i = 0; i < layout.num_params(); ++i) {
+    const int64_t b = layout.param_begin(i);
+    const int64_t e = i + 1 < layout.num_params() ? layout.param_begin(i + 1) : layout.numel();
+    for (size_t k = 0; k < g.buckets.size(); ++k) {
+      if (g.buckets[k].begin < e && b < g.buckets[k].end) g.of_param[i].push_back(k);
+    }
+  }
+  return g;
+}
+
+std::vector<size_t> GradBuckets::waits() const {
+  std::vector<size_t> w(buckets.size(), 0);
+  for (const auto& bs : of_param)
+    for (size_t b : bs) ++w[b];
+  return w;
 }
 
 }  // namespace lj

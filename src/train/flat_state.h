@@ -43,4 +43,15 @@ Status host_to_flat_state(const FlatLayout& layout, int stage, const std::vector
                           const std::vector<Tensor>& v, const CopyBytes& copy,
                           const FlatState& flat);
 
+// The GPU step's gradient buckets (several ranks): the flat vector's [0, numel) cut into ranges of
+// at most `bucket_numel` elements (split_buckets), and per parameter the buckets its range
+// overlaps. A bucket may start its all-reduce once every parameter overlapping it has its
+// gradient in the flat gradient; waits() says how many that is for each.
+struct GradBuckets {
+  std::vector<FlatRange> buckets;
+  std::vector<std::vector<size_t>> of_param;
+  std::vector<size_t> waits() const;
+};
+GradBuckets grad_buckets(const FlatLayout& layout, int64_t bucket_numel);
+
 }  // namespace lj

@@ -14,8 +14,9 @@
 // rank, the rank's local rank modulo the GPUs it sees; an NCCL communicator (dist/
 // nccl_communicator.h) bootstrapped over data_parallel.comm reduces the gradients. With ZeRO's
 // overlap_comm (the default) each bucket of reduce_bucket_size elements is all-reduced on NCCL's
-// stream as soon as backward has queued its last gradient, while backward goes on (those steps
-// launch kernel by kernel: no CUDA graph); without it the buckets are reduced after backward.
+// stream as soon as backward has queued its last gradient, while backward goes on (such runs
+// launch kernel by kernel: no CUDA graphs); without it the buckets are reduced after backward and
+// compiled steps are still replayed as CUDA graphs.
 // Stage 1 keeps this rank's shard of m and v and all-gathers the updated parameters in buckets of
 // allgather_bucket_size. The losses and stop decisions still go over data_parallel.comm.
 // A communicator of one rank (a self communicator) runs the same NCCL path: N = 1.

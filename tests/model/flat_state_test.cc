@@ -110,6 +110,49 @@ TEST(FlatState, StageOneKeepsTheShardAndRefusesOtherShapes) {
   EXPECT_NE(wrong.message().find("moments"), std::string::npos) << wrong.message();
 }
 
+// The overlap's bookkeeping: gradients taken in backward's order (last parameter first), each
+// bucket becomes ready exactly once, right when the last parameter overlapping it is taken, and
+// the buckets cover the flat vector once.
+TEST(GradBuckets, EveryBucketStartsOnceWhenItsLastParameterIsIn) {
+  auto model = llama_preset("tiny");
+  ASSERT_TRUE(model.ok());
+  std::vector<int64_t> numels;
+  for (const ParamSpec& p : llama_param_specs(*model)) numels.push_back(numel_of(p.dims));
+  const FlatLayout layout(numels, 2);
+  for (const int64_t bucket : {int64_t{1000}, int64_t{5000}, int64_t{1} << 30}) {
+    const GradBuckets g = grad_buckets(layout, bucket);
+    int64_t covered = 0;
+    for (const FlatRange& r : g.buckets) {
+      EXPECT_EQ(r.begin, covered);
+      EXPECT_LE(r.size(), bucket);
+      covered = r.end;
+    }
+    EXPECT_EQ(covered, layout.numel());
+    std::vector<size_t> pending = g.waits();
+    std::vector<int> started(g.buckets.size(), 0);
+    std::vector<bool> taken(numels.size(), false);
+    for (size_t i = numels.size(); i-- > 0;) {
+      taken[i] = true;
+      for (size_t b : g.of_param[i]) {
+        if (--pending[b] > 0) continue;
+        ++started[b];
+        // Every parameter with an element in the bucket is in.
+        for (size_t j = 0; j < numels.size(); ++j) {
+          const int64_t pb = layout.param_begin(j), pe = pb + numels[j];
+          if (pb < g.buckets[b].end && g.buckets[b].begin < pe) {
+            EXPECT_TRUE(taken[j]) << "bucket " << b << " started before parameter " << j;
+          }
+        }
+      }
+    }
+    for (size_t b = 0; b < started.size(); ++b) EXPECT_EQ(started[b], 1) << "bucket " << b;
+    if (bucket == 1000) {
+      // The embedding (vocab x hidden) is larger than a bucket: it spans several.
+      EXPECT_GT(g.of_param[0].size(), 1u);
+    }
+  }
+}
+
 // What the GPU step refuses, one line each with a hint; checked on any build.
 TEST(GpuStepConfig, RefusesWhatTheGpuStepDoesNotRun) {
   TrainStepConfig ok;

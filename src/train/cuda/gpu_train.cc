@@ -141,8 +141,7 @@ class GpuStep final : public GpuTrainStep {
   AdamW adamw_;  // no states: torch's constants for each step and the step count
   LossScaler scaler_;
   // Gradient buckets (several ranks): reduce_bucket_size elements of the flat vector each.
-  std::vector<FlatRange> buckets_;
-  std::vector<std::vector<size_t>> buckets_of_param_;
+  GradBuckets buckets_;
   std::vector<size_t> pending_;  // per bucket: its parameters not yet in the flat gradient
   std::vector<CommHandle> handles_;
   double comm_start_ = 0;
@@ -223,14 +222,7 @@ Status GpuStep::init() {
 
   if (nccl_ != nullptr) {
     const ZeroConfig& z = config_.data_parallel.zero;
-    buckets_ = split_buckets({0, layout_.numel()}, std::max<int64_t>(z.reduce_bucket_size, 1));
-    buckets_of_param_.resize(specs_.size());
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      const int64_t b = layout_.param_begin(i), e = b + numel_of(specs_[i].dims);
-      for (size_t k = 0; k < buckets_.size(); ++k) {
-        if (buckets_[k].begin < e && b < buckets_[k].end) buckets_of_param_[i].push_back(k);
-      }
-    }
+    buckets_ = grad_buckets(layout_, z.reduce_bucket_size);
     if (stage_ == 1) {
       const int64_t c =
           std::min(per_rank_bucket(z.allgather_bucket_size, world()), layout_.shard_numel());
@@ -242,8 +234,10 @@ Status GpuStep::init() {
   // a CUDA graph from the third run on (LJ_CUDA_GRAPHS=0: launch kernel by kernel).
   ex_ = std::make_unique<CudaExecutor>(graph_, *ctx_, /*planned=*/config_.graph.compile);
   const char* graphs_env = std::getenv("LJ_CUDA_GRAPHS");
-  report_.cuda_graphs =
-      config_.graph.compile && !(graphs_env != nullptr && std::string(graphs_env) == "0");
+  // Not with NCCL overlapping backward: those steps hand each gradient out as it is made.
+  const bool overlapped = nccl_ != nullptr && config_.data_parallel.zero.overlap_comm;
+  report_.cuda_graphs = config_.graph.compile && !overlapped &&
+                        !(graphs_env != nullptr && std::string(graphs_env) == "0");
   ex_->set_cuda_graphs(report_.cuda_graphs);
   cache_ = std::make_unique<codegen::CudaKernelCache>(report_.arch);
   LJ_RETURN_IF_ERROR(ex_->prepare(*cache_));
@@ -256,7 +250,7 @@ Status GpuStep::init() {
 
 Status GpuStep::start_bucket(size_t b) {
   if (handles_.empty()) comm_start_ = now_seconds();
-  const FlatRange r = buckets_[b];
+  const FlatRange r = buckets_.buckets[b];
   const auto n = static_cast<size_t>(r.size());
   // In place; NCCL's stream first waits for what the compute stream queued (the copies above).
   handles_.push_back(nccl_->iall_reduce_sum(std::span<const float>(f32(flat_g_, r.begin), n),
@@ -278,7 +272,7 @@ Status GpuStep::take_grad(size_t k, const DeviceTensor& g, int index, int count)
         cuda::accumulate_f32(dst, static_cast<const float*>(g.data()), n, ctx_->env()));
   }
   if (nccl_ == nullptr || index != count - 1) return ok_status();
-  for (size_t b : buckets_of_param_[i]) {
+  for (size_t b : buckets_.of_param[i]) {
     if (--pending_[b] == 0) LJ_RETURN_IF_ERROR(start_bucket(b));
   }
   return ok_status();
@@ -289,9 +283,7 @@ StatusOr<StepResult> GpuStep::step(const std::vector<MicroBatch>& micro, double 
   StepResult r;
   const int count = static_cast<int>(micro.size());
   handles_.clear();
-  pending_.assign(buckets_.size(), 0);
-  for (const auto& bs : buckets_of_param_)
-    for (size_t b : bs) ++pending_[b];
+  pending_ = buckets_.waits();
   const bool overlap = nccl_ != nullptr && config_.data_parallel.zero.overlap_comm;
   // One process, one micro-batch: the optimizer reads backward's gradients where they are.
   // Otherwise they go into the flat gradient (made on first use: 4 bytes a parameter) to be
@@ -351,7 +343,7 @@ StatusOr<StepResult> GpuStep::step(const std::vector<MicroBatch>& micro, double 
   report_.kernels_per_step = ex_->kernels_launched();
   report_.graph_replays = ex_->graph_replays();
   if (nccl_ != nullptr) {
-    LJ_CHECK_EQ(handles_.size(), buckets_.size()) << "every gradient bucket was started";
+    LJ_CHECK_EQ(handles_.size(), buckets_.buckets.size()) << "every gradient bucket was started";
     const double t_wait = now_seconds();
     for (CommHandle& h : handles_) LJ_RETURN_IF_ERROR(h.wait());
     r.comm_seconds = now_seconds() - comm_start_;
