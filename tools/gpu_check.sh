@@ -16,6 +16,10 @@
 # Every phase has its own time limit, cut further to what is left of a 470-second budget, so the
 # whole run stays under 8 minutes; a phase that fails, runs out of time or finds no time left is
 # reported and the script goes on, then exits non-zero.
+# Estimate on one H200 (not yet measured: no GPU has been lent): configure 15 s, build 200 s
+# (16 cores, no ccache), gpu_tests 60 s (the train-loop tests about 30 of it), cuda_tests 5 s,
+# train_cli 30 s, doctor 2 s, four benchmarks 35-40 s each (most of it host-side weight init):
+# about 465 s. Should a phase run long, the budget cuts the last benchmark first.
 #
 # usage: tools/gpu_check.sh [OUT_DIR]      (default gpu_check_out/; results.jsonl, logs)
 # Environment: BUILD_DIR (default build-gpu), GPU_CHECK_STEPS (benchmark steps, default 6).
