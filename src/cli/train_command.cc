@@ -196,7 +196,10 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
                      dist.ranks_on_host(), dist.world_size(),
                      /*may_probe=*/!dist.distributed());
   const double peak_flops = peak.flops;
-  const double mem_total = static_cast<double>(host.mem_total_bytes);
+  // Memory: the GPU's (its allocator's reserved peak, of its total) or the process's peak RSS.
+  const double mem_total = t.device == TrainDevice::cuda && !gpus.devices.empty()
+                               ? static_cast<double>(gpus.devices[0].memory_bytes)
+                               : static_cast<double>(host.mem_total_bytes);
   TrainerCallbacks cb;
   cb.info = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
   cb.on_start = [logs, out = a.out, root = dist.is_root()]() -> Status {
@@ -210,7 +213,8 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
   };
   cb.on_step = [=, log_every = a.log_every, steps = t.steps](const StepMetrics& m) {
     const double tps = static_cast<double>(m.tokens) / m.step_seconds;
-    const double mem = static_cast<double>(process_peak_rss_bytes());
+    const double mem = m.device_memory_peak > 0 ? static_cast<double>(m.device_memory_peak)
+                                                : static_cast<double>(process_peak_rss_bytes());
     if (log_every > 0 && (m.step % log_every == 0 || m.step == steps)) {
       fmt::print(stderr, "{}{}\n",
                  torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, mem_total, tps,

@@ -55,6 +55,7 @@ struct GpuReport {
 class GpuTrainStep : public StepEngine {
  public:
   virtual GpuReport report() const = 0;
+  int64_t device_memory_peak() const override { return report().bytes_reserved_peak; }
 };
 
 // What the GPU step refuses in `config`, one line with a hint (host-checkable, any build): fp16

@@ -70,6 +70,9 @@ class StepEngine {
   // Mean loss of the current weights on `data` (train/eval.h's windows), in the run's precision.
   // A collective at ZeRO stage 3.
   virtual StatusOr<EvalResult> evaluate(const TokenFile& data, const EvalOptions& options) = 0;
+  // The device's memory peak so far in bytes (the GPU's allocator and arena); 0 on the host,
+  // whose figure is the process's peak RSS.
+  virtual int64_t device_memory_peak() const { return 0; }
 };
 
 }  // namespace lj

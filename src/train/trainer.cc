@@ -330,6 +330,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
                     r.grad_norm, lr,
                     dt,          c.batch_size * c.seq_len * c.grad_accum,
                     !r.updated,  state.skipped_steps};
+      m.device_memory_peak = trainer->device_memory_peak();
       if (c.step.loss_scale.enabled) {
         m.loss_scale = r.loss_scale;
         m.overflow = r.overflow;

@@ -66,6 +66,8 @@ struct StepMetrics {
   bool overflow = false;
   int64_t overflow_total = 0;
   double next_loss_scale = 0;
+  // On the GPU: its memory peak so far (StepEngine::device_memory_peak); 0 on the CPU.
+  int64_t device_memory_peak = 0;
 };
 
 struct EvalMetrics {
