@@ -62,13 +62,14 @@ float* f32(const DeviceTensor& t, int64_t offset = 0) {
   return static_cast<float*>(t.data()) + offset;
 }
 
-Status copy_d2h(void* dst, const void* src, size_t bytes) {
-  return cuda::cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
-                           "cudaMemcpy (device to host)");
-}
-Status copy_h2d(void* dst, const void* src, size_t bytes) {
-  return cuda::cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
-                           "cudaMemcpy (host to device)");
+// A synchronous copy ordered on the context's stream: the stream is non-blocking, so a plain
+// cudaMemcpy (legacy stream) would not be ordered with its kernels (and a pageable upload may
+// return before its DMA lands).
+CopyBytes stream_copy(cuda::Context& ctx, cudaMemcpyKind kind) {
+  return [&ctx, kind](void* dst, const void* src, size_t bytes) -> Status {
+    LJ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, kind, ctx.stream().get()));
+    return ctx.synchronize();
+  };
 }
 
 class GpuStep final : public GpuTrainStep {
@@ -208,7 +209,8 @@ Status GpuStep::init() {
     params_.push_back(view_of(flat_p_, layout_.param_begin(i), specs_[i].dims));
     const std::vector<Tensor> one =
         init_llama_params(host_, {specs_[i]}, model_.initializer_range, config_.seed + i);
-    LJ_RETURN_IF_ERROR(copy_h2d(params_[i].data(), one[0].raw(), one[0].bytes()));
+    LJ_RETURN_IF_ERROR(stream_copy(*ctx_, cudaMemcpyHostToDevice)(params_[i].data(), one[0].raw(),
+                                                                  one[0].bytes()));
   }
   const int64_t states = flat_state_numel(layout_, stage_);
   LJ_ASSIGN_OR_RETURN(m_, device_empty(*ctx_, DType::f32, {states}));
@@ -426,7 +428,8 @@ FlatState GpuStep::flat_state() const {
 
 Status GpuStep::pull_state() {
   LJ_RETURN_IF_ERROR(ctx_->synchronize());
-  return flat_state_to_host(layout_, stage_, specs_, flat_state(), copy_d2h, host_, &host_params_,
+  return flat_state_to_host(layout_, stage_, specs_, flat_state(),
+                            stream_copy(*ctx_, cudaMemcpyDeviceToHost), host_, &host_params_,
                             &host_m_, &host_v_);
 }
 
@@ -434,7 +437,8 @@ Status GpuStep::push_state(bool changed) {
   if (changed) {
     LJ_RETURN_IF_ERROR(ctx_->synchronize());
     LJ_RETURN_IF_ERROR(host_to_flat_state(layout_, stage_, specs_, host_params_, host_m_, host_v_,
-                                          copy_h2d, flat_state()));
+                                          stream_copy(*ctx_, cudaMemcpyHostToDevice),
+                                          flat_state()));
   }
   // The host copies are not kept between checkpoints (12 bytes a parameter).
   host_params_.clear();
