@@ -5,18 +5,25 @@
 #   3. the CUDA tests: every kernel against the CPU backend and the tiny training step on the
 #      GPU against the CPU (label gpu, LJ_REQUIRE_GPU=1 so a missing GPU fails instead of
 #      skipping), and the host-side CUDA tests (NVRTC compiles, label cuda_tests);
-#   4. the attention kernels alone (gpu_attention_bench): sdpa forward and backward TFLOP/s at
-#      llama3.2-1b's shape (batch 4, seq 2048, 32 heads, 8 kv heads, head dim 64, causal, bf16)
-#      (and the same with the plain kernels, LJ_CUDA_FLASH=0, as the baseline) and llama3-8b's
-#      head dim 128; then ljperf doctor's GPU section;
+#   4. `ljperf train --device cuda` end to end (tests/cuda/gpu_train_cli_test.sh: SIGKILL and
+#      resume bitwise, GPU <-> CPU checkpoints; 2 ranks through NCCL when there are 2 GPUs), and
+#      ljperf doctor's GPU section;
 #   5. benchmarks, bf16 at seq 2048, eager then compiled: llama3.2-1b and a llama3-8b-shaped
 #      model cut to fit one GPU (12 of its 32 layers): tokens/s, MFU against the catalog's dense
-#      bf16 peak, predicted against measured peak memory;
+#      bf16 peak, predicted against measured peak memory; then the attention kernels alone
+#      (gpu_attention_bench): sdpa forward and backward TFLOP/s at llama3.2-1b's shape (batch 4,
+#      seq 2048, 32 heads, 8 kv heads, head dim 64, causal, bf16), the same with the plain
+#      kernels (LJ_CUDA_FLASH=0) as the baseline, and llama3-8b's head dim 128;
 #   6. a summary against the goals on an H200: MFU >= 45% (llama3.2-1b), compile >= 1.15x
 #      eager, predicted peak within 3% of measured.
 # Every phase has its own time limit, cut further to what is left of a 470-second budget, so the
 # whole run stays under 8 minutes; a phase that fails, runs out of time or finds no time left is
 # reported and the script goes on, then exits non-zero.
+# Estimate on one H200 (not yet measured: no GPU has been lent): configure 15 s, build 200 s
+# (16 cores, no ccache), gpu_tests 60 s (the train-loop tests about 30 of it), cuda_tests 5 s,
+# train_cli 30 s, doctor 2 s, four benchmarks 35-40 s each (most of it host-side weight init),
+# attention 15-30 s: 480-495 s, so the budget may cut the attention baseline; the benchmarks
+# the goals read run before it.
 #
 # usage: tools/gpu_check.sh [OUT_DIR]      (default gpu_check_out/; results.jsonl, logs)
 # Environment: BUILD_DIR (default build-gpu), GPU_CHECK_STEPS (benchmark steps, default 6).
@@ -96,24 +103,16 @@ fi
 #    not ctest, so its log keeps the errors each test observed: the numbers to set tolerances
 #    from); the host-side CUDA tests.
 export LJ_REQUIRE_GPU=1
-phase gpu_tests 90 "$build/gpu_tests"
-grep -E "max \|err\||worst output error|^\[  (PASSED|FAILED)  \] [0-9]" "$out/gpu_tests.log" |
-  head -n 60
+phase gpu_tests 120 "$build/gpu_tests"
+grep -E "max \|err\||worst output error|worst step|^\[  (PASSED|FAILED)  \] [0-9]" \
+  "$out/gpu_tests.log" | head -n 60
 # The flash-attention host emulation (FlashEmulation.*, about 20 s) checks host logic that CI
 # runs anyway; the GPU's minutes go to the device.
 phase cuda_tests 30 "$build/cuda_tests" --gtest_filter=-FlashEmulation.*
 
-# 4. The attention kernels alone (FLOPs as graph/cost.cc counts them), then the doctor.
-phase attention_1b 30 "$build/gpu_attention_bench" --batch 4 --heads 32 --kv-heads 8 \
-  --seq 2048 --head-dim 64
-cat "$out/attention_1b.log"
-phase attention_1b_plain 60 env LJ_CUDA_FLASH=0 "$build/gpu_attention_bench" --batch 4 --heads 32 \
-  --kv-heads 8 --seq 2048 --head-dim 64 --iters 2
-cat "$out/attention_1b_plain.log"
-phase attention_8b 30 "$build/gpu_attention_bench" --batch 1 --heads 32 --kv-heads 8 \
-  --seq 2048 --head-dim 128
-cat "$out/attention_8b.log"
-# 4. The doctor's GPU section.
+# 4. Training from the command line, then the doctor's GPU section.
+phase train_cli 60 bash tests/cuda/gpu_train_cli_test.sh "$build/ljperf" "$PWD"
+grep -E "^(  ok|FAIL|SKIP|KNOWN)" "$out/train_cli.log" | head -n 20
 "$build/ljperf" doctor >"$out/doctor.log" 2>&1
 sed -n '/^GPU/,/^$/p' "$out/doctor.log"
 
@@ -142,6 +141,18 @@ bench 1b_eager llama3.2-1b 4
 bench 1b_compiled llama3.2-1b 4 --compile
 bench 8b12l_eager "$cut8b/config.json" 1
 bench 8b12l_compiled "$cut8b/config.json" 1 --compile
+
+# 5b. The attention kernels alone (FLOPs as graph/cost.cc counts them), last: the budget cuts
+#     these before the benchmarks the goals read.
+phase attention_1b 30 "$build/gpu_attention_bench" --batch 4 --heads 32 --kv-heads 8 \
+  --seq 2048 --head-dim 64
+cat "$out/attention_1b.log"
+phase attention_1b_plain 60 env LJ_CUDA_FLASH=0 "$build/gpu_attention_bench" --batch 4 --heads 32 \
+  --kv-heads 8 --seq 2048 --head-dim 64 --iters 2
+cat "$out/attention_1b_plain.log"
+phase attention_8b 30 "$build/gpu_attention_bench" --batch 1 --heads 32 --kv-heads 8 \
+  --seq 2048 --head-dim 128
+cat "$out/attention_8b.log"
 
 # 6. Summary against the goals (jq when present; the JSONL is the record either way).
 say "results: $results"

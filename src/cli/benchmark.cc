@@ -646,36 +646,44 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   return g;
 }
 
-// --device cuda: the resolved run on one GPU (cli/benchmark_gpu.h).
+// --device cuda: the resolved run on the GPU, one GPU per rank (cli/benchmark_gpu.h).
 Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
-  if (dist.distributed()) {
-    return unimplemented(
-        "benchmark --device cuda runs one process on one GPU; NCCL data "
-        "parallelism is not implemented yet",
-        "run without mpirun, or use --device cpu");
+  StatusOr<Resolved> resolved = resolve(a, dist);
+  if (resolved.ok() && !resolved->model.weights_dir.empty()) {
+    resolved = unimplemented("benchmark --device cuda: HF weights are not loaded on the GPU yet",
+                             "use a preset or config.json, or --device cpu");
   }
-  LJ_ASSIGN_OR_RETURN(const Resolved r, resolve(a, dist));
-  if (r.grad_accum != 1 || !r.model.weights_dir.empty()) {
-    return unimplemented(
-        "benchmark --device cuda: gradient accumulation and HF weights are not "
-        "implemented on the GPU yet",
-        "use --grad-accum 1 and a preset or config.json, or --device cpu");
+  if (resolved.ok()) {
+    resolved->step.data_parallel = dist.data_parallel(resolved->dp.zero);
+    resolved->step.comm_options.timeout_seconds = a.comm_timeout_s;
+    if (Status s = check_gpu_step_config(resolved->step); !s.ok()) resolved = s;
+  }
+  // Every rank ready, or every rank stops (the others would wait in NCCL's bootstrap).
+  LJ_RETURN_IF_ERROR(dist.agree(resolved.status()));
+  Resolved& r = *resolved;
+  if (dist.distributed()) {
+    RunFingerprint fp;
+    add_step_fingerprint(r.model.config, r.step, &fp);
+    fp.add("batch size", r.micro_batch).add("sequence length", r.seq_len);
+    fp.add("gradient accumulation", r.grad_accum).add("steps", r.steps).add("warmup", r.warmup);
+    fp.add("device", "cuda");
+    LJ_RETURN_IF_ERROR(dist.agree(check_same_on_all_ranks(dist.comm(), fp)));
   }
   GpuBenchmark b;
   b.model_name = r.model.config.name;
   b.run.model = r.model.config;
-  b.run.graph = r.step.graph;
+  b.run.step = r.step;
   b.run.batch = r.micro_batch;
   b.run.seq_len = r.seq_len;
+  b.run.grad_accum = r.grad_accum;
   b.run.steps = r.steps;
-  b.run.adamw = r.step.adamw;
-  b.run.seed = a.seed;
+  b.run.lr = r.step.adamw.lr;
   const int64_t vocab = r.model.config.vocab_size;
   b.run.batch_fn = [&r, vocab, seed = a.seed](Device& host, int64_t index) {
     return synthetic_batch(host, r.micro_batch, r.seq_len, vocab, seed, index);
   };
   b.warmup = r.warmup;
-  b.output = a.output;
+  b.output = dist.is_root() ? a.output : "";
   return run_gpu_benchmark(b);
 }
 

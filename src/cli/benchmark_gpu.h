@@ -2,7 +2,8 @@
 // reported as the CPU benchmark reports: tokens/s, TFLOP/s, MFU against the catalog's dense
 // bf16 peak of this GPU (plan/device_catalog.h), step time, and peak memory measured on the
 // device (the caching allocator's reserved peak; cudaMemGetInfo) next to the predictor's
-// (plan/ price_choice for this GPU). One process, one GPU: data parallelism on GPUs is not yet.
+// (plan/ price_choice for this GPU). Under mpirun one GPU per rank, gradients over NCCL
+// (train/gpu_train.h); tokens/s counts every rank's tokens, the step time is rank 0's.
 #pragma once
 
 #include <functional>

@@ -28,7 +28,7 @@ StatusOr<RunDevice> choose_device(std::string_view requested, const DeviceHost& 
   }
   if (!host.cuda_executor) {
     return unimplemented("--device cuda: " + host.command + " does not run on the GPU yet",
-                         "use --device cpu (`ljperf benchmark --device cuda` runs on the GPU)");
+                         "use --device cpu");
   }
   return RunDevice::cuda;
 }
@@ -49,7 +49,8 @@ DeviceHost probe_device_host(const std::string& command, bool runs_on_cuda) {
 void add_device_flag(CLI::App* sub, std::string* device) {
   sub->add_option("--device", *device,
                   "auto, cpu or cuda; auto is cuda when ljperf was built with CUDA and a GPU is "
-                  "present, else cpu")
+                  "present, else cpu. cuda: one GPU per process (under mpirun, the local rank's; "
+                  "gradients over NCCL, ZeRO 0-1; bf16 or f32, not fp16)")
       ->capture_default_str();
 }
 

@@ -1,8 +1,8 @@
 // `--device auto|cpu|cuda` of benchmark and train: the one rule for which backend a run uses.
 // auto (the default) is cuda when this ljperf was built with CUDA, a GPU is visible and the
-// command runs on CUDA (benchmark does; train not yet), else cpu. An explicit cuda that cannot run
-// is a one-line error with a hint, never a silent fall back to the CPU. Pure (the probe is an
-// argument) so tests feed it every host.
+// command runs on CUDA (benchmark and train do in a CUDA build), else cpu. An explicit cuda that
+// cannot run is a one-line error with a hint, never a silent fall back to the CPU. Pure (the probe
+// is an argument) so tests feed it every host.
 #pragma once
 
 #include <string>
@@ -19,7 +19,7 @@ struct DeviceHost {
   bool built_with_cuda = false;
   int gpu_count = 0;
   std::string probe_error;  // why the CUDA runtime sees no GPU ("" when it sees some)
-  // The command runs on CUDA in this build (benchmark does with LJ_CUDA; train does not yet).
+  // The command runs on CUDA in this build (benchmark and train do with LJ_CUDA).
   bool cuda_executor = false;
   std::string command = "this command";  // for the message when it does not
 };

@@ -12,7 +12,9 @@ namespace {
 
 const BackendStatus kBackends[] = {
     {"cpu", "training on the CPU (oneDNN GEMMs, OpenMP)", "", BackendState::built},
-    {"cuda", "benchmarks on one NVIDIA GPU (ljperf train, NCCL and CUDA graphs: not yet)",
+    {"cuda",
+     "training and benchmarks on NVIDIA GPUs (one per rank, NCCL, ZeRO 0-1, CUDA graphs; fp16 "
+     "and ZeRO 2-3: not yet)",
      "LJ_CUDA", cuda::built_with_cuda() ? BackendState::built : BackendState::not_built},
     {"mpi", "multi-process training on the CPU (data parallel, ZeRO stages 0-2)", "LJ_MPI",
      built_with_mpi() ? BackendState::built : BackendState::not_built},
@@ -52,14 +54,14 @@ CheckLine cuda_backend_check(const BackendStatus& cuda, int gpu_count) {
   switch (cuda.state) {
     case BackendState::built:
       return {CheckLevel::ok,
-              "CUDA backend: built (`ljperf benchmark --device cuda` runs on one GPU; `ljperf "
-              "train` still runs on the CPU)",
+              "CUDA backend: built (`ljperf train` and `ljperf benchmark` run on the GPU with "
+              "--device cuda, one GPU per rank under mpirun, gradients over NCCL)",
               ""};
     case BackendState::not_built:
       return {gpu_count > 0 ? CheckLevel::warn : CheckLevel::ok,
               "CUDA backend: not built into this ljperf" + idle,
               gpu_count > 0
-                  ? fmt::format("rebuild with -D{}=ON to benchmark on the GPUs", cuda.build_flag)
+                  ? fmt::format("rebuild with -D{}=ON to train on the GPUs", cuda.build_flag)
                   : ""};
     case BackendState::not_implemented:
       return {CheckLevel::warn,

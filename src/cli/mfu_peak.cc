@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
+#include "plan/device_catalog.h"
 #include "plan/host_peak.h"
 #include "runtime/host.h"
 #include "runtime/peak_probe.h"
@@ -38,6 +40,25 @@ MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world
       "ljperf calibrate --device)",
       times, h.peak_fp32_flops() * threads / h.cores / 1e9, h.fp32_flops_per_cycle);
   return r;
+}
+
+const DeviceProfile* gpu_catalog_entry(const std::string& device_name) {
+  std::string lower = device_name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const DeviceProfile& d : gpu_catalog()) {
+    if (lower.find(d.id) != std::string::npos) return &d;
+  }
+  return nullptr;
+}
+
+MfuPeak gpu_mfu_peak(const std::string& device_name, int world_size) {
+  const DeviceProfile* d = gpu_catalog_entry(device_name);
+  if (d == nullptr) return MfuPeak{0, "n/a (no catalog entry for " + device_name + ")", false};
+  MfuPeak p;
+  p.flops = d->peak_bf16_flops * std::max(world_size, 1);
+  p.name = fmt::format("{:.0f} TFLOP/s dense bf16 ({}{})", p.flops / 1e12, d->name,
+                       world_size > 1 ? fmt::format(" x {}", world_size) : "");
+  return p;
 }
 
 }  // namespace lj::cli

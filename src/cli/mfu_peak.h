@@ -7,6 +7,10 @@
 
 #include "core/dtype.h"
 
+namespace lj {
+struct DeviceProfile;
+}
+
 namespace lj::cli {
 
 struct MfuPeak {
@@ -21,5 +25,12 @@ struct MfuPeak {
 // cores, so a probe would measure them fighting): only a cached figure is read then.
 MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world_size,
                  bool may_probe);
+
+// A GPU run's: the catalog's dense bf16 peak (plan/device_catalog.h) of the GPU named
+// `device_name` ("NVIDIA H200": the entry whose id appears in it) times world_size; flops 0 and
+// the name "n/a (...)" when the catalog has no such GPU.
+MfuPeak gpu_mfu_peak(const std::string& device_name, int world_size);
+// That catalog entry; nullptr when there is none.
+const DeviceProfile* gpu_catalog_entry(const std::string& device_name);
 
 }  // namespace lj::cli

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "backends/cuda/cuda.h"
 #include "cli/cli.h"
 #include "cli/data_sample.h"
 #include "cli/device_choice.h"
@@ -29,6 +30,7 @@
 #include "models/hf_config.h"
 #include "runtime/host.h"
 #include "train/checkpoint.h"
+#include "train/gpu_train.h"
 #include "train/hf_model.h"
 #include "train/trainer.h"
 
@@ -184,11 +186,20 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
   const double flops_per_token = model.flops_per_token(t.seq_len);
   // MFU's denominator: the measured peak on the run's threads (cached per host after the first);
   // one rank of several must not probe the cores the others share: it reads the cached figure.
-  const MfuPeak peak = mfu_peak(t.step.graph.autocast, a.threads > 0 ? a.threads : host.cores,
-                                dist.ranks_on_host(), dist.world_size(),
-                                /*may_probe=*/!dist.distributed());
+  // On the GPU: the catalog's dense bf16 peak of the GPU (every rank has one of the same).
+  const cuda::Probe gpus = t.device == TrainDevice::cuda ? cuda::probe() : cuda::Probe{};
+  const MfuPeak peak =
+      t.device == TrainDevice::cuda
+          ? gpu_mfu_peak(gpus.devices.empty() ? std::string() : gpus.devices[0].name,
+                         dist.world_size())
+          : mfu_peak(t.step.graph.autocast, a.threads > 0 ? a.threads : host.cores,
+                     dist.ranks_on_host(), dist.world_size(),
+                     /*may_probe=*/!dist.distributed());
   const double peak_flops = peak.flops;
-  const double mem_total = static_cast<double>(host.mem_total_bytes);
+  // Memory: the GPU's (its allocator's reserved peak, of its total) or the process's peak RSS.
+  const double mem_total = t.device == TrainDevice::cuda && !gpus.devices.empty()
+                               ? static_cast<double>(gpus.devices[0].memory_bytes)
+                               : static_cast<double>(host.mem_total_bytes);
   TrainerCallbacks cb;
   cb.info = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
   cb.on_start = [logs, out = a.out, root = dist.is_root()]() -> Status {
@@ -202,7 +213,8 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
   };
   cb.on_step = [=, log_every = a.log_every, steps = t.steps](const StepMetrics& m) {
     const double tps = static_cast<double>(m.tokens) / m.step_seconds;
-    const double mem = static_cast<double>(process_peak_rss_bytes());
+    const double mem = m.device_memory_peak > 0 ? static_cast<double>(m.device_memory_peak)
+                                                : static_cast<double>(process_peak_rss_bytes());
     if (log_every > 0 && (m.step % log_every == 0 || m.step == steps)) {
       fmt::print(stderr, "{}{}\n",
                  torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, mem_total, tps,
@@ -220,7 +232,7 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
                              {"step_s", m.step_seconds},
                              {"tps", tps},
                              {"tflops", flops_per_token * tps / 1e12},
-                             {"mfu", flops_per_token * tps / peak_flops},
+                             {"mfu", peak_flops > 0 ? flops_per_token * tps / peak_flops : 0.0},
                              {"memory_bytes", mem},
                              {"skipped", m.skipped}};
     if (m.loss_scale > 0) {
@@ -232,12 +244,13 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
     if (!logs->jsonl) return;  // a rank other than 0
     Status s = logs->jsonl->write(j.dump());
     if (s.ok()) {
-      s = logs->tb->add_scalars(m.step, {{"loss", m.loss},
-                                         {"lr", m.lr},
-                                         {"grad_norm", m.grad_norm},
-                                         {"tps", tps},
-                                         {"mfu", flops_per_token * tps / peak_flops},
-                                         {"memory_gib", mem / static_cast<double>(kGiB)}});
+      s = logs->tb->add_scalars(m.step,
+                                {{"loss", m.loss},
+                                 {"lr", m.lr},
+                                 {"grad_norm", m.grad_norm},
+                                 {"tps", tps},
+                                 {"mfu", peak_flops > 0 ? flops_per_token * tps / peak_flops : 0.0},
+                                 {"memory_gib", mem / static_cast<double>(kGiB)}});
     }
     if (!s.ok() && logs->error.ok()) logs->error = s;
   };
@@ -334,11 +347,17 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
 
 Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   namespace fs = std::filesystem;
-  // train runs on the CPU only so far: auto resolves to it, cuda says why not.
-  LJ_RETURN_IF_ERROR(
-      choose_device(a.device, probe_device_host("ljperf train", /*runs_on_cuda=*/false)).status());
+  LJ_ASSIGN_OR_RETURN(const RunDevice device,
+                      choose_device(a.device, probe_device_host("ljperf train",
+                                                                /*runs_on_cuda=*/true)));
   Device dev(a.threads);
   StatusOr<PreparedTrain> prepared = prepare_train(a, dist, dev);
+  if (prepared.ok() && device == RunDevice::cuda) {
+    // What the GPU step refuses (fp16, ZeRO 2-3), before any rank starts NCCL.
+    TrainStepConfig step = a.t.step;
+    step.data_parallel = dist.data_parallel(prepared->r.dp.zero);
+    if (Status s = check_gpu_step_config(step); !s.ok()) prepared = s;
+  }
   // Every rank ready, or every rank stops (the others would wait in the first collective).
   LJ_RETURN_IF_ERROR(dist.agree(prepared.status()));
   PreparedTrain& p = *prepared;
@@ -349,14 +368,20 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   TrainData& data = *p.data;
   TrainerConfig& t = a.t;
   t.step.data_parallel = dist.data_parallel(p.r.dp.zero);
+  t.device = device == RunDevice::cuda ? TrainDevice::cuda : TrainDevice::cpu;
+  t.step.comm_options.timeout_seconds = a.comm_timeout_s;
 
   const HostInfo host = host_info();
   fmt::print(
       "ljperf train: model {} ({:.2f}M params), data {} ({} tokens), batch {} x {} x accum {}{}, "
-      "{} steps, out {}\n",
+      "{} steps, on {}, out {}\n",
       model.name, static_cast<double>(model.num_params()) / 1e6, a.data, data.train.size(),
       t.batch_size, t.seq_len, t.grad_accum,
-      dist.distributed() ? fmt::format(" x {} ranks", dist.world_size()) : "", t.steps, a.out);
+      dist.distributed() ? fmt::format(" x {} ranks", dist.world_size()) : "", t.steps,
+      device == RunDevice::cuda
+          ? fmt::format("the GPU{}", dist.distributed() ? " of each rank (NCCL)" : "")
+          : std::string("the CPU"),
+      a.out);
   fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
   if (const std::string line = precision_line(p.r.settings, true); !line.empty()) {
     fmt::print("{}\n", line);

@@ -34,4 +34,18 @@ struct EvalResult {
 StatusOr<EvalResult> evaluate(const HfModel& model, const TokenFile& data,
                               const EvalOptions& options, Device& dev);
 
+// The forward graph evaluate() runs (models/llama.h's, f32), with passes/autocast's casts when
+// `autocast` is 16-bit; outputs the loss, and the logits when `output_logits`.
+Status build_eval_graph(const LlamaConfig& config, DType autocast, bool output_logits, Graph* g);
+
+// The loop of evaluate() over `data`'s batches for a model of `vocab_size`, whatever computes a
+// batch's mean loss: `batch_loss(tokens, targets, logits)` with host (B, T) i32 tensors; it
+// writes the batch's logits into `logits` when that is not null (the first batch, when
+// options.first_logits is set). The GPU's evaluation (train/gpu_train.h) runs it too.
+using BatchLoss =
+    std::function<StatusOr<double>(const Tensor& tokens, const Tensor& targets, Tensor* logits)>;
+StatusOr<EvalResult> evaluate_batches(const TokenFile& data, int64_t vocab_size,
+                                      const EvalOptions& options, Device& dev,
+                                      const BatchLoss& batch_loss);
+
 }  // namespace lj

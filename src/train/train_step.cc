@@ -8,6 +8,7 @@
 #include "core/units.h"
 #include "passes/master_weights/master_weights.h"
 #include "passes/regions/regions.h"
+#include "train/hf_model.h"
 
 namespace lj {
 
@@ -173,6 +174,24 @@ void TrainStep::scatter_params() {
   pack_flat(layout, params_, layout.shard(config_.data_parallel.comm->rank()),
             zero_->param_shard().data<float>());
   params_.clear();
+}
+
+Status TrainStep::push_state(bool changed) {
+  // ZeRO-3: a changed state goes back into the shard; unchanged whole parameters are dropped.
+  if (changed) {
+    scatter_params();
+  } else if (sharded_params_) {
+    params_.clear();
+  }
+  return ok_status();
+}
+
+StatusOr<EvalResult> TrainStep::evaluate(const TokenFile& data, const EvalOptions& options) {
+  LJ_RETURN_IF_ERROR(gather_params());  // ZeRO-3: evaluated whole, freed after
+  const HfModel view{model_, specs_, params_};
+  auto r = lj::evaluate(view, data, options, dev_);
+  LJ_RETURN_IF_ERROR(push_state(false));
+  return r;
 }
 
 GradSyncOptions grad_sync_options(const DataParallel& dp) {

@@ -14,6 +14,7 @@
 #include "train/adamw.h"
 #include "train/grad_sync.h"
 #include "train/loss_scaler.h"
+#include "train/step_engine.h"
 #include "train/zero_optimizer.h"
 
 namespace lj {
@@ -37,6 +38,9 @@ struct TrainStepConfig {
   // same config and seed (parameters start equal everywhere) and its own micro-batches
   // (dist/batch_shard.h); step() then returns the loss and gradient norm over all ranks.
   DataParallel data_parallel;
+  // How communicators the step makes for itself behave (the GPU step's NCCL one: the timeout of
+  // --comm-timeout, as data_parallel.comm's).
+  CommOptions comm_options;
   // fp16: loss scaling (train/loss_scaler.h). Enabled needs graph.loss_scaling.
   LossScaleConfig loss_scale;
 };
@@ -52,25 +56,7 @@ struct ForwardBackward {
   std::vector<Tensor> grads;  // one per parameter, in param_specs() order
 };
 
-struct StepResult {
-  double loss = 0;
-  double grad_norm = 0;  // before clipping
-  bool updated = true;   // false: non-finite loss or gradient, the update was skipped
-  // Data parallel: wall time of the step's collectives (backward's bucket reductions from start
-  // to completion, train/grad_sync.h, plus the optimizer's blocking ones), and the part of it
-  // the step spent waiting on them or packing for them (not hidden behind compute).
-  double comm_seconds = 0;
-  double comm_exposed_seconds = 0;
-  // Wall time of the optimizer phase on the host: gradient norm, clipping and the AdamW update
-  // (ZeRO: its whole step, collectives included). Not executor kernels, so the profile adds it.
-  double optimizer_seconds = 0;
-  // Loss scaling (fp16): the scale this step's backward ran with, and whether its gradients
-  // overflowed (the update was skipped; the scaler has adjusted the scale for the next step).
-  double loss_scale = 1;
-  bool overflow = false;
-};
-
-class TrainStep {
+class TrainStep final : public StepEngine {
  public:
   static StatusOr<std::unique_ptr<TrainStep>> create(const LlamaConfig& model,
                                                      TrainStepConfig config, Device& dev);
@@ -85,10 +71,8 @@ class TrainStep {
   // Gradient accumulation over micro-batches (tokens, targets): the loss and gradients are the
   // means over the micro-batches, as HF's Trainer computes them. When the loss or the gradient
   // norm is not finite, nothing is updated and `updated` is false.
-  struct Batch {
-    Tensor tokens, targets;
-  };
-  StatusOr<StepResult> step(const std::vector<Batch>& micro_batches, double lr);
+  using Batch = MicroBatch;
+  StatusOr<StepResult> step(const std::vector<Batch>& micro_batches, double lr) override;
   // Forward+backward only (for tests and gradient accumulation). With loss scaling the
   // gradients are those of loss x loss_scaler().scale(); the loss is unscaled.
   StatusOr<ForwardBackward> forward_backward(const Tensor& tokens, const Tensor& targets);
@@ -112,17 +96,25 @@ class TrainStep {
   // Stage 3: takes this rank's shard from params() (changed, e.g. by a resume) and drops them;
   // below stage 3, nothing.
   void scatter_params();
-  const std::vector<ParamSpec>& param_specs() const { return specs_; }
+  const std::vector<ParamSpec>& param_specs() const override { return specs_; }
   Executor& executor() { return *executor_; }
   // What the compiler did (GraphOptions::compile): passes with timings, compiled regions and
   // graph breaks. Empty when compile is off.
-  std::string compile_log() const;
+  std::string compile_log() const override;
   // With ZeRO stage 1 or 2, its m and v are one flat tensor: this rank's shard.
   AdamW& optimizer() { return zero_ ? zero_->adamw() : *adamw_; }
   // Compile only: what building the fused kernels did (once, in create()).
   const FusedKernelReport& kernel_report() const { return kernel_report_; }
   // fp16 loss scaling (TrainStepConfig::loss_scale); a scale of 1 that never changes otherwise.
-  LossScaler& loss_scaler() { return scaler_; }
+  LossScaler& loss_scaler() override { return scaler_; }
+  // StepEngine: the host state is the state itself (ZeRO-3: gather_params / scatter_params).
+  Status pull_state() override { return gather_params(); }
+  std::vector<Tensor>& host_params() override { return params(); }
+  std::vector<Tensor>& host_m() override { return optimizer().m(); }
+  std::vector<Tensor>& host_v() override { return optimizer().v(); }
+  Status push_state(bool changed) override;
+  void set_optimizer_steps(int64_t steps) override { optimizer().set_steps(steps); }
+  StatusOr<EvalResult> evaluate(const TokenFile& data, const EvalOptions& options) override;
 
  private:
   TrainStep(Device& dev) : dev_(dev) {}

@@ -10,6 +10,7 @@
 #include "models/hf_config.h"
 #include "train/data_loader.h"
 #include "train/eval.h"
+#include "train/gpu_train.h"
 #include "train/sharded_checkpoint.h"
 
 namespace lj {
@@ -30,6 +31,29 @@ std::string fingerprint(const LlamaConfig& m, const TrainerConfig& c) {
 
 void copy_into(std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
   for (size_t i = 0; i < dst.size(); ++i) std::memcpy(dst[i].raw(), src[i].raw(), dst[i].bytes());
+}
+
+// A checkpoint's weights, AdamW moments and step count into the engine (a Checkpoint or a
+// RankCheckpoint).
+template <class Loaded>
+Status restore(StepEngine& engine, const Loaded& ck) {
+  LJ_RETURN_IF_ERROR(engine.pull_state());
+  copy_into(engine.host_params(), ck.params);
+  copy_into(engine.host_m(), ck.m);
+  copy_into(engine.host_v(), ck.v);
+  engine.set_optimizer_steps(ck.state.optimizer_steps);
+  if (ck.state.loss_scale) engine.loss_scaler().restore(*ck.state.loss_scale);
+  return engine.push_state(/*changed=*/true);
+}
+
+StatusOr<std::unique_ptr<StepEngine>> make_engine(const LlamaConfig& model, const TrainerConfig& c,
+                                                  Device& dev) {
+  if (c.device == TrainDevice::cuda) {
+    LJ_ASSIGN_OR_RETURN(std::unique_ptr<GpuTrainStep> g, create_gpu_train_step(model, c.step, dev));
+    return std::unique_ptr<StepEngine>(std::move(g));
+  }
+  LJ_ASSIGN_OR_RETURN(std::unique_ptr<TrainStep> t, TrainStep::create(model, c.step, dev));
+  return std::unique_ptr<StepEngine>(std::move(t));
 }
 
 std::string exact(double x) {
@@ -89,6 +113,7 @@ RunFingerprint training_fingerprint(const LlamaConfig& model, const TrainerConfi
                                     const TokenFile& train_data, const TokenFile* val_data) {
   RunFingerprint fp;
   add_step_fingerprint(model, c.step, &fp);
+  fp.add("device", c.device == TrainDevice::cuda ? "cuda" : "cpu");
   fp.add("batch size", c.batch_size).add("sequence length", c.seq_len);
   fp.add("gradient accumulation", c.grad_accum);
   fp.add("training data", train_data.path() + " (" + std::to_string(train_data.size()) +
@@ -134,13 +159,13 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
     if (cb.info) cb.info(s);
   };
   std::optional<DataLoader> loader_slot;
-  std::unique_ptr<TrainStep> trainer;
+  std::unique_ptr<StepEngine> trainer;
   {
     auto l = DataLoader::create(train_data, c.batch_size, c.seq_len, model.vocab_size);
     Status s = l.status();
     if (l.ok()) {
       loader_slot.emplace(std::move(*l));
-      auto t = TrainStep::create(model, c.step, dev);
+      auto t = make_engine(model, c, dev);
       s = t.status();
       if (t.ok()) trainer = std::move(*t);
     }
@@ -149,9 +174,9 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
   DataLoader& loader = *loader_slot;
   if (c.step.graph.compile) info("compile: on\n" + trainer->compile_log());
   if (initial != nullptr) {
-    LJ_RETURN_IF_ERROR(trainer->gather_params());  // ZeRO-3: whole parameters to write into
-    copy_into(trainer->params(), *initial);
-    trainer->scatter_params();
+    LJ_RETURN_IF_ERROR(trainer->pull_state());  // ZeRO-3: whole parameters to write into
+    copy_into(trainer->host_params(), *initial);
+    LJ_RETURN_IF_ERROR(trainer->push_state(/*changed=*/true));
   }
 
   TrainerState state;
@@ -168,11 +193,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
                                 "use a new --out folder, or the same model and batch settings");
       }
       state = resumed->state;
-      copy_into(trainer->params(), resumed->params);
-      copy_into(trainer->optimizer().m(), resumed->m);
-      copy_into(trainer->optimizer().v(), resumed->v);
-      trainer->optimizer().set_steps(state.optimizer_steps);
-      if (state.loss_scale) trainer->loss_scaler().restore(*state.loss_scale);
+      LJ_RETURN_IF_ERROR(restore(*trainer, *resumed));
       loader.set_position(state.data_position);
       summary.resumed = true;
       summary.resumed_from = state.step;
@@ -200,13 +221,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
                                 "(micro-batch x accumulation x ranks)");
       }
       state = resumed->state;
-      LJ_RETURN_IF_ERROR(trainer->gather_params());
-      copy_into(trainer->params(), resumed->params);
-      trainer->scatter_params();
-      copy_into(trainer->optimizer().m(), resumed->m);
-      copy_into(trainer->optimizer().v(), resumed->v);
-      trainer->optimizer().set_steps(state.optimizer_steps);
-      if (state.loss_scale) trainer->loss_scaler().restore(*state.loss_scale);
+      LJ_RETURN_IF_ERROR(restore(*trainer, *resumed));
       summary.resumed = true;
       summary.resumed_from = state.step;
       info("resumed from " + step_dir + " (step " + std::to_string(state.step) + ", written by " +
@@ -220,17 +235,20 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
     if (c.step.loss_scale.enabled) state.loss_scale = trainer->loss_scaler().state();
     if (comm != nullptr) {
       // ZeRO-3: the whole parameters for the checkpoint's weights (freed after).
-      LJ_RETURN_IF_ERROR(trainer->gather_params());
-      const ShardedCheckpoint ck{state, c.step.data_parallel.zero.stage, &trainer->params(),
-                                 &trainer->optimizer().m(), &trainer->optimizer().v()};
+      LJ_RETURN_IF_ERROR(trainer->pull_state());
+      const ShardedCheckpoint ck{state, c.step.data_parallel.zero.stage, &trainer->host_params(),
+                                 &trainer->host_m(), &trainer->host_v()};
       const Status saved =
           save_sharded_checkpoint(*comm, c.out_dir, model, trainer->param_specs(), ck, c.keep_last);
-      trainer->scatter_params();
+      LJ_RETURN_IF_ERROR(trainer->push_state(/*changed=*/false));
       LJ_RETURN_IF_ERROR(saved);
     } else {
-      Checkpoint ck{state, trainer->params(), trainer->optimizer().m(), trainer->optimizer().v()};
-      LJ_RETURN_IF_ERROR(
-          save_checkpoint(c.out_dir, model, trainer->param_specs(), ck, c.keep_last));
+      LJ_RETURN_IF_ERROR(trainer->pull_state());
+      const Checkpoint ck{state, trainer->host_params(), trainer->host_m(), trainer->host_v()};
+      const Status saved =
+          save_checkpoint(c.out_dir, model, trainer->param_specs(), ck, c.keep_last);
+      LJ_RETURN_IF_ERROR(trainer->push_state(/*changed=*/false));
+      LJ_RETURN_IF_ERROR(saved);
     }
     info("checkpoint " + c.out_dir + "/step-" + std::to_string(state.step) + " (" +
          format_seconds(now_seconds() - t0) + ")");
@@ -238,15 +256,12 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
   };
   auto evaluate_now = [&]() -> Status {
     if (val_data == nullptr) return ok_status();
-    LJ_RETURN_IF_ERROR(trainer->gather_params());  // ZeRO-3: evaluated whole, freed after
-    HfModel view{model, trainer->param_specs(), trainer->params()};
     EvalOptions o;
     o.batch_size = c.batch_size;
     o.seq_len = c.seq_len;
     o.max_batches = c.val_batches;
     o.autocast = c.step.graph.autocast;  // the run's precision (bf16: casts as in training)
-    auto evaluated = evaluate(view, *val_data, o, dev);
-    trainer->scatter_params();
+    auto evaluated = trainer->evaluate(*val_data, o);
     LJ_RETURN_IF_ERROR(agreed(evaluated.status()));
     const EvalResult& r = *evaluated;
     if (cb.on_eval) cb.on_eval(EvalMetrics{state.step, r.loss, r.perplexity});
@@ -281,7 +296,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
     }
     const double lr = c.lr_fn ? c.lr_fn(state.step) : c.lr.at(state.step);
     const double t0 = now_seconds();
-    std::vector<TrainStep::Batch> micro(static_cast<size_t>(c.grad_accum));
+    std::vector<MicroBatch> micro(static_cast<size_t>(c.grad_accum));
     if (comm == nullptr) {
       for (auto& mb : micro) loader.next(dev, &mb.tokens, &mb.targets);
     } else {
@@ -315,6 +330,7 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
                     r.grad_norm, lr,
                     dt,          c.batch_size * c.seq_len * c.grad_accum,
                     !r.updated,  state.skipped_steps};
+      m.device_memory_peak = trainer->device_memory_peak();
       if (c.step.loss_scale.enabled) {
         m.loss_scale = r.loss_scale;
         m.overflow = r.overflow;

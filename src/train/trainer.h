@@ -30,8 +30,13 @@
 
 namespace lj {
 
+// Where the steps run: the CPU (train/train_step.h) or one GPU per rank (train/gpu_train.h).
+// The rest of the loop, and the checkpoints, are the same for both.
+enum class TrainDevice { cpu, cuda };
+
 struct TrainerConfig {
   std::string out_dir;
+  TrainDevice device = TrainDevice::cpu;
   int64_t steps = 100;  // optimizer steps in total (a resumed run continues to this count)
   int64_t batch_size = 4;
   int64_t seq_len = 256;
@@ -61,6 +66,8 @@ struct StepMetrics {
   bool overflow = false;
   int64_t overflow_total = 0;
   double next_loss_scale = 0;
+  // On the GPU: its memory peak so far (StepEngine::device_memory_peak); 0 on the CPU.
+  int64_t device_memory_peak = 0;
 };
 
 struct EvalMetrics {
@@ -88,10 +95,11 @@ struct TrainSummary {
   double final_loss_scale = 0;  // fp16: the scale at the end
 };
 
-// What must be equal on every rank of a data-parallel run: the resolved model config, batch,
-// sequence length, accumulation, world size, ZeRO stage and buckets, schedule (sampled), AdamW,
-// clipping, seed, steps and checkpoint cadence, output folder, the data files (path, size and a
-// hash of their first and last 65,536 tokens), recompute, and the precision with its loss scaling.
+// What must be equal on every rank of a data-parallel run: the device, the resolved model config,
+// batch, sequence length, accumulation, world size, ZeRO stage and buckets, schedule (sampled),
+// AdamW, clipping, seed, steps and checkpoint cadence, output folder, the data files (path, size
+// and a hash of their first and last 65,536 tokens), recompute, and the precision with its loss
+// scaling.
 RunFingerprint training_fingerprint(const LlamaConfig& model, const TrainerConfig& config,
                                     const TokenFile& train_data, const TokenFile* val_data);
 // The part of it that one step's configuration decides (model, world size, ZeRO settings, seed,

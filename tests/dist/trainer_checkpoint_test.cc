@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "dist_test_util.h"
+#include "model/model_test_util.h"
 #include "train/sharded_checkpoint.h"
 #include "train/trainer.h"
 
@@ -86,21 +87,9 @@ TrainerRun train(Communicator* comm, int stage, const std::string& out,
   return run;
 }
 
+using testing_util::same_bits;
 Checkpoint latest(const std::string& out) {
-  auto model = llama_preset("tiny");
-  static Device dev(1);  // outlives the tensors it gives
-  auto c = load_latest_checkpoint(out, llama_param_specs(*model), dev);
-  LJ_CHECK(c.ok()) << c.status().to_string();
-  return std::move(*c);
-}
-
-bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].bytes() != b[i].bytes() || std::memcmp(a[i].raw(), b[i].raw(), a[i].bytes()) != 0)
-      return false;
-  }
-  return true;
+  return testing_util::latest_tiny_checkpoint(out);
 }
 
 // The largest |a - b| over the parameters, relative to each parameter's largest |b|.
@@ -118,13 +107,7 @@ double max_rel(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   return worst;
 }
 
-double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-  LJ_CHECK_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  return worst;
-}
+using testing_util::max_rel;
 
 class ShardedResume : public ::testing::TestWithParam<int> {};
 

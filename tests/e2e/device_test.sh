@@ -1,5 +1,5 @@
 # --device auto|cpu|cuda as a user meets it: a device that is no device, and cuda where it cannot
-# run (a build without CUDA, a host without a GPU, `ljperf train`), each exit non-zero with one
+# run (a build without CUDA, a host without a GPU; benchmark and train alike), each exit non-zero with one
 # "error:" line and one "hint:" line; auto and cpu train on the CPU here; the doctor's GPU section
 # says which CUDA backend this binary has. On a host with an NVIDIA GPU the cuda checks are
 # tools/gpu_check.sh's business and are skipped here.
@@ -30,22 +30,26 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "SKIP: an NVIDIA GPU is visible; tools/gpu_check.sh checks --device cuda on it"
   exit 0
 fi
+make_llmc_tokens tok.bin 5000 256
+train=(--model tiny --data tok.bin --out "$TMP/run" --steps 1 --threads 2)
 if grep -q "CUDA backend: built" doctor.txt; then
-  one_line_error "cuda without a GPU" "--device cuda: no GPU here" \
-    "$LJ" benchmark --device cuda "${small[@]}"
+  why="--device cuda: no GPU here"
+  one_line_error "cuda without a GPU" "$why" "$LJ" benchmark --device cuda "${small[@]}"
   grep -q "CUDA runtime .*no NVIDIA driver and no GPU" doctor.txt ||
     fail "doctor does not say there is no driver: $(sed -n '/^GPU/,/^$/p' doctor.txt)"
   pass "doctor: the CUDA runtime finds no driver and no GPU"
 else
   grep -q "CUDA backend: not built into this ljperf" doctor.txt ||
     fail "doctor has no CUDA backend line: $(sed -n '/^GPU/,/^$/p' doctor.txt)"
-  one_line_error "cuda in a build without it" "built without CUDA" \
-    "$LJ" benchmark --device cuda "${small[@]}"
+  why="--device cuda: this ljperf was built without CUDA"
+  one_line_error "cuda in a build without it" "$why" "$LJ" benchmark --device cuda "${small[@]}"
 fi
-make_llmc_tokens tok.bin 5000 256
-one_line_error "train on cuda" "--device cuda" \
-  "$LJ" train --device cuda --model tiny --data tok.bin --out "$TMP/run" --steps 1 --threads 2
+# train takes the same --device and says the same, before it touches --out.
+one_line_error "train on cuda" "$why" "$LJ" train --device cuda "${train[@]}"
 [ ! -e "$TMP/run" ] || fail "train --device cuda left $TMP/run behind"
+one_line_error "train on cuda, bf16, compiled" "$why" \
+  "$LJ" train --device cuda --precision bf16 --compile "${train[@]}"
+[ ! -e "$TMP/run" ] || fail "train --device cuda --precision bf16 left $TMP/run behind"
 
 "$LJ" benchmark --device auto "${small[@]}" >auto.txt 2>&1 || fail "--device auto: $(tail -3 auto.txt)"
 "$LJ" benchmark --device cpu "${small[@]}" >cpu.txt 2>&1 || fail "--device cpu: $(tail -3 cpu.txt)"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -56,6 +57,32 @@ double worst_relative_error(const std::vector<Tensor>& got, const std::vector<Te
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, max_error(got[i], ref[i]).rel());
   return worst;
+}
+
+bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].bytes() != b[i].bytes() || std::memcmp(a[i].raw(), b[i].raw(), a[i].bytes()) != 0)
+      return false;
+  }
+  return true;
+}
+
+double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+  LJ_CHECK_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  return worst;
+}
+
+Checkpoint latest_tiny_checkpoint(const std::string& out) {
+  auto model = llama_preset("tiny");
+  LJ_CHECK(model.ok());
+  static Device dev(1);  // outlives the tensors it gives
+  auto c = load_latest_checkpoint(out, llama_param_specs(*model), dev);
+  LJ_CHECK(c.ok()) << c.status().to_string();
+  return std::move(*c);
 }
 
 }  // namespace lj::testing_util

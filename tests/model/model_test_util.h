@@ -1,12 +1,15 @@
 // Helpers shared by the tests that run the whole Llama (tests/model, and the unit tests that
-// execute a train graph): deterministic token batches, a train graph's inputs, and the error
-// between two runs' tensors measured at each tensor's own scale.
+// execute a train graph, the dist and gpu training tests): deterministic token batches, a train
+// graph's inputs, the error between two runs' tensors measured at each tensor's own scale, and
+// checkpoint comparisons.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "train/checkpoint.h"
 #include "train/train_step.h"
 
 namespace lj::testing_util {
@@ -39,5 +42,12 @@ MaxError max_error(const Tensor& got, const Tensor& ref);
 
 // The largest MaxError::rel over two lists of tensors (gradients, outputs) of equal sizes.
 double worst_relative_error(const std::vector<Tensor>& got, const std::vector<Tensor>& ref);
+
+// Whether two lists of tensors hold the same bytes (sizes included).
+bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b);
+// The largest |a[i] - b[i]| / |b[i]| over two lists of values of equal size (losses).
+double max_rel(const std::vector<double>& a, const std::vector<double>& b);
+// The checkpoint `out/latest` names, of a tiny-preset run (checked; the tensors stay valid).
+Checkpoint latest_tiny_checkpoint(const std::string& out);
 
 }  // namespace lj::testing_util

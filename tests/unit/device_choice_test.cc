@@ -34,11 +34,11 @@ TEST(DeviceChoice, CudaThatCannotRunIsOneLineWithAHint) {
   EXPECT_EQ(no_gpu.status().message(), "--device cuda: no GPU here (no NVIDIA driver is loaded)");
   EXPECT_NE(no_gpu.status().hint().find("--device cpu"), std::string::npos);
   h.gpu_count = 8;
-  h.command = "ljperf train";
+  h.command = "ljperf tokenize";
   auto no_executor = choose_device("cuda", h);
   ASSERT_FALSE(no_executor.ok());
   EXPECT_EQ(no_executor.status().message(),
-            "--device cuda: ljperf train does not run on the GPU yet");
+            "--device cuda: ljperf tokenize does not run on the GPU yet");
   for (const auto& s : {not_built.status(), no_gpu.status(), no_executor.status()}) {
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
   }

@@ -232,11 +232,12 @@ TEST(Backends, CudaRowOnceItExists) {
   cuda.state = BackendState::not_built;
   const CheckLine idle = cuda_backend_check(cuda, 2);
   EXPECT_EQ(idle.level, CheckLevel::warn);
-  EXPECT_EQ(idle.hint, "rebuild with -DLJ_CUDA=ON to benchmark on the GPUs");
+  EXPECT_EQ(idle.hint, "rebuild with -DLJ_CUDA=ON to train on the GPUs");
   EXPECT_EQ(cuda_backend_check(cuda, 0).level, CheckLevel::ok);
   cuda.state = BackendState::built;
   EXPECT_EQ(cuda_backend_check(cuda, 2).level, CheckLevel::ok);
-  EXPECT_TRUE(mentions(cuda_backend_check(cuda, 2), "ljperf benchmark --device cuda"));
+  EXPECT_TRUE(mentions(cuda_backend_check(cuda, 2),
+                       "`ljperf train` and `ljperf benchmark` run on the GPU"));
 }
 
 TEST(Backends, MpiRowSaysWhetherThisBinaryHasIt) {

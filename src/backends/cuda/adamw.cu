@@ -16,7 +16,7 @@ __global__ void adamw_kernel(AdamWConstants c, AdamWLaunch l) {
   const int64_t begin = static_cast<int64_t>(l.chunk[blockIdx.x]) * kAdamWChunk;
   const int64_t end = begin + kAdamWChunk < t.n ? begin + kAdamWChunk : t.n;
   for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
-    const float g = t.g[k];
+    const float g = t.g[k] * c.grad_scale;
     float p = t.p[k] * c.decay;
     const float m = c.beta1 * t.m[k] + (1.0f - c.beta1) * g;
     const float v = c.beta2 * t.v[k] + (1.0f - c.beta2) * g * g;

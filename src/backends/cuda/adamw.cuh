@@ -1,7 +1,7 @@
 // Multi-tensor AdamW on the GPU: one launch updates many parameters (f32 parameters, gradients
 // and states, in place), with torch.optim.AdamW's arithmetic in the order of
 // train/adamw.cc's adamw_update:
-//   p *= decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g²;
+//   g *= grad_scale (clipping);  p *= decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g²;
 //   p -= step_size * m / (sqrt(v) / bc2_sqrt + eps)
 // Tensors are cut into chunks of kAdamWChunk elements; each launch carries up to kAdamWTensors
 // tensors and kAdamWBlocks chunks in its parameter block (one block per chunk), as apex's
@@ -22,6 +22,7 @@ inline constexpr int64_t kAdamWChunk = 65536;
 // The constants of one step (train/adamw.h's AdamWStepConstants).
 struct AdamWConstants {
   float step_size = 0, decay = 1, beta1 = 0, beta2 = 0, eps = 0, bc2_sqrt = 1;
+  float grad_scale = 1;  // each gradient is read times this (clipping folded into the update)
 };
 
 struct AdamWTensor {

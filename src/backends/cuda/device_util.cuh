@@ -31,15 +31,16 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
 }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-// The order is fixed by the block size, so a result is reproducible run to run.
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float part[32];
+// The order is fixed by the block size, so a result is reproducible run to run. float or double.
+template <class T>
+__device__ __forceinline__ T block_sum(T v) {
+  __shared__ T part[32];
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();
   if (lane == 0) part[warp] = v;
   __syncthreads();
-  float s = 0;
+  T s = 0;
   for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) s += part[w];
   return s;
 }

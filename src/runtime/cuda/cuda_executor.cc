@@ -75,7 +75,12 @@ CudaExecutor::CudaExecutor(const Graph& g, cuda::Context& ctx, bool planned)
   is_output_.assign(g.values().size(), false);
   for (size_t i = 0; i < g.nodes().size(); ++i)
     for (ValueId v : g.nodes()[i].inputs) last_use_[static_cast<size_t>(v)] = static_cast<int>(i);
-  for (const auto& o : g.outputs()) is_output_[static_cast<size_t>(o.value)] = true;
+  output_indices_.resize(g.values().size());
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    const auto v = static_cast<size_t>(g.outputs()[k].value);
+    is_output_[v] = true;
+    output_indices_[v].push_back(k);
+  }
   fused_index_.assign(g.nodes().size(), -1);
 }
 
@@ -172,7 +177,7 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTens
     }
   }
   if (planned_) LJ_RETURN_IF_ERROR(prepare_arena(env));
-  if (graphs_ && planned_ && !capture_failed_) {
+  if (graphs_ && planned_ && !capture_failed_ && !output_ready_) {
     std::vector<const void*> sig = signature(inputs);
     std::vector<DeviceTensor> out;
     if (captured_ != nullptr && captured_->signature == sig) {
@@ -324,6 +329,12 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run_nodes(
       if (!s.ok())
         return s.with_context(std::string(def.name) + (n.scope.empty() ? "" : " at " + n.scope));
       ++kernels_launched_;
+    }
+    if (output_ready_) {
+      for (ValueId v : n.outputs) {
+        for (size_t k : output_indices_[static_cast<size_t>(v)])
+          LJ_RETURN_IF_ERROR(output_ready_(k, vals[static_cast<size_t>(v)]));
+      }
     }
     // Values whose last reader this was go back to the cache (not graph outputs or inputs).
     for (ValueId v : n.inputs) {

@@ -19,10 +19,14 @@
 // addresses. A capture that fails (an operation that cannot be captured) is logged once and the
 // executor stays eager. A caller that still holds outputs of the last replay gets an eager run.
 //
-// Not yet (issue 16's note): host callbacks (opaque: a graph break fails here), and overlap of
-// collectives.
+// Overlap (set_output_ready): the caller is told as soon as each graph output's kernel is queued,
+// while the rest of the graph is still being launched, e.g. to start reducing a gradient bucket
+// on another stream as backward goes on (train/cuda/). Runs with that hook are never captured.
+//
+// Not yet (issue 16's note): host callbacks (opaque: a graph break fails here).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -68,6 +72,11 @@ class CudaExecutor {
   // Runs served by replaying a captured graph, and whether a capture failed (then all eager).
   int64_t graph_replays() const { return graph_replays_; }
   bool graph_capture_failed() const { return capture_failed_; }
+  // Called in run() right after the kernel that makes graph output `index` is queued (not
+  // finished: work on the value must be ordered after the stream's). An error ends the run.
+  // While set, runs launch kernel by kernel (no CUDA graph capture or replay). Empty: none.
+  using OutputReady = std::function<Status(size_t index, const DeviceTensor& value)>;
+  void set_output_ready(OutputReady hook) { output_ready_ = std::move(hook); }
   // Planned mode: the bytes of the largest arena held so far (0 in eager mode).
   int64_t arena_bytes_peak() const { return arena_bytes_peak_; }
 
@@ -93,6 +102,8 @@ class CudaExecutor {
   cuda::Context& ctx_;
   std::vector<int> last_use_;
   std::vector<bool> is_output_;
+  std::vector<std::vector<size_t>> output_indices_;  // per value: the graph outputs it is
+  OutputReady output_ready_;
   std::unique_ptr<cuda::FusedKernels> fused_;
   std::vector<int> fused_index_;  // per node: its kernel in fused_, -1 none
   int64_t kernels_launched_ = 0;

@@ -3,8 +3,11 @@
 
 namespace lj {
 
-StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig&) {
-  return unimplemented("this ljperf was built without CUDA",
+StatusOr<std::unique_ptr<GpuTrainStep>> create_gpu_train_step(const LlamaConfig&,
+                                                              const TrainStepConfig& config,
+                                                              Device&) {
+  LJ_RETURN_IF_ERROR(check_gpu_step_config(config));
+  return unimplemented("--device cuda: this ljperf was built without CUDA",
                        "rebuild with cmake -DLJ_CUDA=ON, or use --device cpu");
 }
 
