@@ -237,9 +237,9 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       for (int64_t m : {rows, rows_total % rows}) {
         if (m <= 0) continue;
         call_bytes({true, false, vb, dim, m}, 1, avx512);
-        most = std::max({most, call_bytes({false, true, m, vocab, dim}, threads, avx512),
-                         call_bytes({false, false, m, dim, vocab}, threads, avx512),
-                         call_bytes({true, false, vocab, dim, m}, threads, avx512)});
+        most = std::max({most, lj::call_bytes({false, true, m, vocab, dim}, threads, avx512),
+                         lj::call_bytes({false, false, m, dim, vocab}, threads, avx512),
+                         lj::call_bytes({true, false, vocab, dim, m}, threads, avx512)});
       }
       continue;
     }
