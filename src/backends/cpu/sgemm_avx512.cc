@@ -186,11 +186,13 @@ void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
 }
 
 bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
-  // Measured at least as fast as dnnl_sgemm at 1 and 2 threads (session 6, bench/micro/
-  // sgemm_ab.sh): op(a) = aᵀ with b as stored, the weight gradients dW = dYᵀ X, when every
-  // dimension is at least 256 (768 x 288 x 2048: 1.03-1.08x; 96 x 288 x 2048 lost, 0.86-0.93x).
-  // The forward (b transposed) and dX (neither) shapes measured 0.90-1.05x: they stay on oneDNN.
-  return ta && !tb && m >= 256 && n >= 256 && k >= 256;
+  // Measured faster than dnnl_sgemm in three interleaved runs (session 6, bench/micro/
+  // sgemm_ab.sh, 1 thread): op(a) = aᵀ with b as stored (the weight gradients dW = dYᵀ X, both
+  // packs plain copies), every dimension at least 256 and n at most 1024: 768 x 288 x 2048
+  // 1.03x, 288 x 768 x 2048 1.03-1.04x, 512 x 288 x 256 1.04x, 2816 x 1024 x 1024 1.00x. Lost:
+  // 96 x 288 x 2048 (0.86-0.92x) and 1024 x 2816 x 1024 (0.96-0.99x). The forward (b transposed)
+  // and dX (neither) shapes measured 0.87-1.08x, mostly below 1: they stay on oneDNN.
+  return ta && !tb && std::min({m, n, k}) >= 256 && n <= 1024;
 }
 
 SgemmAvx512Buffers sgemm_avx512_buffer_bytes(int64_t m, int64_t n, int64_t k, int threads) {
