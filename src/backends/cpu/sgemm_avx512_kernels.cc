@@ -9,8 +9,12 @@
 #include <cstring>
 #include <utility>
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,fma,avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma,avx2")
+#endif
 
 namespace lj::cpu::sgemm_detail {
 namespace {
@@ -201,4 +205,8 @@ void micro_tile(bool a_rows, int mr, int nr, int64_t kc, const float* a_panel, c
 
 }  // namespace lj::cpu::sgemm_detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
