@@ -23,17 +23,17 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 echo "load before: $(uptime)"
-for r in $(seq "$rounds"); do
+for _ in $(seq "$rounds"); do
   for t in $threads; do
     OMP_NUM_THREADS=$t "$bin" --benchmark_filter="^sgemm/(onednn|ljperf)/($filter)/" \
       --benchmark_min_time=0.1 2>/dev/null |
-      sed -nE "s#^sgemm/([a-z]+)/([a-z_]+)/process_time.*GFLOPs_cpu=([0-9.]+)(k?)/s.*#$t \1 \2 \3#p" >>"$out"
+      sed -nE "s#^sgemm/([a-z]+)/([a-z_]+)/process_time.*GFLOPs_cpu=([0-9.]+)/s.*#$t \1 \2 \3#p" >>"$out"
   done
 done
 echo "load after:  $(uptime)"
 printf '%-16s %3s %14s %14s %8s\n' shape thr "onednn med/best" "ljperf med/best" "ratio"
 for t in $threads; do
-  for shape in $(awk -v t="$t" '$1 == t {print $3}' "$out" | awk '!seen[$0]++'); do
+  awk -v t="$t" '$1 == t {print $3}' "$out" | awk '!seen[$0]++' | while read -r shape; do
     stats() {
       awk -v t="$t" -v s="$shape" -v side="$1" '$1 == t && $2 == side && $3 == s {print $4}' "$out" |
         sort -g | awk '{a[NR]=$1} END {m = (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; print m, a[NR]}'
