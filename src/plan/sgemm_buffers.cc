@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backends/cpu/sgemm_avx512.h"
 #include "runtime/malloc_policy.h"
 
 namespace lj {
@@ -203,6 +204,18 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
   const bool avx512 = isa == SgemmIsa::avx512_core;
   threads = std::max(threads, 1);
   int64_t most = 0;
+  // ljperf's own GEMM (backends/cpu/sgemm_avx512.h) on the shapes it takes: each thread keeps
+  // its largest A and B packing buffers for good, on top of oneDNN's per-call ones.
+  int64_t own_a = 0, own_b = 0;
+  const auto call_bytes = [&](const SgemmShape& s, int call_threads, bool isa512) -> int64_t {
+    if (isa512 && cpu::sgemm_avx512_chosen(s.ta, s.tb, s.m, s.n, s.k)) {
+      const cpu::SgemmAvx512Buffers o = cpu::sgemm_avx512_buffer_bytes(s.m, s.n, s.k, call_threads);
+      own_a = std::max(own_a, o.a_bytes);
+      own_b = std::max(own_b, o.b_bytes);
+      return 0;
+    }
+    return lj::call_bytes(s, call_threads, isa512);
+  };
   for (const Node& n : g.nodes()) {
     if (n.inputs.size() < 2 || n.outputs.empty()) continue;
     std::vector<int64_t> a, b, out;
@@ -216,11 +229,17 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       if (rows <= 0)
         rows = std::min<int64_t>(256, (int64_t{32} << 20) / std::max<int64_t>(1, 4 * vocab));
       rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, rows_total));
+      // f32: per vocabulary block, single-threaded inside the kernel's parallel region, dw of
+      // the block = dlogits_bᵀ x (the only one of its GEMMs that can go to ljperf's own).
+      const int64_t vb = std::clamp<int64_t>(
+          n.attrs.i_or("vocab_block", 0) > 0 ? n.attrs.i_or("vocab_block", 0) : 512, 1,
+          std::max<int64_t>(1, vocab));
       for (int64_t m : {rows, rows_total % rows}) {
         if (m <= 0) continue;
-        most = std::max({most, call_bytes({false, true, m, vocab, dim}, threads, avx512),
-                         call_bytes({false, false, m, dim, vocab}, threads, avx512),
-                         call_bytes({true, false, vocab, dim, m}, threads, avx512)});
+        call_bytes({true, false, vb, dim, m}, 1, avx512);
+        most = std::max({most, lj::call_bytes({false, true, m, vocab, dim}, threads, avx512),
+                         lj::call_bytes({false, false, m, dim, vocab}, threads, avx512),
+                         lj::call_bytes({true, false, vocab, dim, m}, threads, avx512)});
       }
       continue;
     }
@@ -246,7 +265,7 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       most = std::max(most, call_bytes(s, threads, avx512));
     }
   }
-  return most;
+  return most + threads * (resident(own_a) + resident(own_b));
 }
 
 }  // namespace lj

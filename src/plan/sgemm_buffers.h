@@ -39,10 +39,12 @@ enum class SgemmIsa { avx512_core, avx2, other };
 // buffers together: they live at the same time). nullopt for an ISA the model does not cover.
 std::optional<int64_t> sgemm_buffer_bytes(const SgemmShape& s, int threads, SgemmIsa isa);
 
-// The largest of those over every f32 GEMM the graph's nodes make (matmul, matmul_add, the fused
-// linear cross-entropy's chunked GEMMs), as the CPU kernels issue them (backends/cpu/matmul.cc:
-// one GEMM over the batch rows, or one per matrix; per-matrix GEMMs spread over the threads run
-// single-threaded, `threads` of them at once).
+// The largest of those over every f32 GEMM the graph's nodes make, plus, on AVX-512, the packing
+// buffers ljperf's own GEMM keeps per thread for the shapes gemm.h sends it
+// (backends/cpu/sgemm_avx512.h: the largest A and B buffer over those calls, on every thread)
+// (matmul, matmul_add, the fused linear cross-entropy's chunked GEMMs), as the CPU kernels issue
+// them (backends/cpu/matmul.cc: one GEMM over the batch rows, or one per matrix; per-matrix GEMMs
+// spread over the threads run single-threaded, `threads` of them at once).
 std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env, int threads,
                                                 SgemmIsa isa);
 

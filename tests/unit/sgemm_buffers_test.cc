@@ -3,6 +3,8 @@
 // and on the same host limited to AVX2 (bench/plan/sgemm_trace/), 2 threads, sizes in bytes.
 #include <gtest/gtest.h>
 
+#include "backends/cpu/sgemm_avx512.h"
+#include "graph/builder.h"
 #include "plan/sgemm_buffers.h"
 #include "runtime/malloc_policy.h"
 
@@ -87,6 +89,38 @@ TEST(SgemmBuffersTest, NoCopyKernelsTakeNoBuffer) {
 
 TEST(SgemmBuffersTest, OtherIsasAreNotModelled) {
   EXPECT_FALSE(sgemm_buffer_bytes({false, true, 2048, 32000, 288}, 2, SgemmIsa::other).has_value());
+}
+
+// A weight gradient (768 x 288 x 2048, aᵀ b) goes to ljperf's own GEMM on AVX-512: its packing
+// buffers are priced on every thread, instead of oneDNN's per-call ones; the forward (b
+// transposed) stays oneDNN's.
+TEST(SgemmBuffersTest, OwnGemmBuffersArePricedOnEveryThread) {
+  ASSERT_TRUE(cpu::sgemm_avx512_chosen(true, false, 768, 288, 2048));
+  ASSERT_FALSE(cpu::sgemm_avx512_chosen(false, true, 2048, 768, 288));
+  Graph g;
+  Builder b(&g);
+  Val dy = b.input("dy", DType::f32, Shape{2048, 768});  // (N, out)
+  Val x = b.input("x", DType::f32, Shape{2048, 288});    // (N, in)
+  b.output("dw", matmul(dy, x, true, false));            // (out, in)
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  const SymEnv env;
+  const cpu::SgemmAvx512Buffers own = cpu::sgemm_avx512_buffer_bytes(768, 288, 2048, 2);
+  ASSERT_GT(own.a_bytes, 0);
+  ASSERT_GT(own.b_bytes, 0);
+  const auto got = graph_sgemm_buffer_bytes(g, env, 2, SgemmIsa::avx512_core);
+  ASSERT_TRUE(got.has_value());
+  // Each buffer is one block: its size rounded to whole pages (plus glibc's header page at most).
+  const int64_t low = 2 * (own.a_bytes + own.b_bytes);
+  EXPECT_GE(*got, low);
+  EXPECT_LE(*got, low + 2 * 2 * 2 * 4096);
+  // The row split: each of the 2 threads packs at most the A block one thread would, and all of
+  // b's k x 288 block.
+  const cpu::SgemmAvx512Buffers one = cpu::sgemm_avx512_buffer_bytes(768, 288, 2048, 1);
+  EXPECT_LE(own.a_bytes, one.a_bytes);
+  EXPECT_EQ(own.b_bytes, one.b_bytes);
+  // On AVX2 the same graph is oneDNN's alone.
+  EXPECT_EQ(graph_sgemm_buffer_bytes(g, env, 2, SgemmIsa::avx2),
+            sgemm_buffer_bytes({true, false, 768, 288, 2048}, 2, SgemmIsa::avx2));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <dnnl.hpp>
 
+#include "backends/cpu/sgemm_avx512.h"
 #include "core/check.h"
 
 namespace lj::cpu {
@@ -45,6 +46,10 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (sgemm_avx512_available() && sgemm_avx512_chosen(ta, tb, m, n, k)) {
+    sgemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   const dnnl_status_t st =
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   LJ_CHECK(st == dnnl_success) << "dnnl_sgemm failed with status " << static_cast<int>(st)

@@ -2,7 +2,9 @@
 //   c (m, n) = alpha * op(a) (m, k) x op(b) (k, n) + beta * c
 // with leading dims lda, ldb, ldc (elements between rows as stored), op() transposing when ta /
 // tb is set. beta = 0 never reads c (it may hold garbage). f32 goes through oneDNN's dnnl_sgemm,
-// which runs on the calling thread's OpenMP thread count (set it with ScopedOmpThreads);
+// or on AVX-512 hosts, for the shape classes sgemm_avx512_chosen() names, ljperf's own GEMM
+// (sgemm_avx512.h); both run on the calling thread's OpenMP thread count (set it with
+// ScopedOmpThreads), single-threaded inside a parallel region;
 // f64 (gradient checks) is a plain loop kernel, parallel over rows of c, every element summing
 // k in increasing order, so its result does not depend on the thread count.
 #pragma once

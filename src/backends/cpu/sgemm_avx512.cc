@@ -1,0 +1,206 @@
+// The blocking, threading and buffers of the in-tree GEMM (sgemm_avx512.h); the AVX-512 code is
+// in sgemm_avx512_kernels.cc.
+#include "backends/cpu/sgemm_avx512.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "backends/cpu/sgemm_avx512_kernels.h"
+#include "core/check.h"
+
+namespace lj::cpu {
+namespace {
+
+using sgemm_detail::kMr;
+using sgemm_detail::kNr;
+
+int64_t div_up(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+int64_t rnd_up(int64_t a, int64_t b) {
+  return div_up(a, b) * b;
+}
+
+int64_t cache_bytes(int name, int64_t fallback) {
+  const long v = sysconf(name);
+  return v > 0 ? static_cast<int64_t>(v) : fallback;
+}
+
+// Equal blocks of at most `most` (a multiple of `unit`), each rounded up to `unit`.
+int64_t block_of(int64_t extent, int64_t most, int64_t unit) {
+  if (extent <= most) return rnd_up(extent, unit);
+  return rnd_up(div_up(extent, div_up(extent, most)), unit);
+}
+
+// What one call's thread works on: its rows [i0, i0 + m) and columns [j0, j0 + n).
+struct Part {
+  int64_t i0, m, j0, n;
+};
+
+// Threads the call uses and how it cuts: rows when m >= n, else columns, whole panels each.
+struct Split {
+  int threads;
+  bool rows;
+  int64_t per;  // rows or columns per thread (a multiple of kMr or kNr)
+};
+
+Split split_of(int64_t m, int64_t n, int64_t k, int threads) {
+  // Below ~2 MFLOP a fork costs more than it saves.
+  if (threads <= 1 ||
+      static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < (1 << 20)) {
+    return {1, true, m};
+  }
+  const bool rows = m >= n;
+  const int64_t unit = rows ? kMr : kNr;
+  const int64_t panels = div_up(rows ? m : n, unit);
+  const int64_t per = div_up(panels, std::min<int64_t>(threads, panels)) * unit;
+  return {static_cast<int>(div_up(rows ? m : n, per)), rows, per};
+}
+
+// A thread's packing buffer, 64-byte aligned, grown on demand and kept until the thread exits.
+struct PackBuffer {
+  float* data = nullptr;
+  int64_t floats = 0;
+  ~PackBuffer() { std::free(data); }
+  float* at_least(int64_t n) {
+    if (n > floats) {
+      std::free(data);
+      data = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(rnd_up(n, 16)) * 4));
+      LJ_CHECK(data != nullptr) << "sgemm: cannot allocate a " << n * 4 << "-byte packing buffer";
+      floats = rnd_up(n, 16);
+    }
+    return data;
+  }
+};
+
+struct Sizes {
+  int64_t mc, kc, nc;
+};
+
+Sizes sizes_of(const SgemmBlocking& b, int64_t m, int64_t n, int64_t k) {
+  const int64_t kc_most = std::min(b.kc, sgemm_detail::kKcMax);
+  return {block_of(m, b.mc, kMr), div_up(k, div_up(k, kc_most)), block_of(n, b.nc, kNr)};
+}
+
+// Enough for either A layout.
+int64_t a_floats(const Sizes& s) {
+  return s.mc / kMr *
+         std::max(sgemm_detail::a_panel_floats(true, s.kc),
+                  sgemm_detail::a_panel_floats(false, s.kc));
+}
+int64_t b_floats(const Sizes& s) {
+  return s.nc * s.kc;
+}
+
+// c = beta * c over the m x n block (k = 0 or alpha = 0); beta = 0 writes zeros.
+void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* ci = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
+  }
+}
+
+// One thread's part, single-threaded.
+void run_part(bool ta, bool tb, const Part& part, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+              const SgemmBlocking& blk) {
+  thread_local PackBuffer a_buf, b_buf;
+  const Sizes s = sizes_of(blk, part.m, part.n, k);
+  float* ap = a_buf.at_least(a_floats(s));
+  float* bp = b_buf.at_least(b_floats(s));
+  for (int64_t jc = 0; jc < part.n; jc += s.nc) {
+    const int64_t nc = std::min(s.nc, part.n - jc);
+    for (int64_t pc = 0; pc < k; pc += s.kc) {
+      const int64_t kc = std::min(s.kc, k - pc);
+      const float beta_k = pc == 0 ? beta : 1.0f;
+      const int64_t a_step = sgemm_detail::a_panel_floats(ta, kc);
+      sgemm_detail::pack_b(tb, b, ldb, pc, part.j0 + jc, kc, nc, bp);
+      for (int64_t ic = 0; ic < part.m; ic += s.mc) {
+        const int64_t mc = std::min(s.mc, part.m - ic);
+        sgemm_detail::pack_a(ta, a, lda, part.i0 + ic, pc, mc, kc, ap);
+        // Row panels outer: a's 14-row panel stays in L1 while b's panels stream from L2.
+        for (int64_t ir = 0; ir < mc; ir += kMr) {
+          const int mr = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
+          const float* a_panel = ap + ir / kMr * a_step;
+          for (int64_t jr = 0; jr < nc; jr += kNr) {
+            const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
+            float* ct = c + (part.i0 + ic + ir) * ldc + part.j0 + jc + jr;
+            sgemm_detail::micro_tile(!ta, mr, nr, kc, a_panel, bp + jr * kc, ct, ldc, alpha,
+                                     beta_k);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool sgemm_avx512_available() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+SgemmBlocking sgemm_avx512_blocking() {
+  static const SgemmBlocking b = [] {
+    const int64_t l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
+    const int64_t l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 1 << 20);
+    SgemmBlocking r;
+    // kc: the A panel (kMr x kc, row stride kAStride) fills under half of L1, at most kKcMax.
+    r.kc = std::clamp<int64_t>(l1 / 2 / (kMr * 4) / 8 * 8, 16, sgemm_detail::kKcMax);
+    // nc: the B block (kc x nc), which every A panel streams through, is half of L2.
+    r.nc = std::max<int64_t>(kNr, l2 / 2 / (r.kc * 4) / kNr * kNr);
+    // mc: the A block (mc x kc) the other half.
+    r.mc = std::max<int64_t>(kMr, l2 / 2 / (r.kc * 4) / kMr * kMr);
+    return r;
+  }();
+  return b;
+}
+
+void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                  const SgemmBlocking* blocking) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  const SgemmBlocking blk = blocking ? *blocking : sgemm_avx512_blocking();
+  const Split sp = split_of(m, n, k, omp_in_parallel() ? 1 : omp_get_max_threads());
+  const auto part_of = [&](int t) {
+    const int64_t lo = t * sp.per;
+    return sp.rows ? Part{lo, std::min(sp.per, m - lo), 0, n}
+                   : Part{0, m, lo, std::min(sp.per, n - lo)};
+  };
+  if (sp.threads == 1) {
+    run_part(ta, tb, {0, m, 0, n}, k, alpha, a, lda, b, ldb, beta, c, ldc, blk);
+    return;
+  }
+#pragma omp parallel for num_threads(sp.threads) schedule(static, 1)
+  for (int t = 0; t < sp.threads; ++t) {
+    run_part(ta, tb, part_of(t), k, alpha, a, lda, b, ldb, beta, c, ldc, blk);
+  }
+}
+
+bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+  // Measured faster than dnnl_sgemm in three interleaved runs (session 6, bench/micro/
+  // sgemm_ab.sh, 1 thread): op(a) = aᵀ with b as stored (the weight gradients dW = dYᵀ X, both
+  // packs plain copies), every dimension at least 256 and n at most 1024: 768 x 288 x 2048
+  // 1.03x, 288 x 768 x 2048 1.03-1.04x, 512 x 288 x 256 1.04x, 2816 x 1024 x 1024 1.00x. Lost:
+  // 96 x 288 x 2048 (0.86-0.92x) and 1024 x 2816 x 1024 (0.96-0.99x). The forward (b transposed)
+  // and dX (neither) shapes measured 0.87-1.08x, mostly below 1: they stay on oneDNN.
+  return ta && !tb && std::min({m, n, k}) >= 256 && n <= 1024;
+}
+
+SgemmAvx512Buffers sgemm_avx512_buffer_bytes(int64_t m, int64_t n, int64_t k, int threads) {
+  if (m <= 0 || n <= 0 || k <= 0) return {};
+  const Split sp = split_of(m, n, k, std::max(threads, 1));
+  const Sizes s = sizes_of(sgemm_avx512_blocking(), sp.rows ? std::min(sp.per, m) : m,
+                           sp.rows ? n : std::min(sp.per, n), k);
+  return {rnd_up(a_floats(s), 16) * 4, rnd_up(b_floats(s), 16) * 4};
+}
+
+}  // namespace lj::cpu
