@@ -20,8 +20,9 @@
 namespace lj {
 namespace {
 
-// 3: GEMMs, pointwise, movement and reduction measured cold (1, 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 3";
+// 4: pointwise also measured hot (3: GEMMs, pointwise, movement and reduction cold; 1, 2: some
+// hot, in cache).
+constexpr const char* kFormat = "ljperf host rates 4";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the best process CPU time per run divided by the threads (other processes on
@@ -158,6 +159,21 @@ StatusOr<BandwidthSample> measure_add(Device& dev, int64_t n) {
   };
   LJ_ASSIGN_OR_RETURN(double bw,
                       cold_bandwidth(dev, Op::add, copies_for(bytes), one, {{n}, {n}}, 3));
+  return BandwidthSample{bytes, bw};
+}
+
+// An add over n elements, hot: one instance run again and again on the same buffers (those
+// that fit the caches stay there between runs).
+StatusOr<BandwidthSample> measure_add_hot(Device& dev, int64_t n) {
+  const double bytes = 12.0 * static_cast<double>(n);
+  const auto one = [&](Builder& b, int) {
+    Val x = b.input("a", DType::f32, Shape{n});
+    Val y = b.input("b", DType::f32, Shape{n});
+    return x + y;
+  };
+  // About 50 ms of adds at 10 GB/s, the best of at least 5 runs.
+  const int reps = std::clamp(static_cast<int>(5e8 / bytes), 5, 200);
+  LJ_ASSIGN_OR_RETURN(double bw, cold_bandwidth(dev, Op::add, 1, one, {{n}, {n}}, reps));
   return BandwidthSample{bytes, bw};
 }
 
@@ -320,27 +336,43 @@ StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& 
   return measured;
 }
 
-double HostRates::pointwise_bandwidth(double bytes) const {
-  if (pointwise.empty()) return 0;
-  if (bytes <= pointwise.front().bytes) return pointwise.front().bytes_per_s;
-  for (size_t i = 1; i < pointwise.size(); ++i) {
-    const BandwidthSample& a = pointwise[i - 1];
-    const BandwidthSample& b = pointwise[i];
+namespace {
+
+// Log-linear in bytes between samples, flat outside them.
+double interpolate_bandwidth(const std::vector<BandwidthSample>& samples, double bytes) {
+  if (samples.empty()) return 0;
+  if (bytes <= samples.front().bytes) return samples.front().bytes_per_s;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const BandwidthSample& a = samples[i - 1];
+    const BandwidthSample& b = samples[i];
     if (bytes <= b.bytes) {
       const double t = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
       return a.bytes_per_s + t * (b.bytes_per_s - a.bytes_per_s);
     }
   }
-  return pointwise.back().bytes_per_s;
+  return samples.back().bytes_per_s;
+}
+
+bool samples_ok(const std::vector<BandwidthSample>& v) {
+  return !v.empty() && std::all_of(v.begin(), v.end(),
+                                   [](const auto& p) { return p.bytes > 0 && p.bytes_per_s > 0; });
+}
+
+}  // namespace
+
+double HostRates::pointwise_bandwidth(double bytes) const {
+  return interpolate_bandwidth(pointwise, bytes);
+}
+
+double HostRates::pointwise_hot_bandwidth(double bytes) const {
+  return interpolate_bandwidth(pointwise_hot, bytes);
 }
 
 bool HostRates::valid() const {
   const bool gemm_ok = !gemm.empty() && std::all_of(gemm.begin(), gemm.end(), [](const auto& g) {
     return g.m > 0 && g.n > 0 && g.k > 0 && g.seconds > 0;
   });
-  const bool pw_ok = !pointwise.empty() &&
-                     std::all_of(pointwise.begin(), pointwise.end(),
-                                 [](const auto& p) { return p.bytes > 0 && p.bytes_per_s > 0; });
+  const bool pw_ok = samples_ok(pointwise) && samples_ok(pointwise_hot);
   return threads > 0 && gemm_ok && pw_ok && attention_forward_flops > 0 &&
          attention_backward_flops > 0 && movement_bandwidth > 0 && reduction_bandwidth > 0 &&
          loss_bandwidth > 0 && optimizer_bandwidth > 0 && kernel_seconds >= 0;
@@ -356,6 +388,8 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   for (int64_t n : {int64_t{1} << 14, int64_t{1} << 17, int64_t{1} << 20, int64_t{1} << 23}) {
     LJ_ASSIGN_OR_RETURN(BandwidthSample s, measure_add(dev, n));
     r.pointwise.push_back(s);
+    LJ_ASSIGN_OR_RETURN(BandwidthSample h, measure_add_hot(dev, n));
+    r.pointwise_hot.push_back(h);
   }
   LJ_ASSIGN_OR_RETURN(r.movement_bandwidth, measure_permute(dev));
   LJ_ASSIGN_OR_RETURN(r.reduction_bandwidth, measure_reduction(dev));
@@ -371,14 +405,18 @@ nlohmann::json host_rates_to_json(const HostRates& r) {
   for (const GemmSample& s : r.gemm)
     gemm.push_back(
         {{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb}, {"seconds", s.seconds}});
-  nlohmann::json pw = nlohmann::json::array();
-  for (const BandwidthSample& s : r.pointwise)
-    pw.push_back({{"bytes", s.bytes}, {"bytes_per_s", s.bytes_per_s}});
+  const auto samples = [](const std::vector<BandwidthSample>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const BandwidthSample& s : v)
+      a.push_back({{"bytes", s.bytes}, {"bytes_per_s", s.bytes_per_s}});
+    return a;
+  };
   return {{"threads", r.threads},
           {"gemm", gemm},
           {"attention_forward_flops", r.attention_forward_flops},
           {"attention_backward_flops", r.attention_backward_flops},
-          {"pointwise", pw},
+          {"pointwise", samples(r.pointwise)},
+          {"pointwise_hot", samples(r.pointwise_hot)},
           {"movement_bandwidth", r.movement_bandwidth},
           {"reduction_bandwidth", r.reduction_bandwidth},
           {"loss_bandwidth", r.loss_bandwidth},
@@ -399,6 +437,8 @@ StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
     r.attention_backward_flops = j.at("attention_backward_flops").get<double>();
     for (const auto& s : j.at("pointwise"))
       r.pointwise.push_back({s.at("bytes").get<double>(), s.at("bytes_per_s").get<double>()});
+    for (const auto& s : j.at("pointwise_hot"))
+      r.pointwise_hot.push_back({s.at("bytes").get<double>(), s.at("bytes_per_s").get<double>()});
     r.movement_bandwidth = j.at("movement_bandwidth").get<double>();
     r.reduction_bandwidth = j.at("reduction_bandwidth").get<double>();
     r.loss_bandwidth = j.at("loss_bandwidth").get<double>();
@@ -424,9 +464,12 @@ std::string describe_host_rates(const HostRates& r) {
   }
   s += fmt::format("    attention (causal sdpa) forward {:.1f}, backward {:.1f} GFLOP/s\n",
                    r.attention_forward_flops / 1e9, r.attention_backward_flops / 1e9);
-  for (const BandwidthSample& b : r.pointwise)
-    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s\n", format_bytes(b.bytes),
-                     b.bytes_per_s / 1e9);
+  for (size_t i = 0; i < r.pointwise.size(); ++i) {
+    const BandwidthSample& b = r.pointwise[i];
+    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s cold, {:.1f} GB/s hot\n",
+                     format_bytes(b.bytes), b.bytes_per_s / 1e9,
+                     r.pointwise_hot_bandwidth(b.bytes) / 1e9);
+  }
   s += fmt::format(
       "    data movement (permute) {:.1f} GB/s; reduction (rms_norm) {:.1f} GB/s; loss "
       "(cross_entropy) {:.1f} GB/s; optimizer (AdamW "
