@@ -19,7 +19,8 @@
 //   reduction  rms_norm's bandwidth (norms, softmax, sums); loss: cross_entropy's bandwidth
 //              (its logits pass, also inside linear_cross_entropy's chunks).
 //   optimizer  AdamW's traffic (read p, g, m, v; write p, m, v; one more read of g for the
-//              gradient norm: 32 B per parameter) at the bandwidth of a loop with that pattern.
+//              gradient norm: 32 B per parameter) at the bandwidth of the training step's own
+//              kernels (backends/cpu/adamw_kernel.h: accumulate_squares, adamw_update).
 //   overhead   one kernel launch through the executor (a 1-element add), per graph node.
 // Every figure is the best of a few runs of process CPU time / threads: another process on the
 // cores stretches wall time, not CPU time (on a quiet host the two agree).
