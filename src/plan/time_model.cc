@@ -181,7 +181,11 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
     const bool memory_bound = def.category == OpCategory::elementwise ||
                               def.category == OpCategory::data_movement ||
                               def.category == OpCategory::reduction;
-    if (memory_bound && reads_just_produced(g, n)) s *= hot_factor(rates, c.bytes);
+    if (memory_bound && reads_just_produced(g, n)) {
+      const double hot = s * hot_factor(rates, c.bytes);
+      t.recompute_hot_saving += s - hot;
+      s = hot;
+    }
     t.category[static_cast<size_t>(def.category)] += s;
     t.overhead += rates.kernel_seconds;
   }

@@ -56,6 +56,9 @@ struct StepTimes {
   std::array<double, kPlanOpCategories> category{};  // index: OpCategory
   double optimizer = 0;
   double overhead = 0;
+  // What pricing recomputed kernels hot took off the categories (not in total(): the step priced
+  // with every recomputed kernel cold is total() + this), so a check can compare both.
+  double recompute_hot_saving = 0;
   double total() const;
   // (name, seconds): the categories with time, by --profile's names, then "optimizer" and
   // "overhead".

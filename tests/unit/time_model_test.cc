@@ -201,6 +201,10 @@ TEST(TimeModelTest, RecomputedKernelsOnJustProducedOperandsRunHot) {
   EXPECT_GT(extra_c, 0);
   EXPECT_LT(extra_h, extra_c);
   EXPECT_GT(extra_h, 0.5 * extra_c);
+  // The saving is reported, and adding it back gives the all-cold price.
+  EXPECT_DOUBLE_EQ(sel_c.recompute_hot_saving, 0.0);
+  EXPECT_GT(sel_h.recompute_hot_saving, 0.0);
+  EXPECT_NEAR(sel_h.total() + sel_h.recompute_hot_saving, sel_c.total(), 1e-12 * sel_c.total());
   const StepTimes full_c = priced(m, RecomputePolicy::full, 2, &cold);
   const StepTimes full_h = priced(m, RecomputePolicy::full, 2, &hot);
   EXPECT_DOUBLE_EQ(gemm(full_c), gemm(full_h));
