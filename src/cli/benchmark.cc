@@ -22,6 +22,7 @@
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
+#include "cli/synthetic_batch.h"
 #include "core/log.h"
 #include "core/random.h"
 #include "core/units.h"
@@ -93,26 +94,6 @@ double sum(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
   return s;
-}
-
-// Seeded synthetic batch: uniform token ids; targets are the next tokens of the same stream.
-TrainStep::Batch synthetic_batch(Device& dev, int64_t B, int64_t T, int64_t vocab, uint64_t seed,
-                                 int64_t index) {
-  TrainStep::Batch b{Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries),
-                     Tensor::empty(dev, DType::i32, {B, T}, MemCategory::temporaries)};
-  int32_t* x = b.tokens.data<int32_t>();
-  int32_t* y = b.targets.data<int32_t>();
-  const uint64_t stream = seed ^ 0x5eedda7aull;
-  for (int64_t r = 0; r < B; ++r) {
-    const auto base = static_cast<uint64_t>((index * B + r) * (T + 1));
-    for (int64_t t = 0; t < T; ++t) {
-      x[r * T + t] =
-          static_cast<int32_t>(random_bits(stream, base + t) % static_cast<uint64_t>(vocab));
-      y[r * T + t] =
-          static_cast<int32_t>(random_bits(stream, base + t + 1) % static_cast<uint64_t>(vocab));
-    }
-  }
-  return b;
 }
 
 // --warmup-steps as given (checked), else the default lowered to leave one measured step: a note

@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/cli.h"
+#include "cli/plan_measure.h"
 #include "cli/plan_report.h"
 #include "cli/run_config.h"
 #include "core/units.h"
@@ -35,6 +37,9 @@ struct PlanArgs {
   bool compile = false;
   bool exhaustive = false;
   bool json = false;
+  bool measure = false;
+  MeasureOptions measure_opts;
+  std::string measure_clock = "cpu";
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
 };
@@ -61,7 +66,7 @@ Status run_plan(const PlanArgs& a) {
     // The process baseline measured on this host (cached; probed once).
     LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs));
     // The time model's measured rates (plan/host_rates.h): cached, else measured now.
-    req.rates = plan_host_rates(/*threads=*/0, /*may_probe=*/true);
+    req.rates = plan_host_rates(a.measure_opts.threads, /*may_probe=*/true);
     // As `ljperf benchmark` runs without a DeepSpeed JSON: DeepSpeed's code defaults.
     const ZeroConfig defaults;
     req.zero.reduce_bucket_size = defaults.reduce_bucket_size;
@@ -119,14 +124,34 @@ Status run_plan(const PlanArgs& a) {
   if (!a.memory_limit.empty()) {
     LJ_ASSIGN_OR_RETURN(req.budget_bytes, parse_bytes(a.memory_limit));
   }
+  for (const char* flag : {"--rounds", "--warmup-rounds", "--seed", "--measure-clock"}) {
+    if (!a.measure && a.given(flag)) {
+      return invalid_argument(std::string(flag) + " needs --measure",
+                              "ljperf plan --device host --measure " + std::string(flag) + " ...");
+    }
+  }
+  if (a.measure) LJ_RETURN_IF_ERROR(validate_measure_options(a.measure_opts));
+  if (a.measure && !host) {
+    return invalid_argument("--measure runs the candidates on this host",
+                            "use --device host with --measure");
+  }
   const double t0 = now_seconds();
   LJ_ASSIGN_OR_RETURN(PlanResult r, make_plan(req));
   const double wall = now_seconds() - t0;
+  std::optional<Measurement> measured;
+  if (a.measure) {
+    MeasureOptions o = a.measure_opts;
+    o.wall_clock = a.measure_clock == "wall";
+    LJ_ASSIGN_OR_RETURN(measured, measure_candidates(req, r, o));
+  }
   if (a.json) {
-    fmt::print("{}\n", plan_to_json(req, r).dump(2));
+    nlohmann::ordered_json j = plan_to_json(req, r);
+    if (measured) j["measured"] = measurement_json(req, *measured);
+    fmt::print("{}\n", j.dump(2));
     return ok_status();
   }
   fmt::print("{}", format_plan(req, r));
+  if (measured) fmt::print("{}", format_measurement(req, *measured));
   if (r.best() == nullptr) {
     fmt::print(
         "hint: more --gpus, a higher --zero stage, a smaller --batch-size or --seq-len, "
@@ -187,6 +212,26 @@ Command add_plan_command(CLI::App& app) {
   sub->add_flag("--exhaustive", a->exhaustive,
                 "Dry-run every layer count instead of interpolating between 2 and L-1");
   sub->add_flag("--json", a->json, "Print the plan as JSON");
+  sub->add_flag("--measure", a->measure,
+                "Device host: also run every candidate that fits, in this process, round-robin "
+                "(one step of each per round), and rank them by the measured median step (an "
+                "autotune; minutes: rounds x candidates steps)");
+  sub->add_option("--rounds", a->measure_opts.rounds,
+                  "--measure: measured rounds (more rounds resolve closer choices)")
+      ->capture_default_str();
+  sub->add_option("--warmup-rounds", a->measure_opts.warmup_rounds,
+                  "--measure: rounds run first and not counted")
+      ->capture_default_str();
+  sub->add_option("--threads", a->measure_opts.threads,
+                  "Device host: CPU threads the time model's rates and --measure use (0: all)")
+      ->capture_default_str();
+  sub->add_option("--seed", a->measure_opts.seed, "--measure: seed for weights and tokens")
+      ->capture_default_str();
+  sub->add_option("--measure-clock", a->measure_clock,
+                  "--measure ranks by cpu (process CPU time / threads: what other processes on "
+                  "the cores do not stretch) or wall time")
+      ->check(CLI::IsMember({"cpu", "wall"}))
+      ->capture_default_str();
   return {sub, [a] { return run_plan(*a); }};
 }
 

@@ -127,17 +127,19 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
   auto cand = [&](const Candidate& c) {
     nlohmann::ordered_json m;
     for (const auto& i : c.memory.items) m[i.name] = i.bytes;
-    return nlohmann::ordered_json{{"policy", recompute_policy_name(c.recompute.policy)},
-                                  {"layers", c.layers},
-                                  {"recompute", c.recompute.to_string(L)},
-                                  {"micro_batch", c.micro_batch},
-                                  {"peak_bytes", c.memory.total},
-                                  {"memory", m},
-                                  {"step_seconds", c.step_seconds},
-                                  {"tokens_per_s", c.tokens_per_s},
-                                  {"fits", c.fits},
-                                  {"exact", c.exact},
-                                  {"step_times", step_times_json(c.times)}};
+    return nlohmann::ordered_json{
+        {"policy", recompute_policy_name(c.recompute.policy)},
+        {"layers", c.layers},
+        {"recompute", c.recompute.to_string(L)},
+        {"micro_batch", c.micro_batch},
+        {"peak_bytes", c.memory.total},
+        {"memory", m},
+        {"step_seconds", c.step_seconds},
+        {"tokens_per_s", c.tokens_per_s},
+        {"fits", c.fits},
+        {"exact", c.exact},
+        {"step_times", step_times_json(c.times)},
+        {"recompute_hot_saving_seconds", c.times ? c.times->recompute_hot_saving : 0.0}};
   };
   j["recommendation"] = r.best() ? cand(*r.best()) : nlohmann::ordered_json();
   j["candidates"] = nlohmann::ordered_json::array();

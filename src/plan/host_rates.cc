@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 
+#include "backends/cpu/adamw_kernel.h"
 #include "backends/cpu/onednn_info.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -21,8 +22,9 @@
 namespace lj {
 namespace {
 
-// 3: GEMMs, pointwise, movement and reduction measured cold (1, 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 3";
+// 4: pointwise also measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise,
+// movement and reduction cold; 1, 2: some hot, in cache).
+constexpr const char* kFormat = "ljperf host rates 4";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the best process CPU time per run divided by the threads (other processes on
@@ -162,6 +164,21 @@ StatusOr<BandwidthSample> measure_add(Device& dev, int64_t n) {
   return BandwidthSample{bytes, bw};
 }
 
+// An add over n elements, hot: one instance run again and again on the same buffers (those
+// that fit the caches stay there between runs).
+StatusOr<BandwidthSample> measure_add_hot(Device& dev, int64_t n) {
+  const double bytes = 12.0 * static_cast<double>(n);
+  const auto one = [&](Builder& b, int) {
+    Val x = b.input("a", DType::f32, Shape{n});
+    Val y = b.input("b", DType::f32, Shape{n});
+    return x + y;
+  };
+  // About 50 ms of adds at 10 GB/s, the best of at least 5 runs.
+  const int reps = std::clamp(static_cast<int>(5e8 / bytes), 5, 200);
+  LJ_ASSIGN_OR_RETURN(double bw, cold_bandwidth(dev, Op::add, 1, one, {{n}, {n}}, reps));
+  return BandwidthSample{bytes, bw};
+}
+
 // A head permute (B, T, H, D) -> (B, H, T, D), cold: data movement.
 StatusOr<double> measure_permute(Device& dev) {
   const int64_t B = 4, T = 256, H = 8, D = 64;
@@ -212,32 +229,26 @@ StatusOr<double> measure_overhead(Device& dev) {
   return t.seconds / kChain;
 }
 
-// AdamW's access pattern (train/adamw.h adamw_update, which plan/ cannot call): the gradient
-// norm's read of g, then one pass reading p, g, m, v and writing p, m, v with the update's
-// arithmetic, vectorised: 32 bytes per parameter.
+// The optimizer step as train/adamw.h runs it, on the same kernels (backends/cpu/adamw_kernel.h):
+// the gradient norm's sum of squares over g, then adamw_update reading p, g, m, v and writing
+// p, m, v: 32 bytes per parameter. Over 8 Mi parameters (32 MiB per array, 128 MiB in all: far
+// past the caches, as a step's are after its backward), the best of 3 runs after one to warm up.
 double measure_optimizer(int threads) {
   const int64_t n = int64_t{8} << 20;
   std::vector<float> p(n, 1.0f), g(n, 1e-3f), m(n, 0.0f), v(n, 0.0f);
+  AdamWStepConstants c;
+  c.step_size = 1e-4f;
+  c.decay = 0.99f;
+  c.beta1 = 0.9f;
+  c.beta2 = 0.95f;
+  c.eps = 1e-8f;
   double best = 1e30;
   for (int r = 0; r <= 3; ++r) {
     const double c0 = process_cpu_seconds();
-    float norm = 0;
-#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(+ : norm)
-    for (int64_t i = 0; i < n; ++i) norm += g[i] * g[i];
-    const float scale = 1.0f / (1.0f + norm);
-    float* pp = p.data();
-    float* mp = m.data();
-    float* vp = v.data();
-    const float* gp = g.data();
-#pragma omp parallel for simd num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = gp[i] * scale;
-      const float mi = 0.9f * mp[i] + 0.1f * gi;
-      const float vi = 0.95f * vp[i] + 0.05f * gi * gi;
-      mp[i] = mi;
-      vp[i] = vi;
-      pp[i] = pp[i] * 0.99f - 1e-4f * mi / (std::sqrt(vi) + 1e-8f);
-    }
+    double sum = 0;
+    accumulate_squares(g.data(), n, threads, &sum);
+    c.grad_scale = static_cast<float>(1.0 / (1.0 + std::sqrt(sum)));
+    adamw_update(c, p.data(), g.data(), m.data(), v.data(), n, threads);
     if (r > 0) best = std::min(best, (process_cpu_seconds() - c0) / threads);
   }
   return 32.0 * static_cast<double>(n) / best;
@@ -323,27 +334,43 @@ StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& 
   return measured;
 }
 
-double HostRates::pointwise_bandwidth(double bytes) const {
-  if (pointwise.empty()) return 0;
-  if (bytes <= pointwise.front().bytes) return pointwise.front().bytes_per_s;
-  for (size_t i = 1; i < pointwise.size(); ++i) {
-    const BandwidthSample& a = pointwise[i - 1];
-    const BandwidthSample& b = pointwise[i];
+namespace {
+
+// Log-linear in bytes between samples, flat outside them.
+double interpolate_bandwidth(const std::vector<BandwidthSample>& samples, double bytes) {
+  if (samples.empty()) return 0;
+  if (bytes <= samples.front().bytes) return samples.front().bytes_per_s;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const BandwidthSample& a = samples[i - 1];
+    const BandwidthSample& b = samples[i];
     if (bytes <= b.bytes) {
       const double t = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
       return a.bytes_per_s + t * (b.bytes_per_s - a.bytes_per_s);
     }
   }
-  return pointwise.back().bytes_per_s;
+  return samples.back().bytes_per_s;
+}
+
+bool samples_ok(const std::vector<BandwidthSample>& v) {
+  return !v.empty() && std::all_of(v.begin(), v.end(),
+                                   [](const auto& p) { return p.bytes > 0 && p.bytes_per_s > 0; });
+}
+
+}  // namespace
+
+double HostRates::pointwise_bandwidth(double bytes) const {
+  return interpolate_bandwidth(pointwise, bytes);
+}
+
+double HostRates::pointwise_hot_bandwidth(double bytes) const {
+  return interpolate_bandwidth(pointwise_hot, bytes);
 }
 
 bool HostRates::valid() const {
   const bool gemm_ok = !gemm.empty() && std::all_of(gemm.begin(), gemm.end(), [](const auto& g) {
     return g.m > 0 && g.n > 0 && g.k > 0 && g.seconds > 0;
   });
-  const bool pw_ok = !pointwise.empty() &&
-                     std::all_of(pointwise.begin(), pointwise.end(),
-                                 [](const auto& p) { return p.bytes > 0 && p.bytes_per_s > 0; });
+  const bool pw_ok = samples_ok(pointwise) && samples_ok(pointwise_hot);
   return threads > 0 && gemm_ok && pw_ok && attention_forward_flops > 0 &&
          attention_backward_flops > 0 && movement_bandwidth > 0 && reduction_bandwidth > 0 &&
          loss_bandwidth > 0 && optimizer_bandwidth > 0 && kernel_seconds >= 0;
@@ -359,6 +386,8 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   for (int64_t n : {int64_t{1} << 14, int64_t{1} << 17, int64_t{1} << 20, int64_t{1} << 23}) {
     LJ_ASSIGN_OR_RETURN(BandwidthSample s, measure_add(dev, n));
     r.pointwise.push_back(s);
+    LJ_ASSIGN_OR_RETURN(BandwidthSample h, measure_add_hot(dev, n));
+    r.pointwise_hot.push_back(h);
   }
   LJ_ASSIGN_OR_RETURN(r.movement_bandwidth, measure_permute(dev));
   LJ_ASSIGN_OR_RETURN(r.reduction_bandwidth, measure_reduction(dev));
@@ -374,14 +403,18 @@ nlohmann::json host_rates_to_json(const HostRates& r) {
   for (const GemmSample& s : r.gemm)
     gemm.push_back(
         {{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb}, {"seconds", s.seconds}});
-  nlohmann::json pw = nlohmann::json::array();
-  for (const BandwidthSample& s : r.pointwise)
-    pw.push_back({{"bytes", s.bytes}, {"bytes_per_s", s.bytes_per_s}});
+  const auto samples = [](const std::vector<BandwidthSample>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const BandwidthSample& s : v)
+      a.push_back({{"bytes", s.bytes}, {"bytes_per_s", s.bytes_per_s}});
+    return a;
+  };
   return {{"threads", r.threads},
           {"gemm", gemm},
           {"attention_forward_flops", r.attention_forward_flops},
           {"attention_backward_flops", r.attention_backward_flops},
-          {"pointwise", pw},
+          {"pointwise", samples(r.pointwise)},
+          {"pointwise_hot", samples(r.pointwise_hot)},
           {"movement_bandwidth", r.movement_bandwidth},
           {"reduction_bandwidth", r.reduction_bandwidth},
           {"loss_bandwidth", r.loss_bandwidth},
@@ -402,6 +435,8 @@ StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
     r.attention_backward_flops = j.at("attention_backward_flops").get<double>();
     for (const auto& s : j.at("pointwise"))
       r.pointwise.push_back({s.at("bytes").get<double>(), s.at("bytes_per_s").get<double>()});
+    for (const auto& s : j.at("pointwise_hot"))
+      r.pointwise_hot.push_back({s.at("bytes").get<double>(), s.at("bytes_per_s").get<double>()});
     r.movement_bandwidth = j.at("movement_bandwidth").get<double>();
     r.reduction_bandwidth = j.at("reduction_bandwidth").get<double>();
     r.loss_bandwidth = j.at("loss_bandwidth").get<double>();
@@ -427,9 +462,12 @@ std::string describe_host_rates(const HostRates& r) {
   }
   s += fmt::format("    attention (causal sdpa) forward {:.1f}, backward {:.1f} GFLOP/s\n",
                    r.attention_forward_flops / 1e9, r.attention_backward_flops / 1e9);
-  for (const BandwidthSample& b : r.pointwise)
-    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s\n", format_bytes(b.bytes),
-                     b.bytes_per_s / 1e9);
+  for (size_t i = 0; i < r.pointwise.size(); ++i) {
+    const BandwidthSample& b = r.pointwise[i];
+    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s cold, {:.1f} GB/s hot\n",
+                     format_bytes(b.bytes), b.bytes_per_s / 1e9,
+                     r.pointwise_hot_bandwidth(b.bytes) / 1e9);
+  }
   s += fmt::format(
       "    data movement (permute) {:.1f} GB/s; reduction (rms_norm) {:.1f} GB/s; loss "
       "(cross_entropy) {:.1f} GB/s; optimizer (AdamW "

@@ -13,11 +13,14 @@
 //   pointwise  elementwise kernels: bytes moved (node_cost) / bandwidth, interpolated over the
 //              bytes a kernel moves (log scale). Measured cold, as a step meets its operands:
 //              independent copies of the kernel on their own buffers, 256 MiB in all.
+//              Also measured hot (one instance, its operands left in cache by the run before):
+//              what a recomputed kernel meets when the clone before it just produced its inputs.
 //   movement   data movement (permute, gather, concat, ...): a head permute's bandwidth, cold.
 //   reduction  rms_norm's bandwidth (norms, softmax, sums); loss: cross_entropy's bandwidth
 //              (its logits pass, also inside linear_cross_entropy's chunks).
 //   optimizer  AdamW's traffic (read p, g, m, v; write p, m, v; one more read of g for the
-//              gradient norm: 32 B per parameter) at the bandwidth of a loop with that pattern.
+//              gradient norm: 32 B per parameter) at the bandwidth of the training step's own
+//              kernels (backends/cpu/adamw_kernel.h: accumulate_squares, adamw_update).
 //   overhead   one kernel launch through the executor (a 1-element add), per graph node.
 // Every figure is the best of a few runs of process CPU time / threads: another process on the
 // cores stretches wall time, not CPU time (on a quiet host the two agree).
@@ -56,8 +59,9 @@ struct HostRates {
   int threads = 0;
   std::vector<GemmSample> gemm;  // measured classes (dims capped at kGemmClassCap)
   double attention_forward_flops = 0, attention_backward_flops = 0;
-  std::vector<BandwidthSample> pointwise;  // ascending bytes
-  double movement_bandwidth = 0;           // permute, cold
+  std::vector<BandwidthSample> pointwise;      // ascending bytes, operands cold
+  std::vector<BandwidthSample> pointwise_hot;  // ascending bytes, operands in cache
+  double movement_bandwidth = 0;               // permute, cold
   double reduction_bandwidth = 0;
   double loss_bandwidth = 0;
   double optimizer_bandwidth = 0;
@@ -71,6 +75,8 @@ struct HostRates {
   // The pointwise bandwidth for a kernel moving `bytes` (log-linear between samples, flat
   // outside them).
   double pointwise_bandwidth(double bytes) const;
+  // The same with its operands in cache (pointwise_hot).
+  double pointwise_hot_bandwidth(double bytes) const;
   bool valid() const;
 };
 

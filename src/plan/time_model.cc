@@ -114,6 +114,11 @@ NodeGemms node_gemms(const Graph& g, const Node& n, const SymEnv& env) {
 
 }  // namespace
 
+double hot_factor(const HostRates& rates, double bytes) {
+  const double cold = rates.pointwise_bandwidth(bytes), hot = rates.pointwise_hot_bandwidth(bytes);
+  return cold > 0 && hot > cold ? cold / hot : 1.0;
+}
+
 std::vector<GemmSample> graph_gemm_shapes(const Graph& g, const SymEnv& env) {
   std::vector<GemmSample> shapes;
   for (const Node& n : g.nodes()) {
@@ -121,6 +126,18 @@ std::vector<GemmSample> graph_gemm_shapes(const Graph& g, const SymEnv& env) {
     for (const auto& [s, count] : node_gemms(g, n, env).gemms) shapes.push_back(s);
   }
   return shapes;
+}
+
+bool is_recompute_clone(const Node& n) {
+  return n.phase == Phase::backward && n.attrs.b_or("recompute", false);
+}
+
+bool reads_just_produced(const Graph& g, const Node& n) {
+  if (!is_recompute_clone(n)) return false;
+  return std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueId v) {
+    const Node& p = g.producer(v);
+    return p.op != Op::input && is_recompute_clone(p);
+  });
 }
 
 StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates,
@@ -158,6 +175,16 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
       default:
         s = per_byte(c.bytes, rates.pointwise_bandwidth(c.bytes));
         break;
+    }
+    // A recomputed memory-bound kernel whose inputs the clone before it just produced finds
+    // them in cache: its time scaled by the pointwise kernels' cold / hot ratio at its bytes.
+    const bool memory_bound = def.category == OpCategory::elementwise ||
+                              def.category == OpCategory::data_movement ||
+                              def.category == OpCategory::reduction;
+    if (memory_bound && reads_just_produced(g, n)) {
+      const double hot = s * hot_factor(rates, c.bytes);
+      t.recompute_hot_saving += s - hot;
+      s = hot;
     }
     t.category[static_cast<size_t>(def.category)] += s;
     t.overhead += rates.kernel_seconds;

@@ -48,11 +48,17 @@ double optimizer_seconds(int64_t local_params, const DeviceProfile& device, cons
 //   reduction    bytes / rms_norm's bandwidth; cross_entropy(_backward) at the loss bandwidth
 //   optimizer    32 B per parameter at the AdamW-traffic bandwidth
 //   overhead     kernel_seconds per kernel (every node but inputs and aliases)
-// Recompute adds the remat pass's extra forward nodes, so it is priced by the same rules.
+// Recompute adds the remat pass's extra forward nodes, so it is priced by the same rules, but
+// for one: a recomputed memory-bound node (elementwise, data movement, reduction) that reads a
+// value another recomputed node just produced finds it in cache, and costs hot_factor of its
+// cold time (the GEMMs stay cold: measured, their recomputed cost matched the cold rate).
 struct StepTimes {
   std::array<double, kPlanOpCategories> category{};  // index: OpCategory
   double optimizer = 0;
   double overhead = 0;
+  // What pricing recomputed kernels hot took off the categories (not in total(): the step priced
+  // with every recomputed kernel cold is total() + this), so a check can compare both.
+  double recompute_hot_saving = 0;
   double total() const;
   // (name, seconds): the categories with time, by --profile's names, then "optimizer" and
   // "overhead".
@@ -60,6 +66,13 @@ struct StepTimes {
 };
 StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates,
                           int64_t params);
+
+// The remat pass's clones (passes/remat: backward nodes marked recompute), and whether one reads
+// a value another clone produced (its operands just made, in cache).
+bool is_recompute_clone(const Node& n);
+bool reads_just_produced(const Graph& g, const Node& n);
+// pointwise_bandwidth / pointwise_hot_bandwidth at `bytes`, at most 1.
+double hot_factor(const HostRates& rates, double bytes);
 
 // Every GEMM the graph's contraction nodes run (shapes as host_step_times prices them).
 std::vector<GemmSample> graph_gemm_shapes(const Graph& g, const SymEnv& env);

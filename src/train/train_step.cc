@@ -142,6 +142,27 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   return s;
 }
 
+Status TrainStep::share_state_with(TrainStep& owner) {
+  if (zero_ || owner.zero_ || !adamw_ || !owner.adamw_) {
+    return unimplemented("sharing parameters between data-parallel steps",
+                         "share_state_with is for one process without ZeRO");
+  }
+  const auto same_dims = [](const ParamSpec& a, const ParamSpec& b) { return a.dims == b.dims; };
+  if (!std::equal(specs_.begin(), specs_.end(), owner.specs_.begin(), owner.specs_.end(),
+                  same_dims) ||
+      low_inputs_ != owner.low_inputs_) {
+    return invalid_argument("share_state_with: the steps train different models or precisions",
+                            "build both steps from the same model and precision");
+  }
+  params_ = owner.params_;
+  low_params_ = owner.low_params_;
+  low_fresh_ = false;  // cast again before this step's first forward
+  adamw_->m() = owner.adamw_->m();
+  adamw_->v() = owner.adamw_->v();
+  adamw_->set_steps(owner.adamw_->steps());
+  return ok_status();
+}
+
 Status TrainStep::gather_params() {
   if (!sharded_params_ || !params_.empty()) return ok_status();
   Communicator& comm = *config_.data_parallel.comm;

@@ -97,6 +97,11 @@ class TrainStep final : public StepEngine {
   // below stage 3, nothing.
   void scatter_params();
   const std::vector<ParamSpec>& param_specs() const override { return specs_; }
+  // Trains `owner`'s parameters and AdamW states from now on (shared storage; this step's own
+  // are released): several steps of one model built with other graph options (recompute,
+  // compile) train one set of weights in one process, as `ljperf plan --measure` times them in
+  // turns. One process only (no ZeRO), and the same 16-bit weight copies (precision) as `owner`.
+  Status share_state_with(TrainStep& owner);
   Executor& executor() { return *executor_; }
   // What the compiler did (GraphOptions::compile): passes with timings, compiled regions and
   // graph breaks. Empty when compile is off.

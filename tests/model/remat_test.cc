@@ -117,6 +117,37 @@ std::vector<int64_t> clone_counts(const LlamaConfig& model, const RecomputeConfi
   return pass.nodes_cloned_per_region();
 }
 
+// TrainStep::share_state_with (what `ljperf plan --measure` relies on): a recompute step that
+// shares a no-recompute step's state trains the same weights. After a step of the owner, the
+// sharer's loss on the next batch is bitwise the owner's (recompute changes no value), and a
+// step of the sharer moves the owner's weights and AdamW states.
+TEST(Remat, ShareStateTrainsOneSetOfWeights) {
+  auto model = llama_preset("tiny");
+  ASSERT_TRUE(model.ok());
+  Device dev(2);
+  Tensor x = tokens_of(dev, 2, 32, 0, model->vocab_size);
+  Tensor y = tokens_of(dev, 2, 32, 1, model->vocab_size);
+  auto owner = TrainStep::create(*model, TrainStepConfig{}, dev);
+  ASSERT_TRUE(owner.ok()) << owner.status().to_string();
+  TrainStepConfig cfg;
+  cfg.seed = 99;  // other initial weights: sharing must replace them
+  cfg.graph.recompute = recompute(RecomputePolicy::full, RecomputeMethod::block, 2);
+  auto sharer = TrainStep::create(*model, cfg, dev);
+  ASSERT_TRUE(sharer.ok()) << sharer.status().to_string();
+  ASSERT_TRUE((*sharer)->share_state_with(**owner).ok());
+  ASSERT_TRUE((*owner)->step(x, y, 1e-2).ok());
+  auto a = (*owner)->forward_backward(y, x);
+  auto b = (*sharer)->forward_backward(y, x);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->loss, b->loss);
+  const std::vector<float> before((*owner)->params()[0].data<float>(),
+                                  (*owner)->params()[0].data<float>() + 16);
+  ASSERT_TRUE((*sharer)->step(y, x, 1e-2).ok());
+  EXPECT_NE(std::memcmp(before.data(), (*owner)->params()[0].data<float>(), 16 * 4), 0);
+  EXPECT_EQ((*owner)->optimizer().m()[0].data<float>(),
+            (*sharer)->optimizer().m()[0].data<float>());
+}
+
 TEST(Remat, ClonedNodesPerRegion) {
   auto model = llama_preset("small");
   ASSERT_TRUE(model.ok());

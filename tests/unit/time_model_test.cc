@@ -24,6 +24,7 @@ HostRates made_up_rates() {
   r.attention_forward_flops = 80e9;
   r.attention_backward_flops = 100e9;
   r.pointwise = {{1e5, 40e9}, {1e7, 10e9}};
+  r.pointwise_hot = {{1e5, 40e9}, {1e7, 10e9}};  // as cold: no cache effect unless a test says
   r.movement_bandwidth = 8e9;
   r.reduction_bandwidth = 12e9;
   r.loss_bandwidth = 9e9;
@@ -98,6 +99,9 @@ TEST(HostRatesTest, JsonRoundTripAndRefusals) {
   j["optimizer_bandwidth"] = 0.0;
   EXPECT_FALSE(host_rates_from_json(j).ok());
   j = host_rates_to_json(r);
+  j.erase("pointwise_hot");  // a cache entry of format 3 has none
+  EXPECT_FALSE(host_rates_from_json(j).ok());
+  j = host_rates_to_json(r);
   j["gemm"] = nlohmann::json::array();
   EXPECT_FALSE(host_rates_from_json(j).ok());
 }
@@ -168,6 +172,43 @@ TEST(TimeModelTest, RecomputeCostsItsForwardAgain) {
   EXPECT_DOUBLE_EQ(full2.optimizer, none.optimizer);
   // Each recomputed layer adds the same work: full 2 - full 1 = full 1 - none.
   EXPECT_NEAR(full2.total() - full1.total(), full1.total() - none.total(), 1e-9 * full2.total());
+}
+
+// A recomputed memory-bound kernel whose inputs the clone before it just produced is priced at
+// the hot bandwidth: with hot = 2x cold, the recomputed elementwise work of selective recompute
+// costs less than with hot = cold, but more than half (the first clone of a layer reads the
+// saved, cold input) and more than nothing; GEMMs and the non-recomputed nodes do not move.
+TEST(TimeModelTest, RecomputedKernelsOnJustProducedOperandsRunHot) {
+  const LlamaConfig m = tiny();
+  HostRates cold = made_up_rates();
+  HostRates hot = cold;
+  for (BandwidthSample& s : hot.pointwise_hot) s.bytes_per_s *= 2;
+  EXPECT_DOUBLE_EQ(hot_factor(hot, 1e6), 0.5);
+  EXPECT_DOUBLE_EQ(hot_factor(cold, 1e6), 1.0);
+  const auto elementwise = [](const StepTimes& t) {
+    return t.category[static_cast<size_t>(OpCategory::elementwise)];
+  };
+  const auto gemm = [](const StepTimes& t) {
+    return t.category[static_cast<size_t>(OpCategory::contraction)];
+  };
+  const StepTimes none_c = priced(m, RecomputePolicy::none, 0, &cold);
+  const StepTimes none_h = priced(m, RecomputePolicy::none, 0, &hot);
+  EXPECT_DOUBLE_EQ(none_c.total(), none_h.total());  // nothing recomputed: nothing hot
+  const StepTimes sel_c = priced(m, RecomputePolicy::selective, 2, &cold);
+  const StepTimes sel_h = priced(m, RecomputePolicy::selective, 2, &hot);
+  const double extra_c = elementwise(sel_c) - elementwise(none_c);
+  const double extra_h = elementwise(sel_h) - elementwise(none_h);
+  EXPECT_GT(extra_c, 0);
+  EXPECT_LT(extra_h, extra_c);
+  EXPECT_GT(extra_h, 0.5 * extra_c);
+  // The saving is reported, and adding it back gives the all-cold price.
+  EXPECT_DOUBLE_EQ(sel_c.recompute_hot_saving, 0.0);
+  EXPECT_GT(sel_h.recompute_hot_saving, 0.0);
+  EXPECT_NEAR(sel_h.total() + sel_h.recompute_hot_saving, sel_c.total(), 1e-12 * sel_c.total());
+  const StepTimes full_c = priced(m, RecomputePolicy::full, 2, &cold);
+  const StepTimes full_h = priced(m, RecomputePolicy::full, 2, &hot);
+  EXPECT_DOUBLE_EQ(gemm(full_c), gemm(full_h));
+  EXPECT_LT(full_h.total(), full_c.total());
 }
 
 TEST(TimeModelTest, GraphGemmShapesAreTheLinearLayersAndTheLossChunks) {
