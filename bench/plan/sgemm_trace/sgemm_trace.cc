@@ -44,8 +44,8 @@ size_t resident_pages(void* p, size_t n) {
 }  // namespace
 
 extern "C" int posix_memalign(void** p, size_t align, size_t n) {
-  static auto real = reinterpret_cast<int (*)(void**, size_t, size_t)>(
-      dlsym(RTLD_NEXT, "posix_memalign"));
+  static auto real =
+      reinterpret_cast<int (*)(void**, size_t, size_t)>(dlsym(RTLD_NEXT, "posix_memalign"));
   const int r = real(p, align, n);
   if (tracing && r == 0 && !in_hook) {
     in_hook = true;

@@ -1,6 +1,5 @@
 #include "codegen/cuda/cuda_kernel_cache.h"
 
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
