@@ -23,24 +23,6 @@
 namespace lj {
 namespace {
 
-class Scratch final : public Workspace {
- public:
-  explicit Scratch(cuda::Context& ctx) : ctx_(ctx) {}
-  ~Scratch() override {
-    for (void* p : blocks_) ctx_.allocator().deallocate(p);
-  }
-  void* get(size_t bytes) override {
-    auto p = ctx_.allocator().allocate(bytes);
-    LJ_CHECK(p.ok()) << p.status().message();
-    blocks_.push_back(*p);
-    return *p;
-  }
-
- private:
-  cuda::Context& ctx_;
-  std::vector<void*> blocks_;
-};
-
 int usage(const char* why) {
   std::fprintf(stderr,
                "gpu_attention_bench: %s\nusage: gpu_attention_bench [--batch B] [--heads H] "
@@ -123,7 +105,7 @@ int run(int argc, char** argv) {
     for (ValueId x : n.outputs)
       ov.push_back(TensorView{buf[static_cast<size_t>(x)], graph.type(x).dtype,
                               dims[static_cast<size_t>(x)]});
-    Scratch ws(ctx);
+    cuda::AllocatorWorkspace ws(ctx.allocator());
     KernelContext kc{n, iv, ov, 1, &ws};
     const Status s = cuda::kernels()[n.op](kc, ctx.env());
     LJ_CHECK(s.ok()) << s.message();

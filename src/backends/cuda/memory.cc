@@ -86,4 +86,20 @@ void* Arena::at(size_t offset) const {
   return static_cast<char*>(base_) + offset;
 }
 
+AllocatorWorkspace::~AllocatorWorkspace() {
+  for (void* p : blocks_) a_.deallocate(p);
+}
+
+void* AllocatorWorkspace::get(size_t bytes) {
+  StatusOr<void*> p = a_.allocate(bytes);
+  LJ_CHECK(p.ok()) << "GPU workspace: " << p.status().message();
+  if (keep_ != nullptr) {
+    CachingAllocator* a = &a_;
+    keep_->push_back(std::shared_ptr<void>(*p, [a](void* q) { a->deallocate(q); }));
+  } else {
+    blocks_.push_back(*p);
+  }
+  return *p;
+}
+
 }  // namespace lj::cuda

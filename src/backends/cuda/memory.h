@@ -16,7 +16,9 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
+#include "backends/kernel.h"
 #include "core/status.h"
 
 namespace lj::cuda {
@@ -86,6 +88,26 @@ class Arena {
   MemorySource& source_;
   void* base_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// Kernel scratch (backends/kernel.h's Workspace) from the caching allocator, returned when the
+// kernel call ends (later kernels on the same stream reuse the blocks in order). With `keep`
+// (a CUDA graph being captured) the blocks are kept for the keeper's lifetime instead, since
+// the graph holds their addresses.
+class AllocatorWorkspace final : public Workspace {
+ public:
+  explicit AllocatorWorkspace(CachingAllocator& a,
+                              std::vector<std::shared_ptr<void>>* keep = nullptr)
+      : a_(a), keep_(keep) {}
+  ~AllocatorWorkspace() override;
+  AllocatorWorkspace(const AllocatorWorkspace&) = delete;
+  AllocatorWorkspace& operator=(const AllocatorWorkspace&) = delete;
+  void* get(size_t bytes) override;
+
+ private:
+  CachingAllocator& a_;
+  std::vector<std::shared_ptr<void>>* keep_;
+  std::vector<void*> blocks_;
 };
 
 }  // namespace lj::cuda

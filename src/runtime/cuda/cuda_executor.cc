@@ -11,39 +11,6 @@
 #include "core/log.h"
 
 namespace lj {
-namespace {
-
-// Kernel scratch from the caching allocator, returned when the kernel call ends (the blocks go
-// back to the cache; later kernels on the same stream reuse them in order).
-// While a CUDA graph is captured (`keep` set) the blocks are kept for the graph's lifetime
-// instead, since the graph holds their addresses.
-class DeviceWorkspace final : public Workspace {
- public:
-  DeviceWorkspace(cuda::CachingAllocator& a, std::vector<std::shared_ptr<void>>* keep)
-      : a_(a), keep_(keep) {}
-  ~DeviceWorkspace() override {
-    for (void* p : blocks_) a_.deallocate(p);
-  }
-  void* get(size_t bytes) override {
-    StatusOr<void*> p = a_.allocate(bytes);
-    LJ_CHECK(p.ok()) << "GPU workspace: " << p.status().message();
-    if (keep_ != nullptr) {
-      cuda::CachingAllocator* a = &a_;
-      keep_->push_back(std::shared_ptr<void>(*p, [a](void* q) { a->deallocate(q); }));
-    } else {
-      blocks_.push_back(*p);
-    }
-    return *p;
-  }
-
- private:
-  cuda::CachingAllocator& a_;
-  std::vector<std::shared_ptr<void>>* keep_;
-  std::vector<void*> blocks_;
-};
-
-}  // namespace
-
 StatusOr<DeviceTensor> device_empty(cuda::Context& ctx, DType dtype, std::vector<int64_t> dims) {
   DeviceTensor t{nullptr, dtype, std::move(dims)};
   LJ_ASSIGN_OR_RETURN(void* p, ctx.allocator().allocate(t.bytes()));
@@ -323,7 +290,7 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run_nodes(
         const DeviceTensor& d = vals[static_cast<size_t>(v)];
         ov.push_back(TensorView{d.data(), d.dtype, d.dims});
       }
-      DeviceWorkspace ws(ctx_.allocator(), keep);
+      cuda::AllocatorWorkspace ws(ctx_.allocator(), keep);
       KernelContext kc{n, iv, ov, 1, &ws};
       Status s = fi >= 0 ? fused_->launch(static_cast<size_t>(fi), kc, kenv) : fn(kc, kenv);
       if (!s.ok())

@@ -10,29 +10,6 @@
 #include "runtime/tensor.h"
 
 namespace lj::test {
-namespace {
-
-// Device scratch for one kernel call, from the context's allocator.
-class DeviceWorkspace final : public Workspace {
- public:
-  explicit DeviceWorkspace(cuda::Context& ctx) : ctx_(ctx) {}
-  ~DeviceWorkspace() override {
-    for (void* p : blocks_) ctx_.allocator().deallocate(p);
-  }
-  void* get(size_t bytes) override {
-    auto p = ctx_.allocator().allocate(bytes);
-    LJ_CHECK(p.ok()) << p.status().message();
-    blocks_.push_back(*p);
-    return *p;
-  }
-
- private:
-  cuda::Context& ctx_;
-  std::vector<void*> blocks_;
-};
-
-}  // namespace
-
 bool gpu_required() {
   const char* v = std::getenv("LJ_REQUIRE_GPU");
   return v != nullptr && std::string(v) == "1";
@@ -109,7 +86,7 @@ StatusOr<std::vector<RefTensor>> run_graph_cuda(cuda::Context& ctx,
       buf[v] = std::shared_ptr<void>(*p, [c](void* q) { c->allocator().deallocate(q); });
       ov.push_back(view(v));
     }
-    DeviceWorkspace ws(ctx);
+    cuda::AllocatorWorkspace ws(ctx.allocator());
     KernelContext kc{n, iv, ov, 1, &ws};
     LJ_RETURN_IF_ERROR(fn(kc, ctx.env()));
     LJ_RETURN_IF_ERROR(ctx.synchronize());
