@@ -33,6 +33,16 @@ class MallocWorkspace : public Workspace {
   std::vector<void*> blocks_;
 };
 
+// n values in [-1, 1) from a fixed LCG started at `seed`.
+inline std::vector<float> filled(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  return v;
+}
+
 // A f32 tensor that owns its storage, filled with values in [-1, 1) from a fixed LCG.
 struct OwnedTensor {
   std::vector<float> storage;
@@ -40,12 +50,7 @@ struct OwnedTensor {
   explicit OwnedTensor(std::vector<int64_t> dims, uint32_t seed = 1) {
     view.dtype = DType::f32;
     view.dims = std::move(dims);
-    storage.resize(static_cast<size_t>(view.numel()));
-    uint32_t s = seed * 2654435761u + 12345u;
-    for (float& x : storage) {
-      s = s * 1664525u + 1013904223u;
-      x = static_cast<float>(s >> 8) / static_cast<float>(1u << 23) - 1.0f;
-    }
+    storage = filled(static_cast<size_t>(view.numel()), seed * 2654435761u + 12345u);
     view.data = storage.data();
   }
 };

@@ -36,15 +36,6 @@ constexpr Shape kForward{2048, 768, 288, false, true};
 constexpr Shape kBackwardDx{2048, 288, 768, false, false};
 constexpr Shape kBackwardDw{768, 288, 2048, true, false};
 
-std::vector<float> filled(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-  return v;
-}
-
 void counters(benchmark::State& state, const Shape& s) {
   const double flops = 2.0 * static_cast<double>(s.m * s.n * s.k);
   state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),

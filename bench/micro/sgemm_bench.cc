@@ -54,15 +54,6 @@ constexpr GemmShape kShapes[] = {
     {"wide_lce_dx", false, false, 256, 1024, 512, 1},
 };
 
-std::vector<float> filled(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-  return v;
-}
-
 // LJ_SGEMM_KC / _MC / _NC override the host's blocking (for tuning; unset: the host's).
 cpu::SgemmBlocking blocking_from_env() {
   cpu::SgemmBlocking b = cpu::sgemm_avx512_blocking();
