@@ -16,15 +16,18 @@
 #include "graph/builder.h"
 #include "graph/builder_fused.h"
 #include "plan/host_cache.h"
+#include "runtime/cpu_load.h"
 #include "runtime/executor.h"
 #include "runtime/host.h"
 
 namespace lj {
 namespace {
 
-// 4: pointwise also measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise,
-// movement and reduction cold; 1, 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 4";
+// 5: each entry records the share of the cores other processes used during its probe (entries
+// of format 4 may have been measured beside other work without saying so). 4: pointwise also
+// measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement and
+// reduction cold; 1, 2: some hot, in cache).
+constexpr const char* kFormat = "ljperf host rates 5";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the best process CPU time per run divided by the threads (other processes on
@@ -376,8 +379,17 @@ bool HostRates::valid() const {
          loss_bandwidth > 0 && optimizer_bandwidth > 0 && kernel_seconds >= 0;
 }
 
+bool HostRates::contended() const {
+  return other_cpu_share > kContendedShare;  // false for NaN (not known)
+}
+
+bool should_remeasure(const HostRates& r, double load_per_core) {
+  return r.contended() && load_per_core < kQuietLoadPerCore;  // false for NaN load
+}
+
 StatusOr<HostRates> measure_host_rates(int threads) {
   const double t0 = now_seconds();
+  const CpuLoadMark load0 = cpu_load_mark();
   Device dev(threads);
   HostRates r;
   r.threads = dev.threads();
@@ -395,6 +407,7 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   LJ_ASSIGN_OR_RETURN(r.kernel_seconds, measure_overhead(dev));
   r.optimizer_bandwidth = measure_optimizer(r.threads);
   r.probe_seconds = now_seconds() - t0;
+  r.other_cpu_share = other_cpu_share(load0, cpu_load_mark());
   return r;
 }
 
@@ -420,7 +433,10 @@ nlohmann::json host_rates_to_json(const HostRates& r) {
           {"loss_bandwidth", r.loss_bandwidth},
           {"optimizer_bandwidth", r.optimizer_bandwidth},
           {"kernel_seconds", r.kernel_seconds},
-          {"probe_seconds", r.probe_seconds}};
+          {"probe_seconds", r.probe_seconds},
+          // null when not known (JSON has no NaN)
+          {"other_cpu_share", std::isnan(r.other_cpu_share) ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(r.other_cpu_share)}};
 }
 
 StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
@@ -443,6 +459,8 @@ StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
     r.optimizer_bandwidth = j.at("optimizer_bandwidth").get<double>();
     r.kernel_seconds = j.at("kernel_seconds").get<double>();
     r.probe_seconds = j.value("probe_seconds", 0.0);
+    if (j.contains("other_cpu_share") && j.at("other_cpu_share").is_number())
+      r.other_cpu_share = j.at("other_cpu_share").get<double>();
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(std::string("host rates entry: ") + e.what(),
                             "remeasure with ljperf calibrate --device");
@@ -474,6 +492,12 @@ std::string describe_host_rates(const HostRates& r) {
       "traffic) {:.1f} GB/s; {:.2f} us per kernel\n",
       r.movement_bandwidth / 1e9, r.reduction_bandwidth / 1e9, r.loss_bandwidth / 1e9,
       r.optimizer_bandwidth / 1e9, r.kernel_seconds * 1e6);
+  if (!std::isnan(r.other_cpu_share)) {
+    s += fmt::format(
+        "    measured while other processes used {:.0f}% of the cores{}\n",
+        100.0 * r.other_cpu_share,
+        r.contended() ? ": contended, the rates read low (remeasure on a quiet host)" : "");
+  }
   return s;
 }
 
@@ -501,20 +525,39 @@ Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes) {
 }
 
 std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
+  std::optional<HostRates> c = cached_host_rates(threads);
+  // Contended rates: the caller says so beside its figures (contention_note), after the request
+  // has been checked, so that bad input gets its error alone.
   if (!may_probe) {
-    auto c = cached_host_rates(threads);
     if (!c) {
       LJ_LOG(info) << "no measured host rates in " << host_rates_cache_path()
                    << "; step times from the roofline (ljperf calibrate --device measures them)";
     }
     return c ? std::make_shared<HostRates>(*c) : nullptr;
   }
-  StatusOr<HostRates> r = host_rates(threads);
+  const double load = load_per_core();
+  const bool remeasure = c && should_remeasure(*c, load);
+  if (remeasure) {
+    LJ_LOG(info) << fmt::format(
+        "the cached time model rates were measured while other processes used {:.0f}% of the "
+        "cores; the host is quieter now (load {:.2f} per core): remeasuring them",
+        100.0 * c->other_cpu_share, load);
+  }
+  StatusOr<HostRates> r = host_rates(threads, remeasure);
   if (!r.ok()) {
     LJ_LOG(warning) << r.status().message() << "; step times from the roofline model";
     return nullptr;
   }
   return std::make_shared<HostRates>(*r);
+}
+
+std::string contention_note(const HostRates& r) {
+  if (!r.contended()) return "";
+  return fmt::format(
+      "note: the time model's rates were measured while other processes used {:.0f}% of the "
+      "cores, so predicted step times read long; ljperf calibrate --device on a quiet host "
+      "remeasures them (the next plan does when the load is below {:.1f} per core)\n",
+      100.0 * r.other_cpu_share, kQuietLoadPerCore);
 }
 
 std::optional<HostRates> cached_host_rates(int threads) {

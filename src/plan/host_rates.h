@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -67,6 +68,11 @@ struct HostRates {
   double optimizer_bandwidth = 0;
   double kernel_seconds = 0;
   double probe_seconds = 0;  // how long the measurement took
+  // The share of the cores' time other processes used while the probe ran (runtime/cpu_load.h;
+  // NaN: not known, e.g. an entry cached before it was recorded). CPU time does not count the
+  // time others held the cores, but it does count what they cost this process's caches and
+  // memory bandwidth: a probe beside other work measures rates too low.
+  double other_cpu_share = std::numeric_limits<double>::quiet_NaN();
   bool cached = false;
 
   // Seconds of one (M, N, K) GEMM: its class's measured seconds × FLOPs / the class's FLOPs
@@ -78,7 +84,24 @@ struct HostRates {
   // The same with its operands in cache (pointwise_hot).
   double pointwise_hot_bandwidth(double bytes) const;
   bool valid() const;
+  // Measured while other processes held more than kContendedShare of the cores.
+  bool contended() const;
 };
+
+// Above this share of the cores' time used by other processes, a probe's rates are suspect:
+// host_rates.json's entries measured beside a parallel build (load 5–90 on 2 cores) read
+// pointwise bandwidths 25–35% below a quiet probe's, and the step then predicted 25% long.
+inline constexpr double kContendedShare = 0.25;
+// A contended entry is remeasured by the next `ljperf plan` when the 1-minute load average is
+// below this per core (the host is quiet enough for a probe).
+inline constexpr double kQuietLoadPerCore = 0.5;
+
+// Whether `ljperf plan` remeasures the cached rates `r` on a host whose 1-minute load average
+// per core is `load_per_core`: when they were measured contended and the host is quiet now.
+bool should_remeasure(const HostRates& r, double load_per_core);
+// A line for a plan made with contended rates ("" when they are not): what it means and how to
+// remeasure.
+std::string contention_note(const HostRates& r);
 
 // The class of a GEMM shape: dims capped at kGemmClassCap, seconds 0.
 GemmSample gemm_class(const GemmSample& shape);
@@ -110,6 +133,8 @@ Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes);
 std::optional<HostRates> cached_host_rates(int threads = 0);
 // For a plan on this host: host_rates (measured on first use) when `may_probe`, else the cached
 // rates; null when there are none (a warning is logged: the step time is then the roofline's).
+// With `may_probe`, cached rates measured contended are remeasured when the host is quiet now
+// (should_remeasure); callers print contention_note beside figures made with contended rates.
 std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe);
 
 }  // namespace lj
