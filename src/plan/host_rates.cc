@@ -24,8 +24,9 @@ namespace lj {
 namespace {
 
 // 5: each entry records the share of the cores other processes used during its probe (entries
-// of format 4 may have been measured beside other work without saying so). 4: pointwise also
-// measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement and
+// of format 4 may have been measured beside other work without saying so); pointwise_hot is an
+// add in a chain (reading the add before's output), no longer one add rerun in cache. 4: pointwise
+// also measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement and
 // reduction cold; 1, 2: some hot, in cache).
 constexpr const char* kFormat = "ljperf host rates 5";
 
@@ -167,19 +168,43 @@ StatusOr<BandwidthSample> measure_add(Device& dev, int64_t n) {
   return BandwidthSample{bytes, bw};
 }
 
-// An add over n elements, hot: one instance run again and again on the same buffers (those
-// that fit the caches stay there between runs).
-StatusOr<BandwidthSample> measure_add_hot(Device& dev, int64_t n) {
+// An add over n elements that reads what the kernel before it just produced, as a recomputed
+// kernel does (time_model.cc reads_just_produced): chains of kChainAdds adds, v = v + c_i, each
+// writing a new value and reading the previous one (hot) and a cold input. A chain costs one
+// cold add (its first, `cold` bytes per second) plus kChainAdds - 1 chained ones. One add rerun
+// on its own buffers instead (format 4) keeps inputs and output in cache and read 1.3-2.6 times
+// the cold rate on this Xeon; a chained add 1.0-1.9 times (its output is new memory, its second
+// input cold). The rerun figure priced small's selective recompute at 4.2 ms per layer against
+// 9.1 ms measured (bench/plan/time_model.sh, 24 rounds).
+constexpr int kChainAdds = 8;
+
+StatusOr<BandwidthSample> measure_add_chain(Device& dev, int64_t n, double cold) {
   const double bytes = 12.0 * static_cast<double>(n);
-  const auto one = [&](Builder& b, int) {
-    Val x = b.input("a", DType::f32, Shape{n});
-    Val y = b.input("b", DType::f32, Shape{n});
-    return x + y;
-  };
-  // About 50 ms of adds at 10 GB/s, the best of at least 5 runs.
-  const int reps = std::clamp(static_cast<int>(5e8 / bytes), 5, 200);
-  LJ_ASSIGN_OR_RETURN(double bw, cold_bandwidth(dev, Op::add, 1, one, {{n}, {n}}, reps));
-  return BandwidthSample{bytes, bw};
+  const int copies = copies_for(bytes * kChainAdds);
+  Graph g;
+  Builder b(&g);
+  for (int c = 0; c < copies; ++c) {
+    const auto in = [&](int i) {
+      return b.input(fmt::format("x{}_{}", c, i), DType::f32, Shape{n});
+    };
+    Val v = in(0) + in(1);
+    for (int i = 1; i < kChainAdds; ++i) v = v + in(i + 1);
+    b.output("y" + std::to_string(c), v);
+  }
+  LJ_RETURN_IF_ERROR(b.status());
+  std::vector<Tensor> inputs;
+  for (int c = 0; c < copies; ++c) {
+    for (int i = 0; i <= kChainAdds; ++i) inputs.push_back(zeros(dev, {n}));
+  }
+  LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, inputs, 3, Op::add));
+  const double chained = (t.seconds / copies - bytes / cold) / (kChainAdds - 1);
+  if (chained <= 0) {
+    return internal_error(
+        fmt::format("host rates: a chain of adds over {} elements ran faster "
+                    "than its first add alone",
+                    n));
+  }
+  return BandwidthSample{bytes, bytes / chained};
 }
 
 // A head permute (B, T, H, D) -> (B, H, T, D), cold: data movement.
@@ -398,7 +423,7 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   for (int64_t n : {int64_t{1} << 14, int64_t{1} << 17, int64_t{1} << 20, int64_t{1} << 23}) {
     LJ_ASSIGN_OR_RETURN(BandwidthSample s, measure_add(dev, n));
     r.pointwise.push_back(s);
-    LJ_ASSIGN_OR_RETURN(BandwidthSample h, measure_add_hot(dev, n));
+    LJ_ASSIGN_OR_RETURN(BandwidthSample h, measure_add_chain(dev, n, s.bytes_per_s));
     r.pointwise_hot.push_back(h);
   }
   LJ_ASSIGN_OR_RETURN(r.movement_bandwidth, measure_permute(dev));
@@ -482,7 +507,7 @@ std::string describe_host_rates(const HostRates& r) {
                    r.attention_forward_flops / 1e9, r.attention_backward_flops / 1e9);
   for (size_t i = 0; i < r.pointwise.size(); ++i) {
     const BandwidthSample& b = r.pointwise[i];
-    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s cold, {:.1f} GB/s hot\n",
+    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s cold, {:.1f} GB/s chained\n",
                      format_bytes(b.bytes), b.bytes_per_s / 1e9,
                      r.pointwise_hot_bandwidth(b.bytes) / 1e9);
   }

@@ -13,8 +13,9 @@
 //   pointwise  elementwise kernels: bytes moved (node_cost) / bandwidth, interpolated over the
 //              bytes a kernel moves (log scale). Measured cold, as a step meets its operands:
 //              independent copies of the kernel on their own buffers, 256 MiB in all.
-//              Also measured hot (one instance, its operands left in cache by the run before):
-//              what a recomputed kernel meets when the clone before it just produced its inputs.
+//              Also measured chained: an add that reads what the add before it just produced
+//              (and a cold input, into a new output), as a recomputed kernel meets the clone
+//              before it; the chain's time less its first, cold, add.
 //   movement   data movement (permute, gather, concat, ...): a head permute's bandwidth, cold.
 //   reduction  rms_norm's bandwidth (norms, softmax, sums); loss: cross_entropy's bandwidth
 //              (its logits pass, also inside linear_cross_entropy's chunks).
@@ -61,7 +62,7 @@ struct HostRates {
   std::vector<GemmSample> gemm;  // measured classes (dims capped at kGemmClassCap)
   double attention_forward_flops = 0, attention_backward_flops = 0;
   std::vector<BandwidthSample> pointwise;      // ascending bytes, operands cold
-  std::vector<BandwidthSample> pointwise_hot;  // ascending bytes, operands in cache
+  std::vector<BandwidthSample> pointwise_hot;  // ascending bytes, chained (one input just made)
   double movement_bandwidth = 0;               // permute, cold
   double reduction_bandwidth = 0;
   double loss_bandwidth = 0;
@@ -81,7 +82,7 @@ struct HostRates {
   // The pointwise bandwidth for a kernel moving `bytes` (log-linear between samples, flat
   // outside them).
   double pointwise_bandwidth(double bytes) const;
-  // The same with its operands in cache (pointwise_hot).
+  // The same for a kernel reading what the kernel before it just produced (pointwise_hot).
   double pointwise_hot_bandwidth(double bytes) const;
   bool valid() const;
   // Measured while other processes held more than kContendedShare of the cores.
