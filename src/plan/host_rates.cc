@@ -197,13 +197,11 @@ StatusOr<BandwidthSample> measure_add_chain(Device& dev, int64_t n, double cold)
     for (int i = 0; i <= kChainAdds; ++i) inputs.push_back(zeros(dev, {n}));
   }
   LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, inputs, 3, Op::add));
-  const double chained = (t.seconds / copies - bytes / cold) / (kChainAdds - 1);
-  if (chained <= 0) {
-    return internal_error(
-        fmt::format("host rates: a chain of adds over {} elements ran faster "
-                    "than its first add alone",
-                    n));
-  }
+  // The chain less its first add; on a noisy host the difference can come out at nothing or
+  // below: then the chain's mean add (its first, cold, add included: slower, never faster).
+  const double per_chain = t.seconds / copies;
+  double chained = (per_chain - bytes / cold) / (kChainAdds - 1);
+  if (!(chained > 0.25 * per_chain / kChainAdds)) chained = per_chain / kChainAdds;
   return BandwidthSample{bytes, bytes / chained};
 }
 
