@@ -141,6 +141,27 @@ by_m = sorted(keys, key=lambda k: m[k])
 unres = [(a, b) for a, b in zip(by_m, by_m[1:]) if frozenset((a, b)) not in resolved]
 print(f"- Neighbours in the measured order not resolved: {len(unres)} of {len(by_m) - 1}"
       + (": " + "; ".join(f"{name(a)} / {name(b)}" for a, b in unres) if unres else "") + ".")
+# The ceiling the noise puts on tau: a perfect model (its ranking the true one) against this
+# measurement. Truth: each choice's mean log step over the rounds; noise: the rounds' residuals
+# after each choice's mean and each round's mean (log scale), resampled. Since the truth is
+# itself measured, its spread includes some noise: the ceiling is, if anything, optimistic.
+import math
+import random
+rng = random.Random(1)
+logs = {k: [math.log(v) for v in cpu[k]] for k in keys}
+truth = {k: statistics.fmean(logs[k]) for k in keys}
+round_mean = [statistics.fmean(logs[k][r] - truth[k] for k in keys) for r in range(R)]
+resid = [logs[k][r] - truth[k] - round_mean[r] for k in keys for r in range(R)]
+def ceiling(rounds, trials=400):
+    taus = []
+    tv = [truth[k] for k in keys]
+    for _ in range(trials):
+        est = [statistics.median(truth[k] + rng.choice(resid) for _ in range(rounds)) for k in keys]
+        taus.append(kendall_tau_b(tv, est))
+    return statistics.fmean(taus)
+print(f"- Noise ceiling: a perfect model would reach tau {ceiling(R):.2f} against a measurement of "
+      f"{R} rounds with this run's noise (residual SD {100 * statistics.pstdev(resid):.1f}% per step after "
+      f"round effects); " + ", ".join(f"{ceiling(n):.2f} at {n} rounds" for n in (2 * R, 4 * R, 8 * R)) + ".")
 print()
 print("## Cost of each choice over `none` (paired: each round's step minus `none`'s in the same round)\n")
 print("| choice | predicted | measured (95% interval) | predicted / measured |")

@@ -413,7 +413,8 @@ void print_ranks(const Resolved& r, const Summary& m, const Pricing& predicted) 
 }
 
 void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log, const Summary& m,
-                   const Pricing& predicted, const Device& dev, TrainStep& trainer) {
+                   const Pricing& predicted, const std::string& rates_note, const Device& dev,
+                   TrainStep& trainer) {
   const bool ranks = r.dp.world_size > 1;
   fmt::print(
       "\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's "
@@ -443,6 +444,7 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
     fmt::print("  predicted step {}   (time model; CPU time / threads {}, {:+.1f}%)\n    {}\n",
                format_seconds(predicted.step_seconds), format_seconds(cpu),
                cpu > 0 ? 100.0 * (predicted.step_seconds - cpu) / cpu : 0.0, cats);
+    if (!rates_note.empty()) fmt::print("    {}", rates_note);
   }
   fmt::print("  kernels/step  {}\n", m.kernels_per_step);
   fmt::print("  final loss    {:.4f}\n", log.losses.back());
@@ -696,7 +698,7 @@ Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
   LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(a, r, host, peak, *g.dev, *g.trainer));
   LJ_ASSIGN_OR_RETURN(const Summary m,
                       summarize(r, peak, log, *g.dev, *g.trainer, dist, g.prepared.predicted));
-  print_summary(a, r, log, m, g.prepared.predicted, *g.dev, *g.trainer);
+  print_summary(a, r, log, m, g.prepared.predicted, g.prepared.rates_note, *g.dev, *g.trainer);
   // One record per run: rank 0 writes it.
   if (a.output.empty() || !dist.is_root()) return ok_status();
   return append_results(a, r, host, *g.dev, log, m, g.prepared, g.compile_s,

@@ -2,6 +2,8 @@
 // choice, and the recommendation, for a model on a device that need not be present.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -65,8 +67,6 @@ Status run_plan(const PlanArgs& a) {
   if (host) {
     // The process baseline measured on this host (cached; probed once).
     LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs));
-    // The time model's measured rates (plan/host_rates.h): cached, else measured now.
-    req.rates = plan_host_rates(a.measure_opts.threads, /*may_probe=*/true);
     // As `ljperf benchmark` runs without a DeepSpeed JSON: DeepSpeed's code defaults.
     const ZeroConfig defaults;
     req.zero.reduce_bucket_size = defaults.reduce_bucket_size;
@@ -135,6 +135,9 @@ Status run_plan(const PlanArgs& a) {
     return invalid_argument("--measure runs the candidates on this host",
                             "use --device host with --measure");
   }
+  // The time model's measured rates (plan/host_rates.h): cached, else measured now, once the
+  // request is known to be valid (a probe takes seconds; bad input gets its error at once).
+  if (host) req.rates = plan_host_rates(a.measure_opts.threads, /*may_probe=*/true);
   const double t0 = now_seconds();
   LJ_ASSIGN_OR_RETURN(PlanResult r, make_plan(req));
   const double wall = now_seconds() - t0;
@@ -146,11 +149,20 @@ Status run_plan(const PlanArgs& a) {
   }
   if (a.json) {
     nlohmann::ordered_json j = plan_to_json(req, r);
+    if (req.rates) {
+      // The share of the cores other processes used while the rates were measured (null: not
+      // known); contended rates predict step times long.
+      j["rates_other_cpu_share"] = std::isnan(req.rates->other_cpu_share)
+                                       ? nlohmann::ordered_json(nullptr)
+                                       : nlohmann::ordered_json(req.rates->other_cpu_share);
+      j["rates_contended"] = req.rates->contended();
+    }
     if (measured) j["measured"] = measurement_json(req, *measured);
     fmt::print("{}\n", j.dump(2));
     return ok_status();
   }
   fmt::print("{}", format_plan(req, r));
+  if (req.rates) fmt::print("{}", contention_note(*req.rates));
   if (measured) fmt::print("{}", format_measurement(req, *measured));
   if (r.best() == nullptr) {
     fmt::print(

@@ -4,6 +4,7 @@
 
 #include "core/units.h"
 #include "plan/host_baseline.h"
+#include "plan/host_rates.h"
 #include "plan/time_model.h"
 #include "runtime/host.h"
 
@@ -105,6 +106,7 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
                                              .measure_gemm_classes = req.measure_gemm_classes}));
   r.predicted.memory = predict_cpu_memory(r.figures, model, req.coeffs);
   r.process_baseline_bytes = req.coeffs.host.process_baseline_bytes;
+  if (req.rates) r.rates_note = contention_note(*req.rates);
   if (r.figures.times) {
     r.predicted.step_seconds = r.figures.times->total();
     r.predicted.times = r.figures.times;

@@ -59,6 +59,8 @@ struct PreparedRun {
   GraphFigures figures;      // the dry run (f32, AdamW states), timed on the host profile
   Pricing predicted;         // predict_cpu_memory and the compute time of `figures`: per rank
   double process_baseline_bytes = 0;  // the measured baseline in `predicted` (host_baseline.h)
+  // The time model's cached rates were measured contended: host_rates.h contention_note, or "".
+  std::string rates_note;
 };
 // With several ranks the prediction is one rank's: its ZeRO shard of the optimizer states and
 // the step's collective buffers (graph_figures.h DryRunOptions::world_size).

@@ -16,15 +16,19 @@
 #include "graph/builder.h"
 #include "graph/builder_fused.h"
 #include "plan/host_cache.h"
+#include "runtime/cpu_load.h"
 #include "runtime/executor.h"
 #include "runtime/host.h"
 
 namespace lj {
 namespace {
 
-// 4: pointwise also measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise,
-// movement and reduction cold; 1, 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 4";
+// 5: each entry records the share of the cores other processes used during its probe (entries
+// of format 4 may have been measured beside other work without saying so); pointwise_hot is an
+// add in a chain (reading the add before's output), no longer one add rerun in cache. 4: pointwise
+// also measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement and
+// reduction cold; 1, 2: some hot, in cache).
+constexpr const char* kFormat = "ljperf host rates 5";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the best process CPU time per run divided by the threads (other processes on
@@ -164,19 +168,41 @@ StatusOr<BandwidthSample> measure_add(Device& dev, int64_t n) {
   return BandwidthSample{bytes, bw};
 }
 
-// An add over n elements, hot: one instance run again and again on the same buffers (those
-// that fit the caches stay there between runs).
-StatusOr<BandwidthSample> measure_add_hot(Device& dev, int64_t n) {
+// An add over n elements that reads what the kernel before it just produced, as a recomputed
+// kernel does (time_model.cc reads_just_produced): chains of kChainAdds adds, v = v + c_i, each
+// writing a new value and reading the previous one (hot) and a cold input. A chain costs one
+// cold add (its first, `cold` bytes per second) plus kChainAdds - 1 chained ones. One add rerun
+// on its own buffers instead (format 4) keeps inputs and output in cache and read 1.3-2.6 times
+// the cold rate on this Xeon; a chained add 1.0-1.9 times (its output is new memory, its second
+// input cold). The rerun figure priced small's selective recompute at 4.2 ms per layer against
+// 9.1 ms measured (bench/plan/time_model.sh, 24 rounds).
+constexpr int kChainAdds = 8;
+
+StatusOr<BandwidthSample> measure_add_chain(Device& dev, int64_t n, double cold) {
   const double bytes = 12.0 * static_cast<double>(n);
-  const auto one = [&](Builder& b, int) {
-    Val x = b.input("a", DType::f32, Shape{n});
-    Val y = b.input("b", DType::f32, Shape{n});
-    return x + y;
-  };
-  // About 50 ms of adds at 10 GB/s, the best of at least 5 runs.
-  const int reps = std::clamp(static_cast<int>(5e8 / bytes), 5, 200);
-  LJ_ASSIGN_OR_RETURN(double bw, cold_bandwidth(dev, Op::add, 1, one, {{n}, {n}}, reps));
-  return BandwidthSample{bytes, bw};
+  const int copies = copies_for(bytes * kChainAdds);
+  Graph g;
+  Builder b(&g);
+  for (int c = 0; c < copies; ++c) {
+    const auto in = [&](int i) {
+      return b.input(fmt::format("x{}_{}", c, i), DType::f32, Shape{n});
+    };
+    Val v = in(0) + in(1);
+    for (int i = 1; i < kChainAdds; ++i) v = v + in(i + 1);
+    b.output("y" + std::to_string(c), v);
+  }
+  LJ_RETURN_IF_ERROR(b.status());
+  std::vector<Tensor> inputs;
+  for (int c = 0; c < copies; ++c) {
+    for (int i = 0; i <= kChainAdds; ++i) inputs.push_back(zeros(dev, {n}));
+  }
+  LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, inputs, 3, Op::add));
+  // The chain less its first add; on a noisy host the difference can come out at nothing or
+  // below: then the chain's mean add (its first, cold, add included: slower, never faster).
+  const double per_chain = t.seconds / copies;
+  double chained = (per_chain - bytes / cold) / (kChainAdds - 1);
+  if (!(chained > 0.25 * per_chain / kChainAdds)) chained = per_chain / kChainAdds;
+  return BandwidthSample{bytes, bytes / chained};
 }
 
 // A head permute (B, T, H, D) -> (B, H, T, D), cold: data movement.
@@ -376,8 +402,17 @@ bool HostRates::valid() const {
          loss_bandwidth > 0 && optimizer_bandwidth > 0 && kernel_seconds >= 0;
 }
 
+bool HostRates::contended() const {
+  return other_cpu_share > kContendedShare;  // false for NaN (not known)
+}
+
+bool should_remeasure(const HostRates& r, double load_per_core) {
+  return r.contended() && load_per_core < kQuietLoadPerCore;  // false for NaN load
+}
+
 StatusOr<HostRates> measure_host_rates(int threads) {
   const double t0 = now_seconds();
+  const CpuLoadMark load0 = cpu_load_mark();
   Device dev(threads);
   HostRates r;
   r.threads = dev.threads();
@@ -386,7 +421,7 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   for (int64_t n : {int64_t{1} << 14, int64_t{1} << 17, int64_t{1} << 20, int64_t{1} << 23}) {
     LJ_ASSIGN_OR_RETURN(BandwidthSample s, measure_add(dev, n));
     r.pointwise.push_back(s);
-    LJ_ASSIGN_OR_RETURN(BandwidthSample h, measure_add_hot(dev, n));
+    LJ_ASSIGN_OR_RETURN(BandwidthSample h, measure_add_chain(dev, n, s.bytes_per_s));
     r.pointwise_hot.push_back(h);
   }
   LJ_ASSIGN_OR_RETURN(r.movement_bandwidth, measure_permute(dev));
@@ -395,6 +430,7 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   LJ_ASSIGN_OR_RETURN(r.kernel_seconds, measure_overhead(dev));
   r.optimizer_bandwidth = measure_optimizer(r.threads);
   r.probe_seconds = now_seconds() - t0;
+  r.other_cpu_share = other_cpu_share(load0, cpu_load_mark());
   return r;
 }
 
@@ -420,7 +456,10 @@ nlohmann::json host_rates_to_json(const HostRates& r) {
           {"loss_bandwidth", r.loss_bandwidth},
           {"optimizer_bandwidth", r.optimizer_bandwidth},
           {"kernel_seconds", r.kernel_seconds},
-          {"probe_seconds", r.probe_seconds}};
+          {"probe_seconds", r.probe_seconds},
+          // null when not known (JSON has no NaN)
+          {"other_cpu_share", std::isnan(r.other_cpu_share) ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(r.other_cpu_share)}};
 }
 
 StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
@@ -443,6 +482,8 @@ StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
     r.optimizer_bandwidth = j.at("optimizer_bandwidth").get<double>();
     r.kernel_seconds = j.at("kernel_seconds").get<double>();
     r.probe_seconds = j.value("probe_seconds", 0.0);
+    if (j.contains("other_cpu_share") && j.at("other_cpu_share").is_number())
+      r.other_cpu_share = j.at("other_cpu_share").get<double>();
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(std::string("host rates entry: ") + e.what(),
                             "remeasure with ljperf calibrate --device");
@@ -464,7 +505,7 @@ std::string describe_host_rates(const HostRates& r) {
                    r.attention_forward_flops / 1e9, r.attention_backward_flops / 1e9);
   for (size_t i = 0; i < r.pointwise.size(); ++i) {
     const BandwidthSample& b = r.pointwise[i];
-    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s cold, {:.1f} GB/s hot\n",
+    s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s cold, {:.1f} GB/s chained\n",
                      format_bytes(b.bytes), b.bytes_per_s / 1e9,
                      r.pointwise_hot_bandwidth(b.bytes) / 1e9);
   }
@@ -474,6 +515,12 @@ std::string describe_host_rates(const HostRates& r) {
       "traffic) {:.1f} GB/s; {:.2f} us per kernel\n",
       r.movement_bandwidth / 1e9, r.reduction_bandwidth / 1e9, r.loss_bandwidth / 1e9,
       r.optimizer_bandwidth / 1e9, r.kernel_seconds * 1e6);
+  if (!std::isnan(r.other_cpu_share)) {
+    s += fmt::format(
+        "    measured while other processes used {:.0f}% of the cores{}\n",
+        100.0 * r.other_cpu_share,
+        r.contended() ? ": contended, the rates read low (remeasure on a quiet host)" : "");
+  }
   return s;
 }
 
@@ -501,20 +548,39 @@ Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes) {
 }
 
 std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
+  std::optional<HostRates> c = cached_host_rates(threads);
+  // Contended rates: the caller says so beside its figures (contention_note), after the request
+  // has been checked, so that bad input gets its error alone.
   if (!may_probe) {
-    auto c = cached_host_rates(threads);
     if (!c) {
       LJ_LOG(info) << "no measured host rates in " << host_rates_cache_path()
                    << "; step times from the roofline (ljperf calibrate --device measures them)";
     }
     return c ? std::make_shared<HostRates>(*c) : nullptr;
   }
-  StatusOr<HostRates> r = host_rates(threads);
+  const double load = load_per_core();
+  const bool remeasure = c && should_remeasure(*c, load);
+  if (remeasure) {
+    LJ_LOG(info) << fmt::format(
+        "the cached time model rates were measured while other processes used {:.0f}% of the "
+        "cores; the host is quieter now (load {:.2f} per core): remeasuring them",
+        100.0 * c->other_cpu_share, load);
+  }
+  StatusOr<HostRates> r = host_rates(threads, remeasure);
   if (!r.ok()) {
     LJ_LOG(warning) << r.status().message() << "; step times from the roofline model";
     return nullptr;
   }
   return std::make_shared<HostRates>(*r);
+}
+
+std::string contention_note(const HostRates& r) {
+  if (!r.contended()) return "";
+  return fmt::format(
+      "note: the time model's rates were measured while other processes used {:.0f}% of the "
+      "cores, so predicted step times read long; ljperf calibrate --device on a quiet host "
+      "remeasures them (the next plan does when the load is below {:.1f} per core)\n",
+      100.0 * r.other_cpu_share, kQuietLoadPerCore);
 }
 
 std::optional<HostRates> cached_host_rates(int threads) {

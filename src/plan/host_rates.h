@@ -13,8 +13,9 @@
 //   pointwise  elementwise kernels: bytes moved (node_cost) / bandwidth, interpolated over the
 //              bytes a kernel moves (log scale). Measured cold, as a step meets its operands:
 //              independent copies of the kernel on their own buffers, 256 MiB in all.
-//              Also measured hot (one instance, its operands left in cache by the run before):
-//              what a recomputed kernel meets when the clone before it just produced its inputs.
+//              Also measured chained: an add that reads what the add before it just produced
+//              (and a cold input, into a new output), as a recomputed kernel meets the clone
+//              before it; the chain's time less its first, cold, add.
 //   movement   data movement (permute, gather, concat, ...): a head permute's bandwidth, cold.
 //   reduction  rms_norm's bandwidth (norms, softmax, sums); loss: cross_entropy's bandwidth
 //              (its logits pass, also inside linear_cross_entropy's chunks).
@@ -32,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -60,13 +62,18 @@ struct HostRates {
   std::vector<GemmSample> gemm;  // measured classes (dims capped at kGemmClassCap)
   double attention_forward_flops = 0, attention_backward_flops = 0;
   std::vector<BandwidthSample> pointwise;      // ascending bytes, operands cold
-  std::vector<BandwidthSample> pointwise_hot;  // ascending bytes, operands in cache
+  std::vector<BandwidthSample> pointwise_hot;  // ascending bytes, chained (one input just made)
   double movement_bandwidth = 0;               // permute, cold
   double reduction_bandwidth = 0;
   double loss_bandwidth = 0;
   double optimizer_bandwidth = 0;
   double kernel_seconds = 0;
   double probe_seconds = 0;  // how long the measurement took
+  // The share of the cores' time other processes used while the probe ran (runtime/cpu_load.h;
+  // NaN: not known, e.g. an entry cached before it was recorded). CPU time does not count the
+  // time others held the cores, but it does count what they cost this process's caches and
+  // memory bandwidth: a probe beside other work measures rates too low.
+  double other_cpu_share = std::numeric_limits<double>::quiet_NaN();
   bool cached = false;
 
   // Seconds of one (M, N, K) GEMM: its class's measured seconds × FLOPs / the class's FLOPs
@@ -75,10 +82,27 @@ struct HostRates {
   // The pointwise bandwidth for a kernel moving `bytes` (log-linear between samples, flat
   // outside them).
   double pointwise_bandwidth(double bytes) const;
-  // The same with its operands in cache (pointwise_hot).
+  // The same for a kernel reading what the kernel before it just produced (pointwise_hot).
   double pointwise_hot_bandwidth(double bytes) const;
   bool valid() const;
+  // Measured while other processes held more than kContendedShare of the cores.
+  bool contended() const;
 };
+
+// Above this share of the cores' time used by other processes, a probe's rates are suspect:
+// host_rates.json's entries measured beside a parallel build (load 5–90 on 2 cores) read
+// pointwise bandwidths 25–35% below a quiet probe's, and the step then predicted 25% long.
+inline constexpr double kContendedShare = 0.25;
+// A contended entry is remeasured by the next `ljperf plan` when the 1-minute load average is
+// below this per core (the host is quiet enough for a probe).
+inline constexpr double kQuietLoadPerCore = 0.5;
+
+// Whether `ljperf plan` remeasures the cached rates `r` on a host whose 1-minute load average
+// per core is `load_per_core`: when they were measured contended and the host is quiet now.
+bool should_remeasure(const HostRates& r, double load_per_core);
+// A line for a plan made with contended rates ("" when they are not): what it means and how to
+// remeasure.
+std::string contention_note(const HostRates& r);
 
 // The class of a GEMM shape: dims capped at kGemmClassCap, seconds 0.
 GemmSample gemm_class(const GemmSample& shape);
@@ -110,6 +134,8 @@ Status add_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes);
 std::optional<HostRates> cached_host_rates(int threads = 0);
 // For a plan on this host: host_rates (measured on first use) when `may_probe`, else the cached
 // rates; null when there are none (a warning is logged: the step time is then the roofline's).
+// With `may_probe`, cached rates measured contended are remeasured when the host is quiet now
+// (should_remeasure); callers print contention_note beside figures made with contended rates.
 std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe);
 
 }  // namespace lj

@@ -106,6 +106,33 @@ TEST(HostRatesTest, JsonRoundTripAndRefusals) {
   EXPECT_FALSE(host_rates_from_json(j).ok());
 }
 
+TEST(HostRatesTest, ContentionIsRecordedAndDecidesARemeasure) {
+  HostRates r = made_up_rates();
+  // Not known (an entry cached before the share was recorded): trusted, never remeasured.
+  EXPECT_TRUE(std::isnan(r.other_cpu_share));
+  EXPECT_FALSE(r.contended());
+  EXPECT_FALSE(should_remeasure(r, 0.0));
+  auto back = host_rates_from_json(host_rates_to_json(r));
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(std::isnan(back->other_cpu_share));
+  EXPECT_TRUE(host_rates_to_json(r).at("other_cpu_share").is_null());
+  // Measured beside other work: remeasured once the host is quiet, not while it is busy.
+  r.other_cpu_share = 0.6;
+  back = host_rates_from_json(host_rates_to_json(r));
+  ASSERT_TRUE(back.ok());
+  EXPECT_DOUBLE_EQ(back->other_cpu_share, 0.6);
+  EXPECT_TRUE(back->contended());
+  EXPECT_TRUE(should_remeasure(*back, 0.1));
+  EXPECT_FALSE(should_remeasure(*back, kQuietLoadPerCore + 0.1));
+  EXPECT_FALSE(should_remeasure(*back, std::nan("")));  // load unknown: keep the cache
+  // At or below the threshold: a quiet enough probe.
+  r.other_cpu_share = kContendedShare;
+  EXPECT_FALSE(r.contended());
+  EXPECT_FALSE(should_remeasure(r, 0.0));
+  EXPECT_NE(describe_host_rates(r).find("other processes used 25% of the cores"),
+            std::string::npos);
+}
+
 TEST(HostRatesTest, CachedPerHostAndThreads) {
   const std::string dir = ::testing::TempDir() + "/lj_host_rates_test";
   std::filesystem::remove_all(dir);
