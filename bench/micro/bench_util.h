@@ -9,18 +9,47 @@
 #include <vector>
 
 #include "backends/kernel.h"
+#include "runtime/malloc_policy.h"
 
 namespace lj::bench {
 
-// Kernel scratch from aligned_alloc, freed by release() (the benchmarks call it after every kernel
-// call, as the executor frees scratch when a kernel returns) or when the object dies.
+// Memory as the runtime's allocator gives it (runtime/memory.cc): 64-byte aligned, its whole
+// huge pages advised MADV_HUGEPAGE before the first touch, so the kernels see the same TLB cost.
+// huge_pages = false: plain 4 KiB pages (what the runtime gave before, for A/B runs).
+inline void* runtime_like_alloc(size_t bytes, bool huge_pages = true) {
+  bytes = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (huge_pages) advise_huge_pages(p, bytes);
+  return p;
+}
+
+// A std::allocator that allocates with runtime_like_alloc.
+template <class T>
+struct RuntimeLikeAllocator {
+  using value_type = T;
+  bool huge_pages = true;
+  RuntimeLikeAllocator() = default;
+  explicit RuntimeLikeAllocator(bool huge) : huge_pages(huge) {}
+  template <class U>
+  RuntimeLikeAllocator(const RuntimeLikeAllocator<U>& o) : huge_pages(o.huge_pages) {}
+  T* allocate(size_t n) { return static_cast<T*>(runtime_like_alloc(n * sizeof(T), huge_pages)); }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const RuntimeLikeAllocator<U>& o) const {
+    return huge_pages == o.huge_pages;
+  }
+};
+
+// Kernel scratch from runtime_like_alloc, freed by release() (the benchmarks call it after every
+// kernel call, as the executor frees scratch when a kernel returns) or when the object dies.
 class MallocWorkspace : public Workspace {
  public:
+  explicit MallocWorkspace(bool huge_pages = true) : huge_pages_(huge_pages) {}
   ~MallocWorkspace() override {
     for (void* p : blocks_) std::free(p);
   }
   void* get(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    void* p = runtime_like_alloc(bytes, huge_pages_);
     blocks_.push_back(p);
     return p;
   }
@@ -30,6 +59,7 @@ class MallocWorkspace : public Workspace {
   }
 
  private:
+  bool huge_pages_;
   std::vector<void*> blocks_;
 };
 
@@ -43,14 +73,18 @@ inline std::vector<float> filled(size_t n, uint32_t seed) {
   return v;
 }
 
-// A f32 tensor that owns its storage, filled with values in [-1, 1) from a fixed LCG.
+// A f32 tensor that owns its storage (runtime_like_alloc), filled with values in [-1, 1) from a
+// fixed LCG.
 struct OwnedTensor {
-  std::vector<float> storage;
+  std::vector<float, RuntimeLikeAllocator<float>> storage;
   TensorView view;
-  explicit OwnedTensor(std::vector<int64_t> dims, uint32_t seed = 1) {
+  explicit OwnedTensor(std::vector<int64_t> dims, uint32_t seed = 1, bool huge_pages = true)
+      : storage(RuntimeLikeAllocator<float>(huge_pages)) {
     view.dtype = DType::f32;
     view.dims = std::move(dims);
-    storage = filled(static_cast<size_t>(view.numel()), seed * 2654435761u + 12345u);
+    const std::vector<float> v =
+        filled(static_cast<size_t>(view.numel()), seed * 2654435761u + 12345u);
+    storage.assign(v.begin(), v.end());
     view.data = storage.data();
   }
 };
