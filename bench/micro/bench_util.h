@@ -13,10 +13,10 @@
 
 namespace lj::bench {
 
-// Memory as the runtime's allocator gives it (runtime/memory.cc): 64-byte aligned, its whole
-// huge pages advised MADV_HUGEPAGE before the first touch, so the kernels see the same TLB cost.
-// huge_pages = false: plain 4 KiB pages (what the runtime gave before, for A/B runs).
-inline void* runtime_like_alloc(size_t bytes, bool huge_pages = true) {
+// Memory as the runtime's allocator gives it (runtime/memory.cc): 64-byte aligned and, with
+// huge_pages (by default as LJ_HUGE_PAGES asks the runtime), its whole huge pages advised
+// MADV_HUGEPAGE before the first touch, so the kernels see the same TLB cost.
+inline void* runtime_like_alloc(size_t bytes, bool huge_pages = huge_pages_requested()) {
   bytes = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (huge_pages) advise_huge_pages(p, bytes);
@@ -27,7 +27,7 @@ inline void* runtime_like_alloc(size_t bytes, bool huge_pages = true) {
 template <class T>
 struct RuntimeLikeAllocator {
   using value_type = T;
-  bool huge_pages = true;
+  bool huge_pages = huge_pages_requested();
   RuntimeLikeAllocator() = default;
   explicit RuntimeLikeAllocator(bool huge) : huge_pages(huge) {}
   template <class U>
@@ -46,7 +46,7 @@ struct RuntimeLikeAllocator {
 // faults the executor pays once; they are freed when the object dies.
 class MallocWorkspace : public Workspace {
  public:
-  explicit MallocWorkspace(bool huge_pages = true) : huge_pages_(huge_pages) {}
+  explicit MallocWorkspace(bool huge_pages = huge_pages_requested()) : huge_pages_(huge_pages) {}
   ~MallocWorkspace() override {
     for (const Block& b : used_) std::free(b.p);
     for (const Block& b : free_) std::free(b.p);
@@ -91,7 +91,8 @@ inline std::vector<float> filled(size_t n, uint32_t seed) {
 struct OwnedTensor {
   std::vector<float, RuntimeLikeAllocator<float>> storage;
   TensorView view;
-  explicit OwnedTensor(std::vector<int64_t> dims, uint32_t seed = 1, bool huge_pages = true)
+  explicit OwnedTensor(std::vector<int64_t> dims, uint32_t seed = 1,
+                       bool huge_pages = huge_pages_requested())
       : storage(RuntimeLikeAllocator<float>(huge_pages)) {
     view.dtype = DType::f32;
     view.dims = std::move(dims);

@@ -5,8 +5,8 @@
 // C) GEMMs. Run: build/micro_bench
 // --benchmark_filter=lce
 // lce_pages and lce_block_gemms: the same with every operand and the scratch on 4 KiB pages (arg
-// 0) or advised huge pages (arg 1, what runtime/memory.cc now gives), interleaved 0, 1, 0, 1, ...;
-// bench/micro/lce_pages_ab.sh prints the ratios.
+// 0) or advised huge pages (arg 1, what runtime/memory.cc gives with LJ_HUGE_PAGES=1), interleaved
+// 0, 1, 0, 1, ...; bench/micro/lce_pages_ab.sh prints the ratios.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -130,10 +130,12 @@ void BM_lce_gemm(benchmark::State& state) {
 }
 
 BENCHMARK(BM_lce_fused)
-    ->ArgsProduct({{0, 256, 512}, {0, 128, 256, 512}})
+    ->ArgsProduct({{0, 256, 512}, {0, 128, 256, 512, 1024}})
+    ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_fused_wide)
     ->ArgsProduct({{0}, {0, 128, 256, 512, 1024}})
+    ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_gemm)->ArgsProduct({{0, 1, 2}, {256}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_pages)

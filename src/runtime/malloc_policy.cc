@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace lj {
 
@@ -30,6 +32,11 @@ size_t advise_huge_pages(void* p, size_t bytes) {
   const uintptr_t hi = (begin + bytes) / kHugePageBytes * kHugePageBytes;
   if (p == nullptr || hi <= lo) return 0;
   return madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0 ? hi - lo : 0;
+}
+
+bool huge_pages_requested() {
+  const char* v = std::getenv("LJ_HUGE_PAGES");
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 }  // namespace lj

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -83,19 +84,37 @@ TEST(HugePagesTest, BlocksWithNoWholeHugePageAreLeftAlone) {
   EXPECT_FALSE(advised(m.base + kHugePageBytes));
 }
 
-TEST(HugePagesTest, TheRuntimeAllocatorAdvisesItsSystemBlocks) {
+// With LJ_HUGE_PAGES=1 the allocator advises the blocks it takes from the system; without it
+// (the default) it does not. `middle`: the huge page that holds the block's middle lies wholly
+// inside it.
+TEST(HugePagesTest, TheRuntimeAllocatorAdvisesItsBlocksOnlyWhenAsked) {
   {
     AlignedMapping probe(kHugePageBytes);
     ASSERT_NE(probe.base, nullptr);
     if (advise_huge_pages(probe.base, kHugePageBytes) == 0) GTEST_SKIP() << "no THP support";
   }
-  CachingAllocator alloc;
   const size_t bytes = 8 * kHugePageBytes;
-  void* p = alloc.allocate(bytes, MemCategory::activations);
-  ASSERT_NE(p, nullptr);
-  // The huge page that holds the block's middle lies wholly inside it.
-  EXPECT_TRUE(advised(static_cast<char*>(p) + bytes / 2)) << vm_flags_at(p);
-  alloc.deallocate(p, bytes, MemCategory::activations);
+  const char* before = std::getenv("LJ_HUGE_PAGES");
+  const std::string saved = before != nullptr ? before : "";
+  for (const char* value : {"", "0", "1"}) {
+    if (*value == 0) {
+      unsetenv("LJ_HUGE_PAGES");
+    } else {
+      setenv("LJ_HUGE_PAGES", value, 1);
+    }
+    CachingAllocator alloc;
+    void* p = alloc.allocate(bytes, MemCategory::activations);
+    ASSERT_NE(p, nullptr);
+    const char* middle = static_cast<char*>(p) + bytes / 2;
+    EXPECT_EQ(advised(middle), std::string(value) == "1")
+        << "LJ_HUGE_PAGES='" << value << "': " << vm_flags_at(middle);
+    alloc.deallocate(p, bytes, MemCategory::activations);
+  }
+  if (before != nullptr) {
+    setenv("LJ_HUGE_PAGES", saved.c_str(), 1);
+  } else {
+    unsetenv("LJ_HUGE_PAGES");
+  }
 }
 
 }  // namespace
