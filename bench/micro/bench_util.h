@@ -9,28 +9,71 @@
 #include <vector>
 
 #include "backends/kernel.h"
+#include "runtime/malloc_policy.h"
 
 namespace lj::bench {
 
-// Kernel scratch from aligned_alloc, freed by release() (the benchmarks call it after every kernel
-// call, as the executor frees scratch when a kernel returns) or when the object dies.
+// Memory as the runtime's allocator gives it (runtime/memory.cc): 64-byte aligned and, with
+// huge_pages (by default as LJ_HUGE_PAGES asks the runtime), its whole huge pages advised
+// MADV_HUGEPAGE before the first touch, so the kernels see the same TLB cost.
+inline void* runtime_like_alloc(size_t bytes, bool huge_pages = huge_pages_requested()) {
+  bytes = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (huge_pages) advise_huge_pages(p, bytes);
+  return p;
+}
+
+// A std::allocator that allocates with runtime_like_alloc.
+template <class T>
+struct RuntimeLikeAllocator {
+  using value_type = T;
+  bool huge_pages = huge_pages_requested();
+  RuntimeLikeAllocator() = default;
+  explicit RuntimeLikeAllocator(bool huge) : huge_pages(huge) {}
+  template <class U>
+  RuntimeLikeAllocator(const RuntimeLikeAllocator<U>& o) : huge_pages(o.huge_pages) {}
+  T* allocate(size_t n) { return static_cast<T*>(runtime_like_alloc(n * sizeof(T), huge_pages)); }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const RuntimeLikeAllocator<U>& o) const {
+    return huge_pages == o.huge_pages;
+  }
+};
+
+// Kernel scratch from runtime_like_alloc. release() (the benchmarks call it after every kernel
+// call, as the executor frees scratch when a kernel returns) keeps the blocks for the next call's
+// get(), as the executor's workspace stays mapped across steps, so a call does not pay for page
+// faults the executor pays once; they are freed when the object dies.
 class MallocWorkspace : public Workspace {
  public:
+  explicit MallocWorkspace(bool huge_pages = huge_pages_requested()) : huge_pages_(huge_pages) {}
   ~MallocWorkspace() override {
-    for (void* p : blocks_) std::free(p);
+    for (const Block& b : used_) std::free(b.p);
+    for (const Block& b : free_) std::free(b.p);
   }
   void* get(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    blocks_.push_back(p);
-    return p;
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].bytes >= bytes) {
+        used_.push_back(free_[i]);
+        free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+        return used_.back().p;
+      }
+    }
+    used_.push_back({runtime_like_alloc(bytes, huge_pages_), bytes});
+    return used_.back().p;
   }
   void release() {
-    for (void* p : blocks_) std::free(p);
-    blocks_.clear();
+    free_.insert(free_.end(), used_.begin(), used_.end());
+    used_.clear();
   }
 
  private:
-  std::vector<void*> blocks_;
+  struct Block {
+    void* p;
+    size_t bytes;
+  };
+  bool huge_pages_;
+  std::vector<Block> used_, free_;
 };
 
 // n values in [-1, 1) from a fixed LCG started at `seed`.
@@ -43,14 +86,19 @@ inline std::vector<float> filled(size_t n, uint32_t seed) {
   return v;
 }
 
-// A f32 tensor that owns its storage, filled with values in [-1, 1) from a fixed LCG.
+// A f32 tensor that owns its storage (runtime_like_alloc), filled with values in [-1, 1) from a
+// fixed LCG.
 struct OwnedTensor {
-  std::vector<float> storage;
+  std::vector<float, RuntimeLikeAllocator<float>> storage;
   TensorView view;
-  explicit OwnedTensor(std::vector<int64_t> dims, uint32_t seed = 1) {
+  explicit OwnedTensor(std::vector<int64_t> dims, uint32_t seed = 1,
+                       bool huge_pages = huge_pages_requested())
+      : storage(RuntimeLikeAllocator<float>(huge_pages)) {
     view.dtype = DType::f32;
     view.dims = std::move(dims);
-    storage = filled(static_cast<size_t>(view.numel()), seed * 2654435761u + 12345u);
+    const std::vector<float> v =
+        filled(static_cast<size_t>(view.numel()), seed * 2654435761u + 12345u);
+    storage.assign(v.begin(), v.end());
     view.data = storage.data();
   }
 };

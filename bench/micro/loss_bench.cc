@@ -4,6 +4,9 @@
 // kernel's default), and its three GEMM shapes alone on one default chunk. FLOPs: the three (N, V,
 // C) GEMMs. Run: build/micro_bench
 // --benchmark_filter=lce
+// lce_pages and lce_block_gemms: the same with every operand and the scratch on 4 KiB pages (arg
+// 0) or advised huge pages (arg 1, what runtime/memory.cc gives with LJ_HUGE_PAGES=1), interleaved
+// 0, 1, 0, 1, ...; bench/micro/lce_pages_ab.sh prints the ratios.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -26,9 +29,10 @@ void report(benchmark::State& state, double flops, int threads) {
   state.counters["threads"] = threads;
 }
 
-void run_lce(benchmark::State& state, int64_t rows, int64_t dim) {
+void run_lce(benchmark::State& state, int64_t rows, int64_t dim, int64_t chunk = -1,
+             int64_t vocab_block = -1, bool huge_pages = true) {
   const double flops = 3 * 2.0 * rows * dim * kVocab;
-  OwnedTensor x({rows, dim}, 1), w({kVocab, dim}, 2);
+  OwnedTensor x({rows, dim}, 1, huge_pages), w({kVocab, dim}, 2, huge_pages);
   for (float& v : x.storage) v *= 0.1f;
   TensorView labels;
   std::vector<int32_t> lab(static_cast<size_t>(rows));
@@ -37,13 +41,14 @@ void run_lce(benchmark::State& state, int64_t rows, int64_t dim) {
   labels.dtype = DType::i32;
   labels.dims = {rows};
   labels.data = lab.data();
-  OwnedTensor loss({}, 3), dx({rows, dim}, 4), dw({kVocab, dim}, 5);
+  OwnedTensor loss({}, 3), dx({rows, dim}, 4, huge_pages), dw({kVocab, dim}, 5, huge_pages);
   Node node;
   node.op = Op::linear_cross_entropy;
-  node.attrs = Attrs{{"chunk", state.range(0)}, {"vocab_block", state.range(1)}};
+  node.attrs = Attrs{{"chunk", chunk >= 0 ? chunk : state.range(0)},
+                     {"vocab_block", vocab_block >= 0 ? vocab_block : state.range(1)}};
   const TensorView in[] = {x.view, w.view, labels};
   TensorView outs[] = {loss.view, dx.view, dw.view};
-  MallocWorkspace ws;
+  MallocWorkspace ws(huge_pages);
   const int threads = bench_threads();
   KernelContext c{node, in, outs, threads, &ws};
   const KernelFn fn = cpu::kernels()[Op::linear_cross_entropy];
@@ -63,6 +68,42 @@ void BM_lce_fused(benchmark::State& state) {
 // The wider model's head: B4 T256 rows, hidden 1024.
 void BM_lce_fused_wide(benchmark::State& state) {
   run_lce(state, 1024, 1024);
+}
+
+// The fused kernel at its defaults; arg 0: 0 `small`'s head, 1 the wider model's; arg 1: huge
+// pages (1) or 4 KiB pages (0).
+void BM_lce_pages(benchmark::State& state) {
+  const bool wide = state.range(0) != 0;
+  run_lce(state, wide ? 1024 : kRows, wide ? 1024 : kDim, 0, 0, state.range(1) != 0);
+}
+
+// The kernel's per-block GEMM sequence alone, single-threaded, over the whole vocabulary (every
+// block's w rows, logits and dw rows are different memory, as in the kernel): 256 rows, blocks of
+// 512 columns. arg 0: 0 logits_b = x w_b^T, 1 dw_b += dlogits_b^T x, 2 dx += dlogits_b w_b;
+// arg 1: huge pages (1) or 4 KiB pages (0).
+void BM_lce_block_gemms(benchmark::State& state) {
+  constexpr int64_t m = 256, vb = 512, blocks = kVocab / vb;
+  const int which = static_cast<int>(state.range(0));
+  const bool huge = state.range(1) != 0;
+  OwnedTensor x({m, kDim}, 1, huge), w({kVocab, kDim}, 2, huge), g({m, kVocab}, 3, huge),
+      dx({m, kDim}, 4, huge), dw({kVocab, kDim}, 5, huge);
+  cpu::ScopedOmpThreads one(1);
+  for (auto _ : state) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* wb = w.storage.data() + b * vb * kDim;
+      float* gb = g.storage.data() + b * vb * m;  // (m, vb) dense, as the kernel's blocks
+      if (which == 0) {
+        cpu::gemm(false, true, m, vb, kDim, 1.0f, x.storage.data(), kDim, wb, kDim, 0.0f, gb, vb);
+      } else if (which == 1) {
+        cpu::gemm(true, false, vb, kDim, m, 1.0f, gb, vb, x.storage.data(), kDim, 1.0f,
+                  dw.storage.data() + b * vb * kDim, kDim);
+      } else {
+        cpu::gemm(false, false, m, kDim, vb, 1.0f, gb, vb, wb, kDim, 1.0f, dx.storage.data(), kDim);
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  report(state, 2.0 * m * kDim * vb * blocks, 1);
 }
 
 // One chunk's GEMM alone (dnnl_sgemm, gemm.h); arg 0: 0 logits, 1 dx, 2 dw; arg 1: rows.
@@ -89,12 +130,22 @@ void BM_lce_gemm(benchmark::State& state) {
 }
 
 BENCHMARK(BM_lce_fused)
-    ->ArgsProduct({{0, 256, 512}, {0, 128, 256, 512}})
+    ->ArgsProduct({{0, 256, 512}, {0, 128, 256, 512, 1024}})
+    ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_fused_wide)
     ->ArgsProduct({{0}, {0, 128, 256, 512, 1024}})
+    ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_gemm)->ArgsProduct({{0, 1, 2}, {256}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lce_pages)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->MeasureProcessCPUTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lce_block_gemms)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}})
+    ->MeasureProcessCPUTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace lj::bench

@@ -1,6 +1,11 @@
 #include "runtime/malloc_policy.h"
 
 #include <malloc.h>
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace lj {
 
@@ -19,6 +24,19 @@ int64_t block_resident_bytes(int64_t bytes, int64_t alignment) {
     return (aligned_request + 16 + 8 + page - 1) / page * page;
   }
   return chunk;
+}
+
+size_t advise_huge_pages(void* p, size_t bytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo = (begin + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const uintptr_t hi = (begin + bytes) / kHugePageBytes * kHugePageBytes;
+  if (p == nullptr || hi <= lo) return 0;
+  return madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0 ? hi - lo : 0;
+}
+
+bool huge_pages_requested() {
+  const char* v = std::getenv("LJ_HUGE_PAGES");
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 }  // namespace lj

@@ -52,6 +52,7 @@ void* CachingAllocator::system_alloc(size_t size) {
   } else {
     p = std::aligned_alloc(64, size);
     if (p == nullptr) return nullptr;
+    if (huge_pages_) advise_huge_pages(p, size);  // before the first touch (malloc_policy.h)
   }
   stats_.bytes_reserved += static_cast<int64_t>(size);
   stats_.bytes_reserved_peak = std::max(stats_.bytes_reserved_peak, stats_.bytes_reserved);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/mem_category.h"
+#include "runtime/malloc_policy.h"
 
 namespace lj {
 
@@ -48,7 +49,10 @@ class CachingAllocator {
 
   // A virtual allocator hands out addresses that are never backed by memory: the same policy
   // and accounting, for predicting a run's memory without allocating it (dry runs).
-  explicit CachingAllocator(bool is_virtual = false) : virtual_(is_virtual) {}
+  // Blocks from the system are advised onto huge pages when LJ_HUGE_PAGES=1 was set when the
+  // allocator was made (huge_pages_requested, runtime/malloc_policy.h).
+  explicit CachingAllocator(bool is_virtual = false)
+      : virtual_(is_virtual), huge_pages_(huge_pages_requested()) {}
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -77,6 +81,7 @@ class CachingAllocator {
 
  private:
   bool virtual_ = false;
+  bool huge_pages_ = false;
   uintptr_t next_virtual_ = 4096;      // fake addresses, 64-byte aligned, never dereferenced
   std::multimap<size_t, void*> free_;  // cached: size -> block (best fit)
   std::unordered_map<void*, size_t> block_size_;  // in use: block -> its rounded size

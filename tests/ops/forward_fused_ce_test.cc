@@ -164,7 +164,8 @@ TEST(Fused, LinearCrossEntropyF64IsThreadCountInvariant) {
   }
 }
 
-// The f32 kernel's vocabulary blocks (the `vocab_block` attribute; default 512 columns): block
+// The f32 kernel's vocabulary blocks (the `vocab_block` attribute; default 512 columns, 1024 from
+// a hidden size of 512): block
 // widths that divide V, leave a short last block, are one column, V itself or wider, against the
 // composed reference, on 1 and 3 threads. The loss and dw come out bitwise the same on both
 // thread counts (each block's GEMMs and each row's statistics run on one thread, in a fixed
@@ -182,6 +183,8 @@ TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
       {33, 5, 70, 0, 70, 1},     // one block of all V
       {33, 5, 70, 5, 500, 0},    // wider than V: clamped to V
       {20, 17, 1000, 0, 96, 4},  // 11 blocks of 96, the last of 40
+      {19, 512, 1500, 8, 0, 3},  // the wide default (1024): 1024 + 476 columns
+      {19, 511, 1500, 8, 0, 3},  // just below it: blocks of 512, the last of 476
   };
   uint64_t seed = 700;
   for (const BlockCase& bc : cases) {

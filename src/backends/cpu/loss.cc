@@ -362,15 +362,23 @@ Status linear_cross_entropy_impl(KernelContext& c) {
 //   4. dx[chunk] = the partials summed in thread order.
 // The loss and dw do not depend on the thread count; dx does through step 4 (reproducible for a
 // given count, as the unblocked kernel's f32 GEMMs).
-// 512 columns: 256 rows x 512 f32 = 512 KiB of logits per block. Measured (lce_fused micro-
-// benchmark, 1 thread, CPU ms, load 7.6-8.3): `small`'s head (2048 x 288 x 32000) 815-955 at 256,
-// 808-835 at 512; the wider model's (1024 x 1024 x 32000) 1355-1379 at 256, 1310-1332 at 512,
-// 1322-1351 at 1024.
+// The default width: 512 columns (256 rows x 512 f32 = 512 KiB of logits per block) below a
+// hidden size of 512, 1024 from there. Measured (lce_fused / lce_fused_wide micro-benchmarks,
+// process CPU ms per call, 5 interleaved rounds, huge pages, median): `small`'s head (2048 x 288 x
+// 32000) 831 at 512 against 850 at 1024 on 2 threads, 800 against 816 on 1 (load 2.7-3.5); the
+// wider model's (1024 x 1024 x 32000) 1498 at 512 against 1352 at 1024 on 2 threads (every round),
+// 1443 against 1332 on 1. (Session 5, on 4 KiB pages, load 7.6-8.3, 1 thread: `small` 815-955 at
+// 256, 808-835 at 512; wider 1355-1379 at 256, 1310-1332 at 512, 1322-1351 at 1024.)
 constexpr int64_t kVocabBlock = 512;
+constexpr int64_t kVocabBlockWide = 1024;
+constexpr int64_t kWideDim = 512;
 
-int64_t vocab_block(const Attrs& attrs, int64_t vocab) {
+// Depends on the attribute, V and C only, never on the thread count (the loss and dw stay
+// thread-count invariant).
+int64_t vocab_block(const Attrs& attrs, int64_t vocab, int64_t dim) {
   const int64_t b = attrs.i_or("vocab_block", 0);
-  return std::clamp<int64_t>(b > 0 ? b : kVocabBlock, 1, std::max<int64_t>(1, vocab));
+  const int64_t fallback = dim >= kWideDim ? kVocabBlockWide : kVocabBlock;
+  return std::clamp<int64_t>(b > 0 ? b : fallback, 1, std::max<int64_t>(1, vocab));
 }
 
 // The f32 kernel's scratch, in floats: the chunk of logits, per (row, block) max and sum, and
@@ -383,7 +391,7 @@ BlockedScratch blocked_scratch(const Attrs& attrs, int64_t n, int64_t dim, int64
                                int threads) {
   BlockedScratch s{};
   s.rows = chunk_rows(attrs, n, vocab, 4);
-  const int64_t vb = vocab_block(attrs, vocab);
+  const int64_t vb = vocab_block(attrs, vocab, dim);
   s.blocks = (vocab + vb - 1) / vb;
   s.logits = s.rows * vocab;
   s.stats = s.rows * s.blocks;
@@ -411,7 +419,7 @@ Status linear_cross_entropy_f32(KernelContext& c) {
   if (n > 0 && vocab > 0) {
     LJ_CHECK(c.workspace != nullptr) << "linear_cross_entropy needs a workspace";
     const BlockedScratch sc = blocked_scratch(c.attrs(), n, dim, vocab, threads);
-    const int64_t vb = vocab_block(c.attrs(), vocab), blocks = sc.blocks;
+    const int64_t vb = vocab_block(c.attrs(), vocab, dim), blocks = sc.blocks;
     auto* base = static_cast<float*>(c.workspace->get(static_cast<size_t>(sc.total()) * 4));
     float* logits = base;               // block b at logits + b * vb * m: (m, len) dense
     float* blk_m = logits + sc.logits;  // (rows, blocks)
