@@ -10,6 +10,7 @@
 #include <map>
 
 #include "backends/cpu/adamw_kernel.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn_info.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -31,23 +32,25 @@ namespace {
 constexpr const char* kFormat = "ljperf host rates 5";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
-// `reps` times: the best process CPU time per run divided by the threads (other processes on
+// `reps` times: the median process CPU time per run divided by the threads (other processes on
 // the cores stretch wall time, not CPU time; with every thread busy the two agree), and the
 // node_cost bytes and FLOPs of its first node of op `op`.
 struct Timing {
-  double seconds = 1e30, bytes = 0, flops = 0;
+  double seconds = 0, bytes = 0, flops = 0;
 };
 StatusOr<Timing> time_graph(const Graph& g, Device& dev, const std::vector<Tensor>& in, int reps,
                             Op op, std::vector<Tensor>* outputs = nullptr) {
   Executor ex(g, dev);
   Timing t;
+  std::vector<double> runs;
   for (int r = 0; r <= reps; ++r) {
     const double c0 = process_cpu_seconds();
     LJ_ASSIGN_OR_RETURN(std::vector<Tensor> out, ex.run(in));
     const double s = (process_cpu_seconds() - c0) / static_cast<double>(dev.threads());
-    if (r > 0) t.seconds = std::min(t.seconds, s);
+    if (r > 0) runs.push_back(s);
     if (outputs != nullptr) *outputs = std::move(out);
   }
+  t.seconds = median_seconds(runs);
   for (const Node& n : g.nodes()) {
     if (n.op != op) continue;
     const Cost c = node_cost(g, n, ex.env());
@@ -241,7 +244,7 @@ StatusOr<double> measure_loss(Device& dev) {
   return t.bytes / t.seconds;
 }
 
-// Per-kernel overhead: a chain of 64 one-element adds, best run / 64 kernels.
+// Per-kernel overhead: a chain of 64 one-element adds, the median run / 64 kernels.
 StatusOr<double> measure_overhead(Device& dev) {
   constexpr int kChain = 64;
   Graph g;
@@ -258,7 +261,8 @@ StatusOr<double> measure_overhead(Device& dev) {
 // The optimizer step as train/adamw.h runs it, on the same kernels (backends/cpu/adamw_kernel.h):
 // the gradient norm's sum of squares over g, then adamw_update reading p, g, m, v and writing
 // p, m, v: 32 bytes per parameter. Over 8 Mi parameters (32 MiB per array, 128 MiB in all: far
-// past the caches, as a step's are after its backward), the best of 3 runs after one to warm up.
+// past the caches, as a step's are after its backward), the median of 3 runs after one to warm
+// up.
 double measure_optimizer(int threads) {
   const int64_t n = int64_t{8} << 20;
   std::vector<float> p(n, 1.0f), g(n, 1e-3f), m(n, 0.0f), v(n, 0.0f);
@@ -268,16 +272,16 @@ double measure_optimizer(int threads) {
   c.beta1 = 0.9f;
   c.beta2 = 0.95f;
   c.eps = 1e-8f;
-  double best = 1e30;
+  std::vector<double> runs;
   for (int r = 0; r <= 3; ++r) {
     const double c0 = process_cpu_seconds();
     double sum = 0;
     accumulate_squares(g.data(), n, threads, &sum);
     c.grad_scale = static_cast<float>(1.0 / (1.0 + std::sqrt(sum)));
     adamw_update(c, p.data(), g.data(), m.data(), v.data(), n, threads);
-    if (r > 0) best = std::min(best, (process_cpu_seconds() - c0) / threads);
+    if (r > 0) runs.push_back((process_cpu_seconds() - c0) / threads);
   }
-  return 32.0 * static_cast<double>(n) / best;
+  return 32.0 * static_cast<double>(n) / median_seconds(runs);
 }
 
 // The ISA oneDNN's GEMMs run is part of the key: DNNL_MAX_CPU_ISA=AVX2 on an AVX-512 host (or
@@ -288,6 +292,16 @@ bool same_key(const nlohmann::json& e, const HostInfo& h, int threads) {
 }
 
 }  // namespace
+
+double median_seconds(std::vector<double> runs) {
+  if (runs.empty()) return 0;
+  const size_t h = runs.size() / 2;
+  std::nth_element(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(h), runs.end());
+  if (runs.size() % 2 == 1) return runs[h];
+  const double upper = runs[h];
+  return 0.5 *
+         (upper + *std::max_element(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(h)));
+}
 
 GemmSample gemm_class(const GemmSample& s) {
   return {std::min(s.m, kGemmClassCap),
@@ -314,6 +328,9 @@ double flops_of(const GemmSample& s) {
   return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
 }
 
+// Larger than any log distance between two shapes' dims (3 · ln(2048)² ≈ 174).
+constexpr double kOtherGemmDistance = 1e4;
+
 bool same_class(const GemmSample& a, const GemmSample& b) {
   return a.m == b.m && a.n == b.n && a.k == b.k && a.ta == b.ta && a.tb == b.tb;
 }
@@ -322,6 +339,7 @@ bool same_class(const GemmSample& a, const GemmSample& b) {
 
 double HostRates::gemm_seconds(const GemmSample& shape) const {
   const GemmSample c = gemm_class(shape);
+  const bool own = cpu::gemm_uses_own_sgemm(c.ta, c.tb, c.m, c.n, c.k);
   const GemmSample* best = nullptr;
   double best_d = 1e300;
   for (const GemmSample& g : gemm) {
@@ -333,7 +351,12 @@ double HostRates::gemm_seconds(const GemmSample& shape) const {
       const double d = std::log(static_cast<double>(a) / static_cast<double>(b));
       return d * d;
     };
-    const double d = l(g.m, c.m) + l(g.n, c.n) + l(g.k, c.k) + (g.ta != c.ta || g.tb != c.tb);
+    // A class another GEMM runs (ljperf's own against oneDNN's) is a different kernel with its
+    // own rate: taken only when no class of the shape's own GEMM was measured.
+    const double other_gemm =
+        cpu::gemm_uses_own_sgemm(g.ta, g.tb, g.m, g.n, g.k) != own ? kOtherGemmDistance : 0.0;
+    const double d =
+        l(g.m, c.m) + l(g.n, c.n) + l(g.k, c.k) + (g.ta != c.ta || g.tb != c.tb) + other_gemm;
     if (d < best_d) {
       best_d = d;
       best = &g;
@@ -351,7 +374,7 @@ StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& 
     const bool have = std::any_of(r->gemm.begin(), r->gemm.end(),
                                   [&](const GemmSample& g) { return same_class(g, c); });
     if (have) continue;
-    // About 100 ms of GEMMs per class, the best of at least 5 runs: small classes repeat more.
+    // About 100 ms of GEMMs per class, the median of at least 5 runs: small classes repeat more.
     const int reps = std::clamp(static_cast<int>(1e-1 * 1e11 / flops_of(c)), 5, 40);
     LJ_ASSIGN_OR_RETURN(c.seconds, gemm_seconds_measured(dev, c, reps));
     r->gemm.push_back(c);
@@ -496,7 +519,7 @@ StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
 
 std::string describe_host_rates(const HostRates& r) {
   std::string s =
-      fmt::format("  time model rates ({} threads; best CPU time / threads)\n", r.threads);
+      fmt::format("  time model rates ({} threads; median CPU time / threads)\n", r.threads);
   for (const GemmSample& g : r.gemm) {
     s += fmt::format("    GEMM {:>5} x {:>5} x {:>5} {}{}  {:7.1f} GFLOP/s\n", g.m, g.n, g.k,
                      g.ta ? "ta" : "  ", g.tb ? "tb" : "  ", flops_of(g) / g.seconds / 1e9);

@@ -5,10 +5,13 @@
 //              its class's time scaled by the FLOP ratio. Its efficiency is what it is for that
 //              shape (a K = 288 GEMM runs at another rate than a square one): nothing fitted.
 //              Classes the cache lacks and may not measure take the nearest measured class (log
-//              distance over M, N, K; same layout first). calibrate starts the table with
-//              kGemmShapes (square, small K, small M, the three layouts of a linear layer).
-//              Measured cold, as a step meets its operands: independent copies of the GEMM on
-//              their own buffers (64 MiB of operands, at most 16 copies).
+//              distance over M, N, K; same layout first; only a class the same GEMM runs, ljperf's
+//              own or oneDNN's as backends/cpu/gemm.h gemm_uses_own_sgemm decides, unless there is
+//              none). The class keeps the shape's GEMM: capping dims at kGemmClassCap never moves
+//              a shape between the two (every dim stays >= 256 and n > 1024 stays > 1024).
+//              calibrate starts the table with kGemmShapes (square, small K, small M, the three
+//              layouts of a linear layer). Measured cold, as a step meets its operands: independent
+//              copies of the GEMM on their own buffers (64 MiB of operands, at most 16 copies).
 //   attention  sdpa forward and backward FLOP/s (causal, head_dim 64, T 256).
 //   pointwise  elementwise kernels: bytes moved (node_cost) / bandwidth, interpolated over the
 //              bytes a kernel moves (log scale). Measured cold, as a step meets its operands:
@@ -23,8 +26,11 @@
 //              gradient norm: 32 B per parameter) at the bandwidth of the training step's own
 //              kernels (backends/cpu/adamw_kernel.h: accumulate_squares, adamw_update).
 //   overhead   one kernel launch through the executor (a 1-element add), per graph node.
-// Every figure is the best of a few runs of process CPU time / threads: another process on the
-// cores stretches wall time, not CPU time (on a quiet host the two agree).
+// Every figure is the median of a few runs of process CPU time / threads: another process on the
+// cores stretches wall time, not CPU time (on a quiet host the two agree). The median, not the
+// best: what a probe's run meets from other processes sharing the caches and the cores (time
+// slices, the second vCPU's load) is what the step meets too, and `plan --measure` and
+// `benchmark` report the step's median. On a quiet host they differ by the run-to-run spread.
 //
 // Cache: host_rates.json beside host_peak.json (plan/host_cache.h), one entry per (CPU model,
 // hostname, threads, the ISA oneDNN's kernels run). Measured by the first `ljperf plan --device
@@ -47,7 +53,7 @@ namespace lj {
 struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
-  double seconds = 0;  // best of the repetitions
+  double seconds = 0;  // median of the repetitions
 };
 
 struct BandwidthSample {
@@ -103,6 +109,9 @@ bool should_remeasure(const HostRates& r, double load_per_core);
 // A line for a plan made with contended rates ("" when they are not): what it means and how to
 // remeasure.
 std::string contention_note(const HostRates& r);
+
+// The median of a probe's runs (the mean of the middle two for an even count; 0 for none).
+double median_seconds(std::vector<double> runs);
 
 // The class of a GEMM shape: dims capped at kGemmClassCap, seconds 0.
 GemmSample gemm_class(const GemmSample& shape);

@@ -2,11 +2,11 @@
 //   c (m, n) = alpha * op(a) (m, k) x op(b) (k, n) + beta * c
 // with leading dims lda, ldb, ldc (elements between rows as stored), op() transposing when ta /
 // tb is set. beta = 0 never reads c (it may hold garbage). f32 goes through oneDNN's dnnl_sgemm,
-// or on AVX-512 hosts, for the shape classes sgemm_avx512_chosen() names, ljperf's own GEMM
-// (sgemm_avx512.h); both run on the calling thread's OpenMP thread count (set it with
-// ScopedOmpThreads), single-threaded inside a parallel region;
-// f64 (gradient checks) is a plain loop kernel, parallel over rows of c, every element summing
-// k in increasing order, so its result does not depend on the thread count.
+// or on AVX-512 hosts where oneDNN runs AVX-512 too, for the shape classes sgemm_avx512_chosen()
+// names, ljperf's own GEMM (sgemm_avx512.h; gemm_uses_own_sgemm); both run on the calling thread's
+// OpenMP thread count (set it with ScopedOmpThreads), single-threaded inside a parallel region; f64
+// (gradient checks) is a plain loop kernel, parallel over rows of c, every element summing k in
+// increasing order, so its result does not depend on the thread count.
 #pragma once
 
 #include <omp.h>
@@ -32,6 +32,14 @@ class ScopedOmpThreads {
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// Whether the f32 gemm above sends this shape to ljperf's own AVX-512 GEMM rather than to
+// oneDNN: the CPU runs AVX-512F, oneDNN's effective ISA includes avx512_core, and
+// sgemm_avx512_chosen(). With oneDNN held below AVX-512 (DNNL_MAX_CPU_ISA=AVX2, or a oneDNN that
+// does not know the CPU) every GEMM stays on oneDNN: the process is then an AVX2 host throughout,
+// as the host caches (keyed by oneDNN's ISA) and plan/sgemm_buffers assume.
+bool gemm_uses_own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k);
+// The rule, from its inputs (testable on any host).
+bool own_sgemm_allowed(bool cpu_avx512f, bool onednn_avx512_core);
 // bf16 operands a, b (dense row-major: lda = ta ? m : k, ldb = tb ? k : n), f32 accumulation,
 // c (m, n) dense in f32 (c_f32) or bf16, rounded once; accumulate: c += instead of c =. oneDNN's
 // matmul primitive (AMX or AVX512_BF16, as its dispatcher picks), cached by descriptor.
