@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/sgemm_avx512.h"
 #include "runtime/malloc_policy.h"
 
@@ -225,15 +226,11 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       if (!eval(g, n.inputs[0], env, &a) || !eval(g, n.inputs[1], env, &b)) continue;
       if (g.type(n.inputs[0]).dtype != DType::f32) continue;
       const int64_t rows_total = a[0], dim = a[1], vocab = b[0];
-      int64_t rows = n.attrs.i_or("chunk", 0);
-      if (rows <= 0)
-        rows = std::min<int64_t>(256, (int64_t{32} << 20) / std::max<int64_t>(1, 4 * vocab));
-      rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, rows_total));
+      // The kernel's own chunk rows and block width (backends/cpu/loss.cc).
+      const int64_t rows = cpu::linear_cross_entropy_chunk_rows(n.attrs, rows_total, vocab);
       // f32: per vocabulary block, single-threaded inside the kernel's parallel region, dw of
       // the block = dlogits_bᵀ x (the only one of its GEMMs that can go to ljperf's own).
-      const int64_t vb = std::clamp<int64_t>(
-          n.attrs.i_or("vocab_block", 0) > 0 ? n.attrs.i_or("vocab_block", 0) : 512, 1,
-          std::max<int64_t>(1, vocab));
+      const int64_t vb = cpu::linear_cross_entropy_vocab_block(n.attrs, vocab, dim);
       for (int64_t m : {rows, rows_total % rows}) {
         if (m <= 0) continue;
         call_bytes({true, false, vb, dim, m}, 1, avx512);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/cpu/cpu.h"
 #include "graph/autodiff/autodiff.h"
 #include "op_test_util.h"
 
@@ -222,6 +223,19 @@ TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
     EXPECT_EQ((*one)[0].data, (*three)[0].data) << what << " loss, 1 vs 3 threads";
     EXPECT_EQ((*one)[2].data, (*three)[2].data) << what << " dw, 1 vs 3 threads";
   }
+}
+
+// The block width the kernel takes is the one the planner prices (plan/sgemm_buffers.cc reads
+// it through cpu.h): 512 columns below a hidden size of 512, 1024 from there, an attribute wins,
+// and never more than the vocabulary.
+TEST(Fused, LinearCrossEntropyVocabBlockRule) {
+  const Attrs none;
+  EXPECT_EQ(cpu::linear_cross_entropy_vocab_block(none, 32000, 288), 512);
+  EXPECT_EQ(cpu::linear_cross_entropy_vocab_block(none, 32000, 511), 512);
+  EXPECT_EQ(cpu::linear_cross_entropy_vocab_block(none, 32000, 512), 1024);
+  EXPECT_EQ(cpu::linear_cross_entropy_vocab_block(none, 700, 1024), 700);
+  const Attrs set{{"vocab_block", int64_t{96}}};
+  EXPECT_EQ(cpu::linear_cross_entropy_vocab_block(set, 32000, 1024), 96);
 }
 
 TEST(Fused, LinearCrossEntropyLabelOutOfRangeIsAStatus) {

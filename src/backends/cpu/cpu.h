@@ -13,6 +13,9 @@ const KernelTable& kernels();
 // Rows per chunk of linear_cross_entropy's f32 kernel for n rows of x and a vocabulary of
 // `vocab` (loss.cc): the GEMMs it runs per chunk, for the planner's time model.
 int64_t linear_cross_entropy_chunk_rows(const Attrs& attrs, int64_t n, int64_t vocab);
+// Columns per vocabulary block of that kernel for hidden size `dim` (loss.cc): each block's dw
+// GEMM runs alone on one thread, for the planner's pricing of its packing buffers.
+int64_t linear_cross_entropy_vocab_block(const Attrs& attrs, int64_t vocab, int64_t dim);
 
 // Per-family registration, one per file; kernels() calls them all.
 void register_source(KernelTable& t);       // source.cc: constant, iota, random_*

@@ -663,4 +663,8 @@ int64_t linear_cross_entropy_chunk_rows(const Attrs& attrs, int64_t n, int64_t v
   return chunk_rows(attrs, n, vocab, int64_t{4});
 }
 
+int64_t linear_cross_entropy_vocab_block(const Attrs& attrs, int64_t vocab, int64_t dim) {
+  return vocab_block(attrs, vocab, dim);
+}
+
 }  // namespace lj::cpu
