@@ -5,7 +5,9 @@ the rankings, Kendall's tau over every pair and over the pairs the measurement r
 measurement's split-half tau, each choice's cost over `none`, and the categories."""
 import glob
 import json
+import math
 import os
+import random
 import re
 import statistics
 import sys
@@ -145,8 +147,6 @@ print(f"- Neighbours in the measured order not resolved: {len(unres)} of {len(by
 # measurement. Truth: each choice's mean log step over the rounds; noise: the rounds' residuals
 # after each choice's mean and each round's mean (log scale), resampled. Since the truth is
 # itself measured, its spread includes some noise: the ceiling is, if anything, optimistic.
-import math
-import random
 rng = random.Random(1)
 logs = {k: [math.log(v) for v in cpu[k]] for k in keys}
 truth = {k: statistics.fmean(logs[k]) for k in keys}

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>

@@ -17,6 +17,7 @@
 #include "graph/builder.h"
 #include "graph/builder_fused.h"
 #include "plan/host_cache.h"
+#include "plan/measured_ranking.h"
 #include "runtime/cpu_load.h"
 #include "runtime/executor.h"
 #include "runtime/host.h"
@@ -50,7 +51,7 @@ StatusOr<Timing> time_graph(const Graph& g, Device& dev, const std::vector<Tenso
     if (r > 0) runs.push_back(s);
     if (outputs != nullptr) *outputs = std::move(out);
   }
-  t.seconds = median_seconds(runs);
+  t.seconds = median_of(runs);
   for (const Node& n : g.nodes()) {
     if (n.op != op) continue;
     const Cost c = node_cost(g, n, ex.env());
@@ -176,9 +177,9 @@ StatusOr<BandwidthSample> measure_add(Device& dev, int64_t n) {
 // writing a new value and reading the previous one (hot) and a cold input. A chain costs one
 // cold add (its first, `cold` bytes per second) plus kChainAdds - 1 chained ones. One add rerun
 // on its own buffers instead (format 4) keeps inputs and output in cache and read 1.3-2.6 times
-// the cold rate on this Xeon; a chained add 1.0-1.9 times (its output is new memory, its second
-// input cold). The rerun figure priced small's selective recompute at 4.2 ms per layer against
-// 9.1 ms measured (bench/plan/time_model.sh, 24 rounds).
+// the cold rate on this Xeon; a chained add 1.1-2.0 times (quiet calibrations, session 7: its
+// output is new memory, its second input cold). The rerun figure priced small's selective recompute
+// at 4.2 ms per layer against 9.1 ms measured (bench/plan/time_model.sh, 24 rounds).
 constexpr int kChainAdds = 8;
 
 StatusOr<BandwidthSample> measure_add_chain(Device& dev, int64_t n, double cold) {
@@ -281,7 +282,7 @@ double measure_optimizer(int threads) {
     adamw_update(c, p.data(), g.data(), m.data(), v.data(), n, threads);
     if (r > 0) runs.push_back((process_cpu_seconds() - c0) / threads);
   }
-  return 32.0 * static_cast<double>(n) / median_seconds(runs);
+  return 32.0 * static_cast<double>(n) / median_of(runs);
 }
 
 // The ISA oneDNN's GEMMs run is part of the key: DNNL_MAX_CPU_ISA=AVX2 on an AVX-512 host (or
@@ -292,16 +293,6 @@ bool same_key(const nlohmann::json& e, const HostInfo& h, int threads) {
 }
 
 }  // namespace
-
-double median_seconds(std::vector<double> runs) {
-  if (runs.empty()) return 0;
-  const size_t h = runs.size() / 2;
-  std::nth_element(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(h), runs.end());
-  if (runs.size() % 2 == 1) return runs[h];
-  const double upper = runs[h];
-  return 0.5 *
-         (upper + *std::max_element(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(h)));
-}
 
 GemmSample gemm_class(const GemmSample& s) {
   return {std::min(s.m, kGemmClassCap),
@@ -589,7 +580,8 @@ std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
         "cores; the host is quieter now (load {:.2f} per core): remeasuring them",
         100.0 * c->other_cpu_share, load);
   }
-  StatusOr<HostRates> r = host_rates(threads, remeasure);
+  if (c && !remeasure) return std::make_shared<HostRates>(*c);
+  StatusOr<HostRates> r = host_rates(threads, /*remeasure=*/true);
   if (!r.ok()) {
     LJ_LOG(warning) << r.status().message() << "; step times from the roofline model";
     return nullptr;

@@ -110,9 +110,6 @@ bool should_remeasure(const HostRates& r, double load_per_core);
 // remeasure.
 std::string contention_note(const HostRates& r);
 
-// The median of a probe's runs (the mean of the middle two for an even count; 0 for none).
-double median_seconds(std::vector<double> runs);
-
 // The class of a GEMM shape: dims capped at kGemmClassCap, seconds 0.
 GemmSample gemm_class(const GemmSample& shape);
 

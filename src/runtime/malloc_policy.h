@@ -40,10 +40,10 @@ int64_t block_resident_bytes(int64_t bytes, int64_t alignment = 64);
 // virtualisation walks two page tables. Measured (bench/speed/RESULTS.md, lever 8) on a shared
 // 2-core KVM guest: `small` compiled 8-14% less CPU per step with other processes on the cores
 // (load 4.3-5.3), 1-3% at load 1.6-3.4; the wider model (hidden 1024) 0-4% more. Off by default
-// for that: 2 MiB pages keep virtual address bits 12-20 in the physical address, so rows 4 KiB
-// apart (hidden 1024 in f32) fall into the same cache sets. Only the 2 MiB pages wholly inside a
-// block are advised, and a block is written in full before it counts as resident
-// (block_resident_bytes), so the resident pricing does not change.
+// for that. A likely cause, not verified: 2 MiB pages keep virtual address bits 12-20 in the
+// physical address, so rows 4 KiB apart (hidden 1024 in f32) fall into the same cache sets. Only
+// the 2 MiB pages wholly inside a block are advised, and a block is written in full before it
+// counts as resident (block_resident_bytes), so the resident pricing does not change.
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 // madvise(MADV_HUGEPAGE) over the whole kHugePageBytes pages inside [p, p + bytes), before any of

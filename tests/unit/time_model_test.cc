@@ -12,6 +12,7 @@
 #include "models/config.h"
 #include "plan/graph_figures.h"
 #include "plan/host_rates.h"
+#include "plan/measured_ranking.h"
 #include "plan/time_model.h"
 
 namespace lj {
@@ -92,11 +93,11 @@ TEST(HostRatesTest, NearestClassIsOneTheShapesOwnGemmRuns) {
 }
 
 TEST(HostRatesTest, ProbeRunsTakeTheMedianNotTheBest) {
-  EXPECT_DOUBLE_EQ(median_seconds({3.0, 1.0, 2.0}), 2.0);
-  EXPECT_DOUBLE_EQ(median_seconds({4.0, 1.0, 3.0, 2.0}), 2.5);
-  EXPECT_DOUBLE_EQ(median_seconds({1.5, 9.0, 1.0, 1.2, 1.1}), 1.2);  // one contended run
-  EXPECT_DOUBLE_EQ(median_seconds({0.7}), 0.7);
-  EXPECT_DOUBLE_EQ(median_seconds({}), 0.0);
+  EXPECT_DOUBLE_EQ(median_of({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_DOUBLE_EQ(median_of({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_DOUBLE_EQ(median_of({1.5, 9.0, 1.0, 1.2, 1.1}), 1.2);  // one contended run
+  EXPECT_DOUBLE_EQ(median_of({0.7}), 0.7);
+  EXPECT_DOUBLE_EQ(median_of({}), 0.0);
 }
 
 TEST(HostRatesTest, GemmClassKeepsTheShapesGemm) {
