@@ -13,11 +13,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "graph/autodiff/autodiff.h"
 #include "graph/builder.h"
 #include "model/model_test_util.h"
 #include "passes/cse/cse.h"
 #include "passes/dce/dce.h"
 #include "passes/pass.h"
+#include "passes/simplify/simplify.h"
 #include "runtime/executor.h"
 #include "train/train_step.h"
 
@@ -171,10 +173,107 @@ TEST(Cse, RandomMergesOnlyWithEqualSeed) {
   EXPECT_EQ(count_op(g2, Op::random_normal), 1);
 }
 
+TEST(Simplify, DropsAProductWithConstantOne) {
+  Graph g;
+  Builder b(&g);
+  Val x = b.input("x", DType::f32, Shape{4, 8});
+  Val e = exp(x);
+  Val one = constant(b, 1.0, DType::f32, Shape{});
+  Val w = (e * one) + (one * e) + x;
+  b.output("w", w);
+  ASSERT_TRUE(b.ok());
+  SimplifyPass simplify;
+  EXPECT_TRUE(run_pass(simplify, g));
+  EXPECT_EQ(count_op(g, Op::mul), 0) << print_graph(g);
+  // Both products read e now: the first add adds e to itself.
+  const Node& add = g.producer(g.producer(g.find_output("w")).inputs[0]);
+  EXPECT_EQ(add.inputs[0], e.id);
+  EXPECT_EQ(add.inputs[1], e.id);
+  EXPECT_FALSE(run_pass(simplify, g));
+}
+
+TEST(Simplify, AGraphOutputKeepsItsIdAndItsProducerMovesUp) {
+  Graph g;
+  Builder b(&g);
+  Val x = b.input("x", DType::f32, Shape{4});
+  Val e = exp(x);
+  Val use = e * 2.0;  // reads e before the product
+  Val z = e * constant(b, 1.0, DType::f32, Shape{});
+  b.output("use", use);
+  b.output("z", z);
+  ASSERT_TRUE(b.ok());
+  SimplifyPass simplify;
+  EXPECT_TRUE(run_pass(simplify, g));
+  EXPECT_EQ(g.producer(z.id).op, Op::exp);  // exp makes the output's id now
+  EXPECT_EQ(g.producer(use.id).inputs[0], z.id);
+  EXPECT_EQ(count_op(g, Op::mul), 1);
+}
+
+TEST(Simplify, KeepsWhatIsNotTheIdentity) {
+  Graph g;
+  Builder b(&g);
+  Val x = b.input("x", DType::f32, Shape{4});
+  Val e = exp(x);
+  b.output("two", e * 2.0);                                         // not one
+  b.output("wide", e * constant(b, 1.0, DType::f32, Shape{3, 4}));  // broadcasts to (3, 4)
+  b.output("input", x * constant(b, 1.0, DType::f32, Shape{}));     // x is a graph input
+  b.output("e", e);
+  b.output("both", e * constant(b, 1.0, DType::f32, Shape{}));  // e is an output too
+  ASSERT_TRUE(b.ok());
+  SimplifyPass simplify;
+  EXPECT_FALSE(run_pass(simplify, g));
+  EXPECT_EQ(count_op(g, Op::mul), 4);
+}
+
+// The rule's real target: the fused loss's VJPs scale dx and dw by the seed. The simplified
+// graph computes the same bits with two kernels fewer.
+TEST(Simplify, FusedLossGradientsKeepTheirBits) {
+  Graph g;
+  Builder b(&g);
+  Val x = b.input("x", DType::f32, Shape{6, 8});
+  Val w = b.input("w", DType::f32, Shape{11, 8});
+  Val labels = b.input("labels", DType::i32, Shape{6});
+  const LinearCrossEntropyResult r = linear_cross_entropy(x, w, labels);
+  b.output("loss", r.loss);
+  ASSERT_TRUE(b.ok());
+  const std::vector<ValueId> wrt{x.id, w.id};
+  auto grads = append_gradients(&g, r.loss.id, wrt);
+  ASSERT_TRUE(grads.ok()) << grads.status().message();
+  g.add_output("dx", (*grads)[0]);
+  g.add_output("dw", (*grads)[1]);
+  Graph opt = g;
+  SimplifyPass simplify;
+  EXPECT_TRUE(run_pass(simplify, opt));
+  EXPECT_EQ(count_op(opt, Op::mul), 0) << print_graph(opt);
+  EXPECT_EQ(count_op(g, Op::mul), 2) << print_graph(g);
+
+  Device dev(2);
+  std::vector<double> xs(48), ws(88);
+  const std::vector<double> ys{0, 3, 10, 7, 7, 1};
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.7 * static_cast<double>(i));
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = std::cos(0.3 * static_cast<double>(i));
+  const std::vector<Tensor> in{
+      Tensor::from_doubles(dev, DType::f32, {6, 8}, xs, MemCategory::activations),
+      Tensor::from_doubles(dev, DType::f32, {11, 8}, ws, MemCategory::weights),
+      Tensor::from_doubles(dev, DType::i32, {6}, ys, MemCategory::activations)};
+  Executor ex_plain(g, dev), ex_opt(opt, dev);
+  auto a = ex_plain.run(in);
+  auto o = ex_opt.run(in);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(ex_opt.kernels_launched() + 2, ex_plain.kernels_launched());
+  ASSERT_EQ(a->size(), o->size());
+  for (size_t i = 0; i < a->size(); ++i) {
+    ASSERT_EQ((*a)[i].bytes(), (*o)[i].bytes());
+    EXPECT_EQ(std::memcmp((*a)[i].raw(), (*o)[i].raw(), (*a)[i].bytes()), 0) << g.outputs()[i].name;
+  }
+}
+
 // Builds the joint training graph of a preset, returns its node count before and after
 // DCE+CSE through the pass manager.
 void optimize(Graph& g, PassReport* report) {
   PassManager pm;
+  pm.add(std::make_unique<SimplifyPass>());
   pm.add(std::make_unique<CsePass>());
   pm.add(std::make_unique<DcePass>());
   auto r = pm.run(g);

@@ -20,6 +20,7 @@ TEST(Pipeline, CompiledOrderWithRematIsTheDocumentedOne) {
                                       "linear_cross_entropy_fusion",
                                       "matmul_add_fusion",
                                       "autodiff",
+                                      "simplify",
                                       "cse",
                                       "remat",
                                       "dce",

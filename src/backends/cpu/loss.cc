@@ -353,8 +353,9 @@ Status linear_cross_entropy_impl(KernelContext& c) {
 // owned by one thread from its GEMM to its gradient, so it is made, reduced, turned into its
 // gradient and consumed while it is in that core's L2, with one OpenMP region per chunk and
 // single-threaded GEMMs inside it (a GEMM per block across both threads would meet at a barrier
-// hundreds of times per chunk). Per chunk:
-//   1. each block b (static partition): logits_b = x[chunk] w_b^T; per row its max m_b and
+// hundreds of times per chunk). Each thread takes a contiguous run of blocks holding about
+// V / threads columns (block_range). Per chunk:
+//   1. each block b: logits_b = x[chunk] w_b^T; per row its max m_b and
 //      s_b = sum exp(logits_b - m_b), the block overwritten with those exps;
 //   2. each row: M = max_b m_b, S = sum_b s_b exp(m_b - M) in block order; loss M + log S - x_y;
 //   3. each block: exps -> (exp(m_b - M) / S * exps - onehot) * g, then dw_b (+)= dlogits_b^T
@@ -399,6 +400,22 @@ BlockedScratch blocked_scratch(const Attrs& attrs, int64_t n, int64_t dim, int64
   return s;
 }
 
+// Thread t's blocks [first, last) of `blocks` blocks of vb columns (the last may be short): the
+// cut before thread t falls at the block edge nearest t * V / threads, so every thread's columns
+// are within half a block of the mean. (OpenMP's static schedule gave the first threads one block
+// more: on `small`'s 63 blocks of 512, 16384 columns on thread 0 against 15616 on thread 1, and
+// each chunk waits for the longer.) A function of the thread count only, so dx stays reproducible.
+struct BlockRange {
+  int64_t first, last;
+};
+BlockRange block_range(int t, int threads, int64_t vocab, int64_t vb, int64_t blocks) {
+  const auto cut = [&](int u) {
+    if (u >= threads) return blocks;
+    return std::min(blocks, (u * vocab / threads + vb / 2) / vb);
+  };
+  return {cut(t), cut(t + 1)};
+}
+
 template <class L>
 Status linear_cross_entropy_f32(KernelContext& c) {
   constexpr int W = simd::kWidth<float>;
@@ -431,11 +448,11 @@ Status linear_cross_entropy_f32(KernelContext& c) {
 #pragma omp parallel num_threads(threads)
       {
         ScopedOmpThreads one(1);  // the GEMMs below run on this thread alone
-        const int t = omp_get_thread_num();
+        const int t = omp_get_thread_num(), team = omp_get_num_threads();
+        const BlockRange mine = block_range(t, team, vocab, vb, blocks);
         float* my_dx = partial + t * sc.rows * dim;
         std::fill(my_dx, my_dx + m * dim, 0.0f);
-#pragma omp for schedule(static)
-        for (int64_t b = 0; b < blocks; ++b) {
+        for (int64_t b = mine.first; b < mine.last; ++b) {
           const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
           float* lb = logits + j0 * m;
           if (dim > 0) {
@@ -453,6 +470,7 @@ Status linear_cross_entropy_f32(KernelContext& c) {
             blk_s[i * blocks + b] = row_sum_exp(row, len, mb, row);
           }
         }
+#pragma omp barrier
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < m; ++i) {
           if (static_cast<int64_t>(labels[r0 + i]) == ignore) continue;
@@ -466,8 +484,7 @@ Status linear_cross_entropy_f32(KernelContext& c) {
           // From here blk_s holds each block's scale: g exp(m_b - M) / S.
           for (int64_t b = 0; b < blocks; ++b) bs[b] = g * std::exp(bm[b] - mx) / s;
         }
-#pragma omp for schedule(static)
-        for (int64_t b = 0; b < blocks; ++b) {
+        for (int64_t b = mine.first; b < mine.last; ++b) {
           const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
           float* lb = logits + j0 * m;
           for (int64_t i = 0; i < m; ++i) {
@@ -489,11 +506,12 @@ Status linear_cross_entropy_f32(KernelContext& c) {
                dw + j0 * dim, dim);
           gemm(false, false, m, dim, len, 1.0f, lb, len, w + j0 * dim, dim, 1.0f, my_dx, dim);
         }
+#pragma omp barrier
         // dx[chunk] = the partials in thread order, split over elements.
 #pragma omp for schedule(static)
         for (int64_t e = 0; e < m * dim; ++e) {
           float v = partial[e];
-          for (int u = 1; u < threads; ++u) v += partial[u * sc.rows * dim + e];
+          for (int u = 1; u < team; ++u) v += partial[u * sc.rows * dim + e];
           dx[r0 * dim + e] = v;
         }
       }

@@ -12,6 +12,7 @@
 #include "passes/pattern_fusion/pattern_fusion_ce.h"
 #include "passes/pointwise_fusion/pointwise_fusion.h"
 #include "passes/schedule/schedule.h"
+#include "passes/simplify/simplify.h"
 
 namespace lj {
 namespace {
@@ -44,7 +45,10 @@ Stages assemble(const PipelineOptions& options) {
   if (options.autocast != DType::f32 && options.low_weight_copies && options.grad_sync.stage != 3) {
     pm.add(std::make_unique<MasterWeightsPass>());
   }
-  if (options.compile) pm.add(std::make_unique<CsePass>());
+  if (options.compile) {
+    pm.add(std::make_unique<SimplifyPass>());
+    pm.add(std::make_unique<CsePass>());
+  }
   if (remat) pm.add(std::make_unique<RematPass>(options.recompute, options.num_layers));
   if (options.compile) {
     pm.add(std::make_unique<DcePass>());

@@ -30,7 +30,7 @@
 namespace lj {
 
 struct PipelineOptions {
-  // Pattern fusion before autodiff, cse, pointwise fusion and the schedule after it.
+  // Pattern fusion before autodiff; simplify, cse, pointwise fusion and the schedule after it.
   bool compile = false;
   RecomputeConfig recompute;  // passes/remat; policy none: no remat pass
   int64_t num_layers = 0;     // the model's layers (what remat's regions index)
@@ -77,6 +77,7 @@ inline constexpr PassOrderRule kPassOrderRules[] = {
     {"master_weights", "pointwise_fusion", "a folded cast is no fusion member"},
     {kAutodiffStep, "pointwise_fusion", "fused_pointwise is not differentiable"},
     {"cse", "remat", "cse would merge remat's deliberate copies back (passes/cse/cse.h)"},
+    {kAutodiffStep, "simplify", "its rule's targets are the VJPs autodiff writes"},
     {"cse", "pointwise_fusion", "shared subexpressions are shared before fusion copies them"},
     {"remat", "pointwise_fusion", "fusion groups the recomputed copies too"},
     {"schedule", "*", "kernels are bound to node positions; the memory plan follows the schedule",
