@@ -13,13 +13,19 @@ void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* 
                   int64_t n, int threads, LowCopy low) {
   const float fb1 = c.beta1, fb2 = c.beta2, eps = c.eps, decay = c.decay;
   const float c1 = 1.0f - fb1, c2 = 1.0f - fb2;
-  const float step_size = c.step_size, bc2_sqrt = c.bc2_sqrt, gs = c.grad_scale;
+  const float step_size = c.step_size, gs = c.grad_scale;
+  // torch divides sqrt(v) by sqrt(1 - beta2^t); a multiply by its reciprocal (rounded once, from
+  // f64) leaves one division and one square root per element. Those two are what the pass waits
+  // on, not memory: on this project's hosts a sqrt and two divisions per element ran the pass at
+  // 19-20 GB/s, one of each at 23 GB/s, none at 45 (bench/speed/RESULTS.md, session 8). The
+  // result moves by at most an ulp or so of the denominator (adamw_test: UpdateIsTorchsFormula).
+  const float inv_bc2 = static_cast<float>(1.0 / static_cast<double>(c.bc2_sqrt));
   float* __restrict pr = p;
   const float* __restrict gr = g;
   float* __restrict mr = m;
   float* __restrict vr = v;
   // One pass: each element's p, g, m, v are loaded once and p, m, v stored once; the arithmetic
-  // is torch's, in its order (decay first, then the Adam step).
+  // is torch's, in its order (decay first, then the Adam step), but for inv_bc2 above.
   const auto update = [=](int64_t k) {
     const float gk = gr[k] * gs;
     const float mk = fb1 * mr[k] + c1 * gk;
@@ -27,7 +33,7 @@ void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* 
     mr[k] = mk;
     vr[k] = vk;
     const float pk = pr[k] * decay;
-    const float pn = pk - step_size * mk / (std::sqrt(vk) / bc2_sqrt + eps);
+    const float pn = pk - step_size * mk / (std::sqrt(vk) * inv_bc2 + eps);
     pr[k] = pn;
     return pn;
   };
