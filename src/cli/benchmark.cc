@@ -468,6 +468,14 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
                              static_cast<int64_t>(log.measured_seconds.size()) * r.grad_accum,
                              HostTimes{sum(log.measured_optimizer_seconds), steps,
                                        static_cast<int64_t>(log.measured_seconds.size())}));
+    const auto n = static_cast<int64_t>(log.measured_seconds.size());
+    const double step = steps / static_cast<double>(std::max<int64_t>(n, 1));
+    // MFU at the mean step of the profile's clock, so that both sides read the same clock.
+    const double mfu = m.p50 > 0 && step > 0 ? m.mfu * m.p50 / step : 0.0;
+    fmt::print(
+        "  GEMM-bound MFU {:.1f}%   (MFU {:.1f}% at the mean step, if the contraction kernels at "
+        "their speed here were all the step ran: the ceiling this host's GEMMs set)\n",
+        100.0 * gemm_bound_mfu(trainer.executor().profile(), n, mfu, step), 100.0 * mfu);
   }
 }
 

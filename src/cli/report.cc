@@ -21,6 +21,16 @@ std::string torchtitan_line(const StepLine& s) {
       s.step, s.loss, s.grad_norm, gib, pct, s.tokens_per_s, tflops, mfu);
 }
 
+double gemm_bound_mfu(const std::vector<OpProfile>& profile, int64_t steps, double mfu,
+                      double step_seconds) {
+  double contraction = 0;
+  for (const OpProfile& p : profile) {
+    if (op_def(p.op).category == OpCategory::contraction) contraction += p.seconds;
+  }
+  const double per_step = contraction / static_cast<double>(std::max<int64_t>(steps, 1));
+  return per_step > 0 ? mfu * step_seconds / per_step : 0.0;
+}
+
 std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps,
                           const HostTimes& host) {
   struct Row {

@@ -37,6 +37,13 @@ struct HostTimes {
 std::string profile_table(const std::vector<OpProfile>& profile, int64_t steps,
                           const HostTimes& host = {});
 
+// The MFU a step would reach if its contraction kernels (the GEMMs, the fused LM head) were all
+// it ran, at the speed they ran in it: mfu * step_seconds / (their seconds per step). What this
+// host's GEMMs allow, whatever the rest of the step costs: the ceiling of the step's MFU. The
+// profile is summed over `steps` optimizer steps; 0 when it holds no contraction time.
+double gemm_bound_mfu(const std::vector<OpProfile>& profile, int64_t steps, double mfu,
+                      double step_seconds);
+
 // Peak resident set size of this process (VmHWM), in bytes; 0 when unknown.
 long long process_peak_rss_bytes();
 

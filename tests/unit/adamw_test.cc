@@ -92,5 +92,15 @@ TEST(ProfileTable, ShowsTheOptimizerAndTheTimeOutsideKernels) {
   EXPECT_NE(t.find("60.0%"), std::string::npos) << "matmul's share of the step\n" << t;
 }
 
+TEST(ProfileTable, GemmBoundMfuScalesMfuByTheContractionShare) {
+  // 2 steps; matmul 0.6 s and linear_cross_entropy 0.2 s of contraction in all: 0.4 s a step.
+  const std::vector<OpProfile> prof{{Op::matmul, Phase::forward, 4, 0.6, 6e9},
+                                    {Op::linear_cross_entropy, Phase::forward, 2, 0.2, 2e9},
+                                    {Op::add, Phase::backward, 8, 0.2, 1e6}};
+  // MFU 40% at a 0.5 s step: the contraction alone (0.4 s) would give 50%.
+  EXPECT_NEAR(cli::gemm_bound_mfu(prof, 2, 0.40, 0.5), 0.50, 1e-12);
+  EXPECT_EQ(cli::gemm_bound_mfu({{Op::add, Phase::forward, 1, 0.1, 0}}, 1, 0.4, 0.5), 0.0);
+}
+
 }  // namespace
 }  // namespace lj
