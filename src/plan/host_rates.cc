@@ -25,12 +25,13 @@
 namespace lj {
 namespace {
 
-// 5: each entry records the share of the cores other processes used during its probe (entries
-// of format 4 may have been measured beside other work without saying so); pointwise_hot is an
-// add in a chain (reading the add before's output), no longer one add rerun in cache. 4: pointwise
-// also measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement and
-// reduction cold; 1, 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 5";
+// 6: AdamW's kernel divides by a reciprocal (1.75x the speed): format-5 optimizer rates are
+// stale. 5: each entry records the share of the cores other processes used during its probe
+// (entries of format 4 may have been measured beside other work without saying so); pointwise_hot
+// is an add in a chain (reading the add before's output), no longer one add rerun in cache. 4:
+// pointwise also measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement
+// and reduction cold; 1, 2: some hot, in cache).
+constexpr const char* kFormat = "ljperf host rates 6";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the median process CPU time per run divided by the threads (other processes on

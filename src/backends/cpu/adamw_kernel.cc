@@ -3,23 +3,84 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "core/check.h"
 
 namespace lj {
 
+namespace {
+
+#if defined(__AVX512F__)
+// 16 elements at a time, the last block masked, every element through the same instructions
+// (so a slice of a tensor, as ZeRO's shards take, updates bitwise as the whole would).
+// The division m / denom runs as a reciprocal: VRCP14PS (relative error below 2^-14) and one
+// Newton step, r (2 - d r), which leaves it within about an ulp of 1 / d. The divider is what the
+// pass waits on, not memory: on this project's hosts (2 threads, small's 23.7M parameters) a
+// square root and two divisions per element ran at 19-20 GB/s, a square root and one division
+// at 22-23, a square root and the reciprocal at 39-41, memory alone at 43-45
+// (bench/speed/RESULTS.md, session 8). An infinite denominator gives 0, as the division would.
+// GCC 12's unmasked forms of these two pass _mm512_undefined_ps(), which -Wmaybe-uninitialized
+// flags; the all-lanes maskz forms compile the same.
+constexpr __mmask16 kAll = 0xFFFF;
+
+void adamw_avx512(const AdamWStepConstants& c, float inv_bc2, float* p, const float* g, float* m,
+                  float* v, int64_t n, int threads, LowCopy low) {
+  const __m512 b1 = _mm512_set1_ps(c.beta1), b2 = _mm512_set1_ps(c.beta2);
+  const __m512 c1 = _mm512_set1_ps(1.0f - c.beta1), c2 = _mm512_set1_ps(1.0f - c.beta2);
+  const __m512 gs = _mm512_set1_ps(c.grad_scale), decay = _mm512_set1_ps(c.decay);
+  const __m512 step = _mm512_set1_ps(c.step_size), inv = _mm512_set1_ps(inv_bc2);
+  const __m512 eps = _mm512_set1_ps(c.eps), two = _mm512_set1_ps(2.0f);
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  const int64_t blocks = (n + 15) / 16;
+#pragma omp parallel for schedule(static) num_threads(threads) if (n > 65536)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t k = b * 16, left = n - k;
+    const auto mask = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+    const __m512 gk = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, g + k), gs);
+    const __m512 mk =
+        _mm512_fmadd_ps(b1, _mm512_maskz_loadu_ps(mask, m + k), _mm512_mul_ps(c1, gk));
+    const __m512 vk = _mm512_fmadd_ps(b2, _mm512_maskz_loadu_ps(mask, v + k),
+                                      _mm512_mul_ps(_mm512_mul_ps(c2, gk), gk));
+    _mm512_mask_storeu_ps(m + k, mask, mk);
+    _mm512_mask_storeu_ps(v + k, mask, vk);
+    // decay first, then the Adam step, as torch: p d - step m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    const __m512 d = _mm512_fmadd_ps(_mm512_maskz_sqrt_ps(kAll, vk), inv, eps);
+    __m512 r = _mm512_maskz_rcp14_ps(kAll, d);
+    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, two));
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(d, inf, _CMP_EQ_OQ), _mm512_setzero_ps());
+    const __m512 pk = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, p + k), decay);
+    _mm512_mask_storeu_ps(p + k, mask, _mm512_fnmadd_ps(_mm512_mul_ps(step, mk), r, pk));
+    if (low.data == nullptr) continue;
+    const int64_t cnt = std::min<int64_t>(16, left);
+    for (int64_t l = 0; l < cnt; ++l) {
+      low.data[k + l] = low.dtype == DType::bf16 ? round_to_bf16(p[k + l]) : f32_to_f16(p[k + l]);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
 void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* m, float* v,
                   int64_t n, int threads, LowCopy low) {
+  LJ_CHECK(low.data == nullptr || low.dtype == DType::bf16 || low.dtype == DType::f16)
+      << "a 16-bit copy is bf16 or f16";
+  // torch divides sqrt(v) by sqrt(1 - beta2^t); here it is multiplied by the reciprocal, rounded
+  // once from f64, which moves the denominator by at most an ulp or so (adamw_test:
+  // UpdateIsTorchsFormula) and saves a division per element.
+  const float inv_bc2 = static_cast<float>(1.0 / static_cast<double>(c.bc2_sqrt));
+#if defined(__AVX512F__)
+  adamw_avx512(c, inv_bc2, p, g, m, v, n, threads, low);
+#else
   const float fb1 = c.beta1, fb2 = c.beta2, eps = c.eps, decay = c.decay;
   const float c1 = 1.0f - fb1, c2 = 1.0f - fb2;
   const float step_size = c.step_size, gs = c.grad_scale;
-  // torch divides sqrt(v) by sqrt(1 - beta2^t); a multiply by its reciprocal (rounded once, from
-  // f64) leaves one division and one square root per element. Those two are what the pass waits
-  // on, not memory: on this project's hosts a sqrt and two divisions per element ran the pass at
-  // 19-20 GB/s, one of each at 23 GB/s, none at 45 (bench/speed/RESULTS.md, session 8). The
-  // result moves by at most an ulp or so of the denominator (adamw_test: UpdateIsTorchsFormula).
-  const float inv_bc2 = static_cast<float>(1.0 / static_cast<double>(c.bc2_sqrt));
   float* __restrict pr = p;
   const float* __restrict gr = g;
   float* __restrict mr = m;
@@ -45,11 +106,11 @@ void adamw_update(const AdamWStepConstants& c, float* p, const float* g, float* 
 #pragma omp parallel for simd schedule(static) num_threads(threads) if (n > 65536)
     for (int64_t k = 0; k < n; ++k) lr[k] = round_to_bf16(update(k));
   } else {
-    LJ_CHECK(low.dtype == DType::f16) << "a 16-bit copy is bf16 or f16";
     uint16_t* __restrict lr = low.data;
 #pragma omp parallel for schedule(static) num_threads(threads) if (n > 65536)
     for (int64_t k = 0; k < n; ++k) lr[k] = f32_to_f16(update(k));
   }
+#endif
 }
 
 void accumulate_squares(const float* g, int64_t n, int threads, double* sum) {
