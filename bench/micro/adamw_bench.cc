@@ -1,7 +1,8 @@
 // AdamW's update over `small`'s 23.7M parameters (train/adamw.h), clipped: the fused pass (the
 // clip scale applied as each gradient is read) against the two passes it replaced (scale the
 // gradients in place, then update). Reports GB/s of the bytes each variant must move: 28 bytes
-// per element for the fused pass (read p, g, m, v; write p, m, v), 36 for the two passes.
+// per element for the fused pass (read p, g, m, v; write p, m, v), 36 for the two passes, 30 with
+// a bf16 copy.
 // Run: OMP_NUM_THREADS=1 build/micro_bench --benchmark_filter=adamw
 #include <benchmark/benchmark.h>
 
@@ -15,8 +16,9 @@ namespace {
 
 constexpr int64_t kParams = 23'700'000;
 
-void run_adamw(benchmark::State& state, bool fused) {
+void run_adamw(benchmark::State& state, bool fused, bool bf16_copy = false) {
   std::vector<float> p(kParams, 0.5f), g(kParams, 0.01f), m(kParams, 0.0f), v(kParams, 0.0f);
+  std::vector<uint16_t> low(bf16_copy ? kParams : 0);
   AdamWStepConstants c;
   c.beta1 = 0.9f;
   c.beta2 = 0.95f;
@@ -35,10 +37,12 @@ void run_adamw(benchmark::State& state, bool fused) {
       for (int64_t k = 0; k < kParams; ++k) gp[k] *= scale;
       c.grad_scale = 1.0f;
     }
-    adamw_update(c, p.data(), g.data(), m.data(), v.data(), kParams, threads);
+    adamw_update(c, p.data(), g.data(), m.data(), v.data(), kParams, threads,
+                 LowCopy{bf16_copy ? low.data() : nullptr, DType::bf16});
     benchmark::ClobberMemory();
   }
-  const double bytes = (fused ? 28.0 : 36.0) * static_cast<double>(kParams);
+  const double bytes =
+      ((fused ? 28.0 : 36.0) + (bf16_copy ? 2.0 : 0.0)) * static_cast<double>(kParams);
   state.counters["GB/s"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9,
                                               benchmark::Counter::kIsRate);
   state.counters["threads"] = threads;
@@ -46,6 +50,10 @@ void run_adamw(benchmark::State& state, bool fused) {
 
 void BM_adamw_fused(benchmark::State& state) {
   run_adamw(state, true);
+}
+// Mixed precision: the same pass also writes the bf16 copy of each weight (2 more bytes).
+void BM_adamw_fused_bf16_copy(benchmark::State& state) {
+  run_adamw(state, true, true);
 }
 void BM_adamw_two_passes(benchmark::State& state) {
   run_adamw(state, false);
@@ -70,6 +78,7 @@ void BM_adamw_grad_norm(benchmark::State& state) {
 
 BENCHMARK(BM_adamw_grad_norm)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_adamw_fused)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_adamw_fused_bf16_copy)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_adamw_two_passes)->Unit(benchmark::kMillisecond);
 
 }  // namespace

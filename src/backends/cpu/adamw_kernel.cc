@@ -55,12 +55,31 @@ void adamw_avx512(const AdamWStepConstants& c, float inv_bc2, float* p, const fl
     r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, two));
     r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(d, inf, _CMP_EQ_OQ), _mm512_setzero_ps());
     const __m512 pk = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, p + k), decay);
-    _mm512_mask_storeu_ps(p + k, mask, _mm512_fnmadd_ps(_mm512_mul_ps(step, mk), r, pk));
+    const __m512 pn = _mm512_fnmadd_ps(_mm512_mul_ps(step, mk), r, pk);
+    _mm512_mask_storeu_ps(p + k, mask, pn);
     if (low.data == nullptr) continue;
-    const int64_t cnt = std::min<int64_t>(16, left);
-    for (int64_t l = 0; l < cnt; ++l) {
-      low.data[k + l] = low.dtype == DType::bf16 ? round_to_bf16(p[k + l]) : f32_to_f16(p[k + l]);
+    if (low.dtype == DType::bf16) {
+      // round_to_bf16, 16 lanes: round to nearest even, a NaN kept quiet.
+      const __m512i u = _mm512_castps_si512(pn);
+      const __m512i odd =
+          _mm512_and_si512(_mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(1));
+      const __m512i rounded = _mm512_maskz_srli_epi32(
+          kAll, _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+      const __m512i quiet =
+          _mm512_or_si512(_mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(0x40));
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+          _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+      const __m512i bits = _mm512_mask_mov_epi32(rounded, nan, quiet);
+      if (left >= 16) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(low.data + k),
+                            _mm512_maskz_cvtepi32_epi16(kAll, bits));
+      } else {
+        _mm512_mask_cvtepi32_storeu_epi16(low.data + k, mask, bits);
+      }
+      continue;
     }
+    const int64_t cnt = std::min<int64_t>(16, left);
+    for (int64_t l = 0; l < cnt; ++l) low.data[k + l] = f32_to_f16(p[k + l]);
   }
 }
 #endif
