@@ -48,9 +48,9 @@ StatusOr<bool> SimplifyPass::run(Graph& g) {
     const ValueId y = n.outputs[0];
     if (!is_output[static_cast<size_t>(y)]) {
       repl[static_cast<size_t>(y)] = x;
-    } else if (!is_output[static_cast<size_t>(x)] && !is_input[static_cast<size_t>(x)] &&
-               rename[static_cast<size_t>(x)] == kNoValue) {
-      // x's producer makes y from now on; every reader of x reads y.
+    } else if (!is_output[static_cast<size_t>(x)] && !is_input[static_cast<size_t>(x)]) {
+      // x's producer makes y from now on; every reader of x reads y. (x is canonical, so it was
+      // never renamed: a renamed value points at its new id in repl.)
       rename[static_cast<size_t>(x)] = y;
       repl[static_cast<size_t>(x)] = y;
     } else {
