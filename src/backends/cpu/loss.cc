@@ -350,19 +350,26 @@ Status linear_cross_entropy_impl(KernelContext& c) {
 }
 
 // f32: the chunk's logits in vocabulary blocks of `vb` columns, each block dense (rows x vb) and
-// owned by one thread from its GEMM to its gradient, so it is made, reduced, turned into its
-// gradient and consumed while it is in that core's L2, with one OpenMP region per chunk and
+// owned by one thread from its GEMM to its gradient, with one OpenMP region per chunk and
 // single-threaded GEMMs inside it (a GEMM per block across both threads would meet at a barrier
 // hundreds of times per chunk). Each thread takes a contiguous run of blocks holding about
 // V / threads columns (block_range). Per chunk:
-//   1. each block b: logits_b = x[chunk] w_b^T; per row its max m_b and
-//      s_b = sum exp(logits_b - m_b), the block overwritten with those exps;
+//   1. each block b, while it is in the core's L2: logits_b = x[chunk] w_b^T; per row its max m_b
+//      and s_b = sum exp(logits_b - m_b), the block overwritten with those exps e_b; then
+//      t = e_b w_b and the thread's dx partial P += exp(m_b - R) t row by row, where R is the
+//      thread's running max of the row (P rescaled by exp(R_old - R_new) when it grows);
 //   2. each row: M = max_b m_b, S = sum_b s_b exp(m_b - M) in block order; loss M + log S - x_y;
-//   3. each block: exps -> (exp(m_b - M) / S * exps - onehot) * g, then dw_b (+)= dlogits_b^T
-//      x[chunk] and the thread's partial dx += dlogits_b w_b;
-//   4. dx[chunk] = the partials summed in thread order.
-// The loss and dw do not depend on the thread count; dx does through step 4 (reproducible for a
-// given count, as the unblocked kernel's f32 GEMMs).
+//      dx = (sum over threads, in thread order, of exp(R_t - M) P_t) g / S - g w_y;
+//   3. each block: dw_b (+)= e_b^T (c_b x[chunk]) with the row scales c_b = g exp(m_b - M) / S,
+//      then dw_y -= g x_i for the rows whose label falls in the block, in row order.
+// So the softmax's gradient is never written out: the exps go to both GEMMs as they are, the
+// row scales ride on the small operands (P's rows, x's rows), and dx's GEMM reads w_b and e_b
+// while the logits GEMM has left them in L2. (Before, a third pass over the chunk's logits scaled
+// them into dlogits after the row combine, and dx's GEMM read w_b a second time: 19 of the
+// kernel's 450 ms per thread on `small`'s head.)
+// The loss and dw do not depend on the thread count (e_b, m_b, s_b and the row scales do not);
+// dx does through R and the thread-order sum (reproducible for a given count, as the unblocked
+// kernel's f32 GEMMs).
 // The default width: 512 columns (256 rows x 512 f32 = 512 KiB of logits per block) below a
 // hidden size of 512, 1024 from there. Measured (lce_fused / lce_fused_wide micro-benchmarks,
 // process CPU ms per call, 5 interleaved rounds, huge pages, median): `small`'s head (2048 x 288 x
@@ -383,10 +390,12 @@ int64_t vocab_block(const Attrs& attrs, int64_t vocab, int64_t dim) {
 }
 
 // The f32 kernel's scratch, in floats: the chunk of logits, per (row, block) max and sum, and
-// one partial dx (rows, C) per thread.
+// per thread the dx partial P, the block product t and the scaled rows of x (rows, C) each,
+// and the running row maxima R (rows).
 struct BlockedScratch {
-  int64_t rows, blocks, logits, stats, partial;
-  int64_t total() const { return logits + 2 * stats + partial; }
+  int64_t rows, blocks, logits, stats, per_thread;
+  int threads;
+  int64_t total() const { return logits + 2 * stats + threads * per_thread; }
 };
 BlockedScratch blocked_scratch(const Attrs& attrs, int64_t n, int64_t dim, int64_t vocab,
                                int threads) {
@@ -396,7 +405,8 @@ BlockedScratch blocked_scratch(const Attrs& attrs, int64_t n, int64_t dim, int64
   s.blocks = (vocab + vb - 1) / vb;
   s.logits = s.rows * vocab;
   s.stats = s.rows * s.blocks;
-  s.partial = int64_t{std::max(1, threads)} * s.rows * dim;
+  s.threads = std::max(1, threads);
+  s.per_thread = 3 * s.rows * dim + s.rows;
   return s;
 }
 
@@ -419,6 +429,7 @@ BlockRange block_range(int t, int threads, int64_t vocab, int64_t vb, int64_t bl
 template <class L>
 Status linear_cross_entropy_f32(KernelContext& c) {
   constexpr int W = simd::kWidth<float>;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const TensorView& xv = c.in[0];
   const int64_t n = xv.dim(0), dim = xv.dim(1), vocab = c.in[1].dim(0);
   const float* x = xv.as<float>();
@@ -441,17 +452,23 @@ Status linear_cross_entropy_f32(KernelContext& c) {
     float* logits = base;               // block b at logits + b * vb * m: (m, len) dense
     float* blk_m = logits + sc.logits;  // (rows, blocks)
     float* blk_s = blk_m + sc.stats;    // (rows, blocks)
-    float* partial = blk_s + sc.stats;  // (threads, rows, C)
+    float* per_thread = blk_s + sc.stats;
+    const auto partial = [&](int u) { return per_thread + u * sc.per_thread; };  // P (rows, C)
+    const auto running = [&](int u) { return partial(u) + 3 * sc.rows * dim; };  // R (rows)
     for (int64_t r0 = 0; r0 < n; r0 += sc.rows) {
       const int64_t m = std::min(sc.rows, n - r0);
       const float* xc = x + r0 * dim;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(std::min <int64_t>(threads, sc.threads))
       {
         ScopedOmpThreads one(1);  // the GEMMs below run on this thread alone
         const int t = omp_get_thread_num(), team = omp_get_num_threads();
         const BlockRange mine = block_range(t, team, vocab, vb, blocks);
-        float* my_dx = partial + t * sc.rows * dim;
-        std::fill(my_dx, my_dx + m * dim, 0.0f);
+        float* my_p = partial(t);
+        float* my_t = my_p + sc.rows * dim;  // t = e_b w_b (rows, C)
+        float* my_x = my_t + sc.rows * dim;  // c_b x[chunk] (rows, C)
+        float* my_r = running(t);
+        std::fill(my_p, my_p + m * dim, 0.0f);
+        std::fill(my_r, my_r + m, kNegInf);
         for (int64_t b = mine.first; b < mine.last; ++b) {
           const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
           float* lb = logits + j0 * m;
@@ -462,57 +479,87 @@ Status linear_cross_entropy_f32(KernelContext& c) {
           }
           for (int64_t i = 0; i < m; ++i) {
             const int64_t y = static_cast<int64_t>(labels[r0 + i]);
-            if (y == ignore) continue;
             float* row = lb + i * len;
+            if (y == ignore) {
+              std::fill(row, row + len, 0.0f);  // no part in either GEMM
+              continue;
+            }
             if (y >= j0 && y < j0 + len) row_loss[static_cast<size_t>(r0 + i)] = -row[y - j0];
             const float mb = row_max(row, len);
             blk_m[i * blocks + b] = mb;
             blk_s[i * blocks + b] = row_sum_exp(row, len, mb, row);
           }
+          if (dim == 0) continue;
+          gemm(false, false, m, dim, len, 1.0f, lb, len, w + j0 * dim, dim, 0.0f, my_t, dim);
+          for (int64_t i = 0; i < m; ++i) {
+            if (static_cast<int64_t>(labels[r0 + i]) == ignore) continue;
+            const float mb = blk_m[i * blocks + b];
+            float keep = 1.0f, add = 1.0f;  // P_i = keep P_i + add t_i
+            if (mb > my_r[i]) {
+              keep = my_r[i] == kNegInf ? 0.0f : std::exp(my_r[i] - mb);
+              my_r[i] = mb;
+            } else {
+              add = std::exp(mb - my_r[i]);
+            }
+            float* p = my_p + i * dim;
+            const float* tr = my_t + i * dim;
+            const V<float> kv = simd::splat(keep), av = simd::splat(add);
+            int64_t j = 0;
+            for (; j + W <= dim; j += W) {
+              simd::store(p + j, simd::load(p + j) * kv + simd::load(tr + j) * av);
+            }
+            for (; j < dim; ++j) p[j] = keep * p[j] + add * tr[j];
+          }
         }
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < m; ++i) {
-          if (static_cast<int64_t>(labels[r0 + i]) == ignore) continue;
+          const int64_t y = static_cast<int64_t>(labels[r0 + i]);
+          float* dxi = dx + (r0 + i) * dim;
+          if (y == ignore) {
+            std::fill(dxi, dxi + dim, 0.0f);
+            continue;
+          }
           const float* bm = blk_m + i * blocks;
           float* bs = blk_s + i * blocks;
-          float mx = -std::numeric_limits<float>::infinity();
+          float mx = kNegInf;
           for (int64_t b = 0; b < blocks; ++b) mx = std::max(mx, bm[b]);
           float s = 0.0f;
           for (int64_t b = 0; b < blocks; ++b) s += bs[b] * std::exp(bm[b] - mx);
           row_loss[static_cast<size_t>(r0 + i)] += mx + std::log(s);
-          // From here blk_s holds each block's scale: g exp(m_b - M) / S.
+          // From here blk_s holds each block's row scale: g exp(m_b - M) / S.
           for (int64_t b = 0; b < blocks; ++b) bs[b] = g * std::exp(bm[b] - mx) / s;
-        }
-        for (int64_t b = mine.first; b < mine.last; ++b) {
-          const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
-          float* lb = logits + j0 * m;
-          for (int64_t i = 0; i < m; ++i) {
-            float* row = lb + i * len;
-            const int64_t y = static_cast<int64_t>(labels[r0 + i]);
-            if (y == ignore) {
-              std::fill(row, row + len, 0.0f);
-              continue;
-            }
-            const float scale = blk_s[i * blocks + b];
-            const V<float> scale_v = simd::splat(scale);
-            int64_t j = 0;
-            for (; j + W <= len; j += W) simd::store(row + j, simd::load(row + j) * scale_v);
-            for (; j < len; ++j) row[j] *= scale;
-            if (y >= j0 && y < j0 + len) row[y - j0] -= g;
+          // dx_i = sum_u exp(R_u - M) g / S P_u - g w_y; threads without blocks hold P = 0.
+          const float* wy = w + y * dim;
+          for (int64_t j = 0; j < dim; ++j) dxi[j] = 0.0f;
+          for (int u = 0; u < team; ++u) {
+            const float ru = running(u)[i];
+            if (ru == kNegInf) continue;
+            const float f = g * std::exp(ru - mx) / s;
+            const float* pu = partial(u) + i * dim;
+            for (int64_t j = 0; j < dim; ++j) dxi[j] += f * pu[j];
           }
-          if (dim == 0) continue;
-          gemm(true, false, len, dim, m, 1.0f, lb, len, xc, dim, r0 == 0 ? 0.0f : 1.0f,
-               dw + j0 * dim, dim);
-          gemm(false, false, m, dim, len, 1.0f, lb, len, w + j0 * dim, dim, 1.0f, my_dx, dim);
+          for (int64_t j = 0; j < dim; ++j) dxi[j] -= g * wy[j];
         }
-#pragma omp barrier
-        // dx[chunk] = the partials in thread order, split over elements.
-#pragma omp for schedule(static)
-        for (int64_t e = 0; e < m * dim; ++e) {
-          float v = partial[e];
-          for (int u = 1; u < team; ++u) v += partial[u * sc.rows * dim + e];
-          dx[r0 * dim + e] = v;
+        for (int64_t b = mine.first; b < mine.last && dim > 0; ++b) {
+          const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
+          for (int64_t i = 0; i < m; ++i) {
+            const bool ignored = static_cast<int64_t>(labels[r0 + i]) == ignore;
+            const float scale = ignored ? 0.0f : blk_s[i * blocks + b];
+            const float* xi = xc + i * dim;
+            float* out = my_x + i * dim;
+            for (int64_t j = 0; j < dim; ++j) out[j] = scale * xi[j];
+          }
+          float* dwb = dw + j0 * dim;
+          gemm(true, false, len, dim, m, 1.0f, logits + j0 * m, len, my_x, dim,
+               r0 == 0 ? 0.0f : 1.0f, dwb, dim);
+          for (int64_t i = 0; i < m; ++i) {
+            const int64_t y = static_cast<int64_t>(labels[r0 + i]);
+            if (y == ignore || y < j0 || y >= j0 + len) continue;
+            const float* xi = xc + i * dim;
+            float* dwy = dwb + (y - j0) * dim;
+            for (int64_t j = 0; j < dim; ++j) dwy[j] -= g * xi[j];
+          }
         }
       }
     }
