@@ -25,13 +25,14 @@
 namespace lj {
 namespace {
 
-// 6: AdamW's kernel divides by a reciprocal (1.75x the speed): format-5 optimizer rates are
-// stale. 5: each entry records the share of the cores other processes used during its probe
-// (entries of format 4 may have been measured beside other work without saying so); pointwise_hot
-// is an add in a chain (reading the add before's output), no longer one add rerun in cache. 4:
-// pointwise also measured hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement
-// and reduction cold; 1, 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 6";
+// 7: a layer's GEMMs go to ljperf's own GEMM from 128 in every dimension (format-6 classes
+// measured oneDNN's). 6: AdamW's kernel divides by a reciprocal (1.75x the speed): format-5
+// optimizer rates are stale. 5: each entry records the share of the cores other processes used
+// during its probe (entries of format 4 may have been measured beside other work without saying
+// so); pointwise_hot is an add in a chain (reading the add before's output), no longer one add
+// rerun in cache. 4: pointwise also measured hot, the optimizer on AdamW's own kernels (3: GEMMs,
+// pointwise, movement and reduction cold; 1, 2: some hot, in cache).
+constexpr const char* kFormat = "ljperf host rates 7";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the median process CPU time per run divided by the threads (other processes on
@@ -331,7 +332,7 @@ bool same_class(const GemmSample& a, const GemmSample& b) {
 
 double HostRates::gemm_seconds(const GemmSample& shape) const {
   const GemmSample c = gemm_class(shape);
-  const bool own = cpu::gemm_uses_own_sgemm(c.ta, c.tb, c.m, c.n, c.k);
+  const bool own = cpu::gemm_uses_own_sgemm(c.ta, c.tb, c.m, c.n, c.k, false);
   const GemmSample* best = nullptr;
   double best_d = 1e300;
   for (const GemmSample& g : gemm) {
@@ -345,8 +346,9 @@ double HostRates::gemm_seconds(const GemmSample& shape) const {
     };
     // A class another GEMM runs (ljperf's own against oneDNN's) is a different kernel with its
     // own rate: taken only when no class of the shape's own GEMM was measured.
-    const double other_gemm =
-        cpu::gemm_uses_own_sgemm(g.ta, g.tb, g.m, g.n, g.k) != own ? kOtherGemmDistance : 0.0;
+    const double other_gemm = cpu::gemm_uses_own_sgemm(g.ta, g.tb, g.m, g.n, g.k, false) != own
+                                  ? kOtherGemmDistance
+                                  : 0.0;
     const double d =
         l(g.m, c.m) + l(g.n, c.n) + l(g.k, c.k) + (g.ta != c.ta || g.tb != c.tb) + other_gemm;
     if (d < best_d) {

@@ -7,8 +7,9 @@
 //              Classes the cache lacks and may not measure take the nearest measured class (log
 //              distance over M, N, K; same layout first; only a class the same GEMM runs, ljperf's
 //              own or oneDNN's as backends/cpu/gemm.h gemm_uses_own_sgemm decides, unless there is
-//              none). The class keeps the shape's GEMM: capping dims at kGemmClassCap never moves
-//              a shape between the two (every dim stays >= 256 and n > 1024 stays > 1024).
+//              none; the classes are measured outside any parallel region, as a layer's GEMM
+//              runs). The class keeps the shape's GEMM: capping dims at kGemmClassCap never moves
+//              a shape between the two (every dim at or above 128 stays there).
 //              calibrate starts the table with kGemmShapes (square, small K, small M, the three
 //              layouts of a linear layer). Measured cold, as a step meets its operands: independent
 //              copies of the GEMM on their own buffers (64 MiB of operands, at most 16 copies).

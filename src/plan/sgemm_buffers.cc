@@ -208,8 +208,10 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
   // ljperf's own GEMM (backends/cpu/sgemm_avx512.h) on the shapes it takes: each thread keeps
   // its largest A and B packing buffers for good, on top of oneDNN's per-call ones.
   int64_t own_a = 0, own_b = 0;
-  const auto call_bytes = [&](const SgemmShape& s, int call_threads, bool isa512) -> int64_t {
-    if (isa512 && cpu::sgemm_avx512_chosen(s.ta, s.tb, s.m, s.n, s.k)) {
+  // nested: the call runs on one thread inside the kernel's own parallel region.
+  const auto call_bytes = [&](const SgemmShape& s, int call_threads, bool isa512,
+                              bool nested) -> int64_t {
+    if (isa512 && cpu::sgemm_avx512_chosen(s.ta, s.tb, s.m, s.n, s.k, nested)) {
       const cpu::SgemmAvx512Buffers o = cpu::sgemm_avx512_buffer_bytes(s.m, s.n, s.k, call_threads);
       own_a = std::max(own_a, o.a_bytes);
       own_b = std::max(own_b, o.b_bytes);
@@ -233,7 +235,7 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       const int64_t vb = cpu::linear_cross_entropy_vocab_block(n.attrs, vocab, dim);
       for (int64_t m : {rows, rows_total % rows}) {
         if (m <= 0) continue;
-        call_bytes({true, false, vb, dim, m}, 1, avx512);
+        call_bytes({true, false, vb, dim, m}, 1, avx512, true);
         most = std::max({most, lj::call_bytes({false, true, m, vocab, dim}, threads, avx512),
                          lj::call_bytes({false, false, m, dim, vocab}, threads, avx512),
                          lj::call_bytes({true, false, vocab, dim, m}, threads, avx512)});
@@ -255,11 +257,12 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
     const bool a_batched = batch_of(a) > 1, b_batched = batch_of(b) > 1;
     if (!b_batched && (!a_batched || !s.ta)) {
       s.m *= batch;  // one GEMM over the batch rows
-      most = std::max(most, call_bytes(s, threads, avx512));
+      most = std::max(most, call_bytes(s, threads, avx512, false));
     } else if (threads > 1 && (batch % threads == 0 || batch >= 4 * threads)) {
-      most = std::max(most, threads * call_bytes(s, 1, avx512));  // one per thread, at once
+      // One per thread, at once, inside matmul's parallel region.
+      most = std::max(most, threads * call_bytes(s, 1, avx512, true));
     } else {
-      most = std::max(most, call_bytes(s, threads, avx512));
+      most = std::max(most, call_bytes(s, threads, avx512, false));
     }
   }
   return most + threads * (resident(own_a) + resident(own_b));

@@ -28,16 +28,33 @@ TEST(GemmDispatch, OneDnnCappedBelowAvx512KeepsEveryGemmOnOneDnn) {
   const cpu::OneDnnInfo info = cpu::onednn_info();
   if (info.isa_avx512)
     GTEST_SKIP() << "oneDNN was initialized before the cap (run this test in its own process)";
-  ASSERT_TRUE(cpu::sgemm_avx512_chosen(true, false, kM, kN, kK));
-  EXPECT_FALSE(cpu::gemm_uses_own_sgemm(true, false, kM, kN, kK));
+  ASSERT_TRUE(cpu::sgemm_avx512_chosen(true, false, kM, kN, kK, false));
+  EXPECT_FALSE(cpu::gemm_uses_own_sgemm(true, false, kM, kN, kK, false));
+  EXPECT_FALSE(cpu::gemm_uses_own_sgemm(false, true, kN, kM, kK, false));
 }
 
 TEST(GemmDispatch, UncappedAvx512HostTakesOwnGemmForChosenShapes) {
   const cpu::OneDnnInfo info = cpu::onednn_info();
   const bool both = cpu::sgemm_avx512_available() && info.isa_avx512;
-  EXPECT_EQ(cpu::gemm_uses_own_sgemm(true, false, kM, kN, kK), both)
+  EXPECT_EQ(cpu::gemm_uses_own_sgemm(true, false, kM, kN, kK, false), both)
       << "oneDNN ISA " << info.cpu_isa;
-  EXPECT_FALSE(cpu::gemm_uses_own_sgemm(false, true, kM, kN, kK));  // never chosen: oneDNN
+  EXPECT_EQ(cpu::gemm_uses_own_sgemm(true, false, kM, kN, kK, true), both);
+}
+
+// A layer's GEMM (not nested in a parallel region) goes to the own GEMM in every transpose case
+// from 128 in every dimension; nested, only the weight-gradient class does.
+TEST(GemmDispatch, LayerGemmsFrom128TakeOwnGemmNestedOnlyWeightGradients) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      EXPECT_TRUE(cpu::sgemm_avx512_chosen(ta, tb, 2048, 768, 288, false)) << ta << tb;
+      EXPECT_TRUE(cpu::sgemm_avx512_chosen(ta, tb, 128, 128, 128, false)) << ta << tb;
+      EXPECT_FALSE(cpu::sgemm_avx512_chosen(ta, tb, 2048, 96, 288, false)) << ta << tb;  // kv
+      EXPECT_FALSE(cpu::sgemm_avx512_chosen(ta, tb, 127, 2048, 2048, false)) << ta << tb;
+      EXPECT_EQ(cpu::sgemm_avx512_chosen(ta, tb, 512, 288, 256, true), ta && !tb) << ta << tb;
+    }
+  }
+  EXPECT_FALSE(cpu::sgemm_avx512_chosen(false, true, 256, 512, 288, true));  // the loss's logits
+  EXPECT_FALSE(cpu::sgemm_avx512_chosen(true, false, 2816, 1025, 1024, true));
 }
 
 }  // namespace

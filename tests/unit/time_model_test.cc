@@ -76,16 +76,17 @@ TEST(HostRatesTest, GemmClassesScaleByFlopsAndCapTheirDims) {
 
 TEST(HostRatesTest, NearestClassIsOneTheShapesOwnGemmRuns) {
   // A weight gradient aᵀb that ljperf's own GEMM takes on an AVX-512 host (gemm.h): the nearest
-  // class in log distance is oneDNN's (same dims, another layout: distance 1), the own GEMM's
+  // class in log distance is oneDNN's (N = 96, another layout: distance 2.2), the own GEMM's
   // class is further (about 3.1). It prices by the class its own GEMM ran.
   const GemmSample dw{768, 288, 2048, true, false, 0};
-  const double dims = 2.0 * 768 * 288 * 2048, own_class = 2.0 * 2048 * 1024 * 1024;
+  const double dims = 2.0 * 768 * 288 * 2048, own_class = 2.0 * 2048 * 1024 * 1024,
+               onednn_class = 2.0 * 768 * 96 * 2048;
   HostRates r;
-  r.gemm = {{768, 288, 2048, false, false, dims / 100e9},
+  r.gemm = {{768, 96, 2048, false, false, onednn_class / 100e9},
             {2048, 1024, 1024, true, false, own_class / 200e9}};
-  ASSERT_FALSE(cpu::gemm_uses_own_sgemm(false, false, 768, 288, 2048));
-  ASSERT_TRUE(cpu::sgemm_avx512_chosen(true, false, 2048, 1024, 1024));
-  const bool own = cpu::gemm_uses_own_sgemm(dw.ta, dw.tb, dw.m, dw.n, dw.k);
+  ASSERT_FALSE(cpu::gemm_uses_own_sgemm(false, false, 768, 96, 2048, false));
+  ASSERT_TRUE(cpu::sgemm_avx512_chosen(true, false, 2048, 1024, 1024, false));
+  const bool own = cpu::gemm_uses_own_sgemm(dw.ta, dw.tb, dw.m, dw.n, dw.k, false);
   EXPECT_NEAR(dims / r.gemm_seconds(dw), own ? 200e9 : 100e9, 1e3) << "own GEMM here: " << own;
   // Only other-GEMM classes: the nearest of them still prices it (never 0).
   r.gemm.resize(1);
@@ -103,7 +104,7 @@ TEST(HostRatesTest, ProbeRunsTakeTheMedianNotTheBest) {
 TEST(HostRatesTest, GemmClassKeepsTheShapesGemm) {
   // Capping dims at kGemmClassCap must not move a shape between ljperf's GEMM and oneDNN's
   // (sgemm_avx512_chosen is the shape rule gemm.h applies on AVX-512 hosts).
-  const int64_t dims[] = {1, 96, 255, 256, 288, 1024, 1025, 2048, 2049, 4096, 32000};
+  const int64_t dims[] = {1, 96, 127, 128, 255, 256, 288, 1024, 1025, 2048, 2049, 4096, 32000};
   int chosen = 0, cases = 0;
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
@@ -111,8 +112,8 @@ TEST(HostRatesTest, GemmClassKeepsTheShapesGemm) {
         for (int64_t n : dims)
           for (int64_t k : dims) {
             const GemmSample c = gemm_class({m, n, k, ta == 1, tb == 1, 0});
-            const bool s = cpu::sgemm_avx512_chosen(ta == 1, tb == 1, m, n, k);
-            ASSERT_EQ(cpu::sgemm_avx512_chosen(c.ta, c.tb, c.m, c.n, c.k), s)
+            const bool s = cpu::sgemm_avx512_chosen(ta == 1, tb == 1, m, n, k, false);
+            ASSERT_EQ(cpu::sgemm_avx512_chosen(c.ta, c.tb, c.m, c.n, c.k, false), s)
                 << m << " x " << n << " x " << k << " ta " << ta << " tb " << tb;
             chosen += s;
             ++cases;

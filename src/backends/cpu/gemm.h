@@ -37,7 +37,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 // sgemm_avx512_chosen(). With oneDNN held below AVX-512 (DNNL_MAX_CPU_ISA=AVX2, or a oneDNN that
 // does not know the CPU) every GEMM stays on oneDNN: the process is then an AVX2 host throughout,
 // as the host caches (keyed by oneDNN's ISA) and plan/sgemm_buffers assume.
-bool gemm_uses_own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k);
+// `nested`: called inside an OpenMP parallel region (gemm below passes omp_in_parallel()).
+bool gemm_uses_own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested);
 // The rule, from its inputs (testable on any host).
 bool own_sgemm_allowed(bool cpu_avx512f, bool onednn_avx512_core);
 // bf16 operands a, b (dense row-major: lda = ta ? m : k, ldb = tb ? k : n), f32 accumulation,

@@ -185,13 +185,27 @@ void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
   }
 }
 
-bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
-  // Measured faster than dnnl_sgemm in three interleaved runs (session 6, bench/micro/
-  // sgemm_ab.sh, 1 thread): op(a) = aᵀ with b as stored (the weight gradients dW = dYᵀ X, both
-  // packs plain copies), every dimension at least 256 and n at most 1024: 768 x 288 x 2048
-  // 1.03x, 288 x 768 x 2048 1.03-1.04x, 512 x 288 x 256 1.04x, 2816 x 1024 x 1024 1.00x. Lost:
+bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested) {
+  // Not nested (a layer's GEMM on all the step's threads): every transpose case with each
+  // dimension at least 128. dnnl_sgemm allocates its packing buffers on every call, and at these
+  // sizes glibc maps them fresh and the kernel zeroes them page by page: 8k page faults per
+  // `small` step and 194k (0.26 s of system CPU) per wider-model step, which a micro-benchmark
+  // calling one shape in a loop never sees (glibc's mmap threshold rises after the first free).
+  // This GEMM keeps its buffers. In the step (session 9, bench/speed/RESULTS.md, interleaved,
+  // paired medians): `small` B8 compiled 1.021x tokens/s, eager 1.034x, the wider model compiled
+  // 1.075x (1.045-1.085, every round), its page faults per step 194k -> 30k. Alone and hot it
+  // runs 0.93-1.0x of oneDNN on the forward (b transposed) and dX shapes (session 6). Below 128
+  // (`small`'s kv projections, N = 96) oneDNN's no-copy kernels allocate nothing: 0.87-0.92x
+  // alone, and taking them too measured 0.99x in the step.
+  if (!nested) return std::min({m, n, k}) >= 128;
+  // Nested (one thread inside a parallel region; faults are rare there): the classes measured
+  // faster than dnnl_sgemm in three interleaved runs (session 6, bench/micro/sgemm_ab.sh, 1
+  // thread): op(a) = aᵀ with b as stored (the weight gradients dW = dYᵀ X, both packs plain
+  // copies), every dimension at least 256 and n at most 1024: 768 x 288 x 2048 1.03x,
+  // 288 x 768 x 2048 1.03-1.04x, 512 x 288 x 256 1.04x, 2816 x 1024 x 1024 1.00x. Lost:
   // 96 x 288 x 2048 (0.86-0.92x) and 1024 x 2816 x 1024 (0.96-0.99x). The forward (b transposed)
-  // and dX (neither) shapes measured 0.87-1.08x, mostly below 1: they stay on oneDNN.
+  // and dX (neither) shapes measured 0.87-1.08x, mostly below 1, as did the fused loss's logits
+  // and dx blocks inside it (session 7): they stay on oneDNN.
   return ta && !tb && std::min({m, n, k}) >= 256 && n <= 1024;
 }
 

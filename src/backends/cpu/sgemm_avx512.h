@@ -36,12 +36,13 @@ void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
                   const SgemmBlocking* blocking = nullptr);
 
-// Whether gemm.h's f32 gemm sends this shape here (on a host where sgemm_avx512_available() and
-// oneDNN runs AVX-512 too: gemm.h gemm_uses_own_sgemm), rather than to oneDNN: the shape classes
-// where bench/micro/sgemm_ab.sh measured this GEMM faster than dnnl_sgemm (bench/speed/RESULTS.md,
-// session 6). Depends on the shape only, never on the thread count, so a shape's result is the same
-// for any thread count.
-bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k);
+// Whether gemm.h's f32 gemm sends this call here (on a host where sgemm_avx512_available() and
+// oneDNN runs AVX-512 too: gemm.h gemm_uses_own_sgemm), rather than to oneDNN. `nested`: the call
+// runs inside an OpenMP parallel region, on the calling thread alone (the fused loss's blocks,
+// matmuls split over a batch). Depends on the shape and `nested` only, never on the thread count,
+// so a call's result is the same for any thread count. The rule and its measurements:
+// bench/speed/RESULTS.md, sessions 6 and 9.
+bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested);
 
 // The packing buffers one thread holds after a call of this shape with `threads` threads sharing
 // it (threads = 1 inside a parallel region), bytes. They stay allocated for the thread's life,
