@@ -33,17 +33,19 @@ bool pin_malloc_thresholds();
 // below, a heap chunk of the size plus its 16 B header (the alignment slack returns to the heap).
 int64_t block_resident_bytes(int64_t bytes, int64_t alignment = 64);
 
-// Transparent huge pages, opt-in: LJ_HUGE_PAGES=1 makes the runtime's allocator advise
-// MADV_HUGEPAGE over the blocks it takes from the system (where the host's THP mode, "madvise" or
-// "always", honours it). A step streams operands of tens of MiB (the LM head's weight, its
-// gradient and its chunk of logits), and with 4 KiB pages each page is a TLB miss, which under
-// virtualisation walks two page tables. Measured (bench/speed/RESULTS.md, lever 8) on a shared
-// 2-core KVM guest: `small` compiled 8-14% less CPU per step with other processes on the cores
-// (load 4.3-5.3), 1-3% at load 1.6-3.4; the wider model (hidden 1024) 0-4% more. Off by default
-// for that. A likely cause, not verified: 2 MiB pages keep virtual address bits 12-20 in the
-// physical address, so rows 4 KiB apart (hidden 1024 in f32) fall into the same cache sets. Only
-// the 2 MiB pages wholly inside a block are advised, and a block is written in full before it
-// counts as resident (block_resident_bytes), so the resident pricing does not change.
+// Transparent huge pages, on by default (LJ_HUGE_PAGES=0 turns them off): the runtime's
+// allocator advises MADV_HUGEPAGE over the blocks it takes from the system (where the host's THP
+// mode, "madvise" or "always", honours it). A step streams operands of tens of MiB (the LM head's
+// weight, its gradient and its chunk of logits), and with 4 KiB pages each page is a TLB miss,
+// which under virtualisation walks two page tables. Measured (bench/speed/RESULTS.md) on a 2-core
+// KVM guest: session 7 (lever 8), `small` compiled 8-14% less CPU per step with other processes
+// on the cores, 1-3% at load 1.6-3.4, the wider model (hidden 1024) 0-4% more, so it stayed
+// opt-in; session 9, since a layer's GEMMs run ljperf's own GEMM (which packs its operands),
+// `small` compiled 1.039x tokens/s and the wider model 1.027x (paired medians, interleaved), so
+// it is on. Only the 2 MiB pages wholly inside a block are advised, and a block is written in
+// full before it counts as resident (block_resident_bytes), so the resident pricing does not
+// change (peak RSS predicted within 0.3% with and without, `small` and the wider model, eager
+// and compiled).
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 // madvise(MADV_HUGEPAGE) over the whole kHugePageBytes pages inside [p, p + bytes), before any of
@@ -51,7 +53,7 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // (no THP support); the block works either way.
 size_t advise_huge_pages(void* p, size_t bytes);
 
-// Whether LJ_HUGE_PAGES is set to 1 in the environment now.
+// Whether huge pages are wanted: LJ_HUGE_PAGES is not set to 0 in the environment now.
 bool huge_pages_requested();
 
 }  // namespace lj
