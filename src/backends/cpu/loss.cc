@@ -365,8 +365,9 @@ Status linear_cross_entropy_impl(KernelContext& c) {
 // So the softmax's gradient is never written out: the exps go to both GEMMs as they are, the
 // row scales ride on the small operands (P's rows, x's rows), and dx's GEMM reads w_b and e_b
 // while the logits GEMM has left them in L2. (Before, a third pass over the chunk's logits scaled
-// them into dlogits after the row combine, and dx's GEMM read w_b a second time: 19 of the
-// kernel's 450 ms per thread on `small`'s head.)
+// them into dlogits after the row combine, and dx's GEMM read w_b a second time: 18-19 ms of the
+// kernel's 450 per thread on `small`'s head in session 7's phase timing; lce_fused/0/0 is now
+// 0.96x the CPU time, bench/speed/RESULTS.md lever 13.)
 // The loss and dw do not depend on the thread count (e_b, m_b, s_b and the row scales do not);
 // dx does through R and the thread-order sum (reproducible for a given count, as the unblocked
 // kernel's f32 GEMMs).
@@ -458,7 +459,7 @@ Status linear_cross_entropy_f32(KernelContext& c) {
     for (int64_t r0 = 0; r0 < n; r0 += sc.rows) {
       const int64_t m = std::min(sc.rows, n - r0);
       const float* xc = x + r0 * dim;
-#pragma omp parallel num_threads(std::min <int64_t>(threads, sc.threads))
+#pragma omp parallel num_threads(threads)
       {
         ScopedOmpThreads one(1);  // the GEMMs below run on this thread alone
         const int t = omp_get_thread_num(), team = omp_get_num_threads();
