@@ -6,6 +6,7 @@
 #include "cli/dist_session.h"
 #include "cli/doctor.h"
 #include "core/log.h"
+#include "plan/host_baseline.h"
 #include "runtime/malloc_policy.h"
 
 #ifndef LJ_VERSION
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   // First: every later allocation is priced by the planner under these thresholds.
   lj::pin_malloc_thresholds();
   lj::init_log_level_from_env();
+  lj::allow_baseline_probe();  // this is ljperf, whatever its file is named
   lj::cli::label_errors_by_launch_rank();
   CLI::App app{"ljperf: train Llama-family language models and measure how fast they train"};
   app.set_version_flag("--version", std::string("ljperf ") + LJ_VERSION);

@@ -30,10 +30,15 @@ struct HostBaseline {
 
 std::string host_baseline_cache_path();
 
+// The ljperf command line calls this in main: only then may host_baseline() probe, by spawning
+// this same executable (whatever its file is named) as `benchmark --model tiny`.
+void allow_baseline_probe();
+
 // The baseline for `threads` (0: all hardware threads): cached, or measured and cached. 0 (not
 // `measured`) in the probe's own child, and without a cached figure where probing is not
 // allowed: `may_probe` false (one rank of several: the child would share the launcher's cores
-// and environment) or a binary other than ljperf (tests that link the planner).
+// and environment) or a process whose main never called allow_baseline_probe (a test binary
+// that links the planner).
 StatusOr<HostBaseline> host_baseline(int threads = 0, bool remeasure = false,
                                      bool may_probe = true);
 
