@@ -25,15 +25,16 @@
 namespace lj {
 namespace {
 
-// 8: the runtime's blocks are on transparent huge pages by default (format-7 probes ran on 4 KiB
-// pages). 7: a layer's GEMMs go to ljperf's own GEMM from 128 in every dimension (format-6 classes
-// measured oneDNN's). 6: AdamW's kernel divides by a reciprocal (1.75x the speed): format-5
-// optimizer rates are stale. 5: each entry records the share of the cores other processes used
-// during its probe (entries of format 4 may have been measured beside other work without saying
-// so); pointwise_hot is an add in a chain (reading the add before's output), no longer one add
-// rerun in cache. 4: pointwise also measured hot, the optimizer on AdamW's own kernels (3: GEMMs,
-// pointwise, movement and reduction cold; 1, 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 8";
+// 9: huge pages opt-in again (format-8 probes ran on them). 8: the runtime's blocks on
+// transparent huge pages by default (format-7 probes ran on 4 KiB pages). 7: a layer's GEMMs go to
+// ljperf's own GEMM from 128 in every dimension (format-6 classes measured oneDNN's). 6: AdamW's
+// kernel divides by a reciprocal (1.75x the speed): format-5 optimizer rates are stale. 5: each
+// entry records the share of the cores other processes used during its probe (entries of format 4
+// may have been measured beside other work without saying so); pointwise_hot is an add in a chain
+// (reading the add before's output), no longer one add rerun in cache. 4: pointwise also measured
+// hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement and reduction cold; 1,
+// 2: some hot, in cache).
+constexpr const char* kFormat = "ljperf host rates 9";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the median process CPU time per run divided by the threads (other processes on

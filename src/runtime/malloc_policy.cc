@@ -36,7 +36,7 @@ size_t advise_huge_pages(void* p, size_t bytes) {
 
 bool huge_pages_requested() {
   const char* v = std::getenv("LJ_HUGE_PAGES");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 }  // namespace lj

@@ -33,19 +33,22 @@ bool pin_malloc_thresholds();
 // below, a heap chunk of the size plus its 16 B header (the alignment slack returns to the heap).
 int64_t block_resident_bytes(int64_t bytes, int64_t alignment = 64);
 
-// Transparent huge pages, on by default (LJ_HUGE_PAGES=0 turns them off): the runtime's
-// allocator advises MADV_HUGEPAGE over the blocks it takes from the system (where the host's THP
-// mode, "madvise" or "always", honours it). A step streams operands of tens of MiB (the LM head's
-// weight, its gradient and its chunk of logits), and with 4 KiB pages each page is a TLB miss,
-// which under virtualisation walks two page tables. Measured (bench/speed/RESULTS.md) on a 2-core
-// KVM guest: session 7 (lever 8), `small` compiled 8-14% less CPU per step with other processes
-// on the cores, 1-3% at load 1.6-3.4, the wider model (hidden 1024) 0-4% more, so it stayed
-// opt-in; session 9, since a layer's GEMMs run ljperf's own GEMM (which packs its operands),
-// `small` compiled 1.039x tokens/s and the wider model 1.027x (paired medians, interleaved), so
-// it is on. Only the 2 MiB pages wholly inside a block are advised, and a block is written in
-// full before it counts as resident (block_resident_bytes), so the resident pricing does not
-// change (peak RSS predicted within 0.3% with and without, `small` and the wider model, eager
-// and compiled).
+// Transparent huge pages, opt-in: LJ_HUGE_PAGES=1 makes the runtime's allocator advise
+// MADV_HUGEPAGE over the blocks it takes from the system (where the host's THP mode, "madvise" or
+// "always", honours it). A step streams operands of tens of MiB (the LM head's weight, its
+// gradient and its chunk of logits), and with 4 KiB pages each page is a TLB miss, which under
+// virtualisation walks two page tables. Measured (bench/speed/RESULTS.md) on a 2-core KVM guest:
+// session 7 (lever 8), `small` compiled 8-14% less CPU per step with other processes on the
+// cores, 1-3% at load 1.6-3.4, the wider model (hidden 1024) 0-4% more; session 9, with a
+// layer's GEMMs on ljperf's own GEMM, `small` compiled 1.039x tokens/s and the wider model
+// 1.027x (paired medians). But on that guest every fresh huge page is zeroed at 3.5-8 s per GiB
+// (the kernel's clear_page on memory the host had taken back: free page reporting hands the host
+// exactly the 2 MiB blocks THP allocates from), against 0.55 s per GiB of 4 KiB pages: the
+// default `ljperf benchmark` took 8.2-8.6 s instead of 5.4, the wider model's 3-step run 28-31 s
+// instead of 11. So it stays opt-in, for long runs (as PyTorch's THP_MEM_ALLOC_ENABLE). Only the
+// 2 MiB pages wholly inside a block are advised, and a block is written in full before it counts
+// as resident (block_resident_bytes), so the resident pricing does not change (peak RSS
+// predicted within 0.3% with and without, `small` and the wider model, eager and compiled).
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 // madvise(MADV_HUGEPAGE) over the whole kHugePageBytes pages inside [p, p + bytes), before any of
@@ -53,7 +56,7 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // (no THP support); the block works either way.
 size_t advise_huge_pages(void* p, size_t bytes);
 
-// Whether huge pages are wanted: LJ_HUGE_PAGES is not set to 0 in the environment now.
+// Whether LJ_HUGE_PAGES is set to 1 in the environment now.
 bool huge_pages_requested();
 
 }  // namespace lj

@@ -49,7 +49,7 @@ class CachingAllocator {
 
   // A virtual allocator hands out addresses that are never backed by memory: the same policy
   // and accounting, for predicting a run's memory without allocating it (dry runs).
-  // Blocks from the system are advised onto huge pages unless LJ_HUGE_PAGES=0 was set when the
+  // Blocks from the system are advised onto huge pages when LJ_HUGE_PAGES=1 was set when the
   // allocator was made (huge_pages_requested, runtime/malloc_policy.h).
   explicit CachingAllocator(bool is_virtual = false)
       : virtual_(is_virtual), huge_pages_(huge_pages_requested()) {}

@@ -84,8 +84,8 @@ TEST(HugePagesTest, BlocksWithNoWholeHugePageAreLeftAlone) {
   EXPECT_FALSE(advised(m.base + kHugePageBytes));
 }
 
-// By default (LJ_HUGE_PAGES unset, or 1) the allocator advises the blocks it takes from the
-// system; with LJ_HUGE_PAGES=0 it does not. `middle`: the huge page that holds the block's middle
+// With LJ_HUGE_PAGES=1 the allocator advises the blocks it takes from the system; without it
+// (the default) or with 0 it does not. `middle`: the huge page that holds the block's middle
 // lies wholly inside it.
 TEST(HugePagesTest, TheRuntimeAllocatorAdvisesItsBlocksOnlyWhenAsked) {
   {
@@ -106,7 +106,7 @@ TEST(HugePagesTest, TheRuntimeAllocatorAdvisesItsBlocksOnlyWhenAsked) {
     void* p = alloc.allocate(bytes, MemCategory::activations);
     ASSERT_NE(p, nullptr);
     const char* middle = static_cast<char*>(p) + bytes / 2;
-    EXPECT_EQ(advised(middle), std::string(value) != "0")
+    EXPECT_EQ(advised(middle), std::string(value) == "1")
         << "LJ_HUGE_PAGES='" << value << "': " << vm_flags_at(middle);
     alloc.deallocate(p, bytes, MemCategory::activations);
   }
