@@ -417,13 +417,15 @@ Status run_ablation(const AblationArgs& a) {
     LJ_ASSIGN_OR_RETURN(runs, runs_from_files(a.from));
     world_size = runs.front().world_size;
   }
-  // The denominator of MFU: the measured peak on the threads the runs used, all ranks on this
-  // host (cached per host).
+  // The denominator of MFU: the peak on the threads the runs used, all ranks on this host,
+  // measured now, after the runs (a host's speed moves: cli/mfu_peak.h); rendering earlier
+  // results (--from), the cached figure.
   const int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   const int threads = runs.front().threads;
   LJ_ASSIGN_OR_RETURN(
       HostPeak hp,
-      host_peak(DType::f32, world_size > 1 ? std::clamp(threads * world_size, 1, cores) : threads));
+      host_peak(DType::f32, world_size > 1 ? std::clamp(threads * world_size, 1, cores) : threads,
+                /*remeasure=*/a.from.empty()));
   const PeakFigure peak{hp.flops, hp.describe(), hp.nominal_flops, hp.threads, hp.isa};
   LJ_ASSIGN_OR_RETURN(AblationReport report,
                       summarize_ablation(configs, runs, peers, world_size, peak));

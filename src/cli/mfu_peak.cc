@@ -20,7 +20,10 @@ MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world
   const DType probed = peak_probe_supports(dtype) ? dtype : DType::f32;
   std::optional<HostPeak> p;
   if (may_probe) {
-    auto m = host_peak(probed, threads);
+    // Measured now, not read from the cache: this host's speed moves (a VM, turbo), and a peak
+    // from hours before misstates MFU (442.5 at 06:23, 493.0 at 08:23 GFLOP/s on the 2-core
+    // guest of bench/speed/RESULTS.md, session 9). The probe takes about 0.3 s.
+    auto m = host_peak(probed, threads, /*remeasure=*/true);
     if (m.ok()) p = *m;
   } else {
     p = cached_host_peak(probed, threads);

@@ -21,8 +21,9 @@ struct MfuPeak {
 
 // dtype: the compute precision (bf16 falls back to the fp32 figure where the host has no bf16
 // probe, and says so). threads_per_rank × ranks_on_host threads, at most the host's cores, on
-// world_size / ranks_on_host hosts. may_probe: false for a rank of several (the ranks share the
-// cores, so a probe would measure them fighting): only a cached figure is read then.
+// world_size / ranks_on_host hosts. may_probe: the probe runs now (about 0.3 s; the figure is
+// cached for what must not probe); false for a rank of several (the ranks share the cores, so a
+// probe would measure them fighting): only a cached figure is read then.
 MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world_size,
                  bool may_probe);
 

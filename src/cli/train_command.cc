@@ -184,7 +184,7 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
                                 const LlamaConfig& model, const HostInfo& host,
                                 const DistSession& dist, RunLogs* logs) {
   const double flops_per_token = model.flops_per_token(t.seq_len);
-  // MFU's denominator: the measured peak on the run's threads (cached per host after the first);
+  // MFU's denominator: the peak on the run's threads, measured at the start (cli/mfu_peak.h);
   // one rank of several must not probe the cores the others share: it reads the cached figure.
   // On the GPU: the catalog's dense bf16 peak of the GPU (every rank has one of the same).
   const cuda::Probe gpus = t.device == TrainDevice::cuda ? cuda::probe() : cuda::Probe{};

@@ -1,5 +1,7 @@
 // The peak FLOP/s that MFU divides by on this host: measured by runtime/peak_probe (an FMA loop
-// on the threads the run uses) and cached per host, so a benchmark pays for the probe once.
+// on the threads the run uses) and cached per host. benchmark, train and ablation remeasure it at
+// each run (a host's speed moves; cli/mfu_peak.h); the cache serves what must not probe (one rank
+// of several) and doctor.
 // GPUs use the catalog's published dense peaks instead (plan/device_catalog.h).
 //
 // Cache: $XDG_CACHE_HOME/ljperf/host_peak.json (else ~/.cache/ljperf/host_peak.json), one entry
