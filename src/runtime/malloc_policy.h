@@ -41,13 +41,13 @@ int64_t block_resident_bytes(int64_t bytes, int64_t alignment = 64);
 // session 7 (lever 8), `small` compiled 8-14% less CPU per step with other processes on the
 // cores, 1-3% at load 1.6-3.4, the wider model (hidden 1024) 0-4% more; session 9, with a
 // layer's GEMMs on ljperf's own GEMM, `small` compiled 1.039x tokens/s and the wider model
-// 1.027x (paired medians). But on that guest every fresh huge page is zeroed at 3.5-8 s per GiB
-// (the kernel's clear_page on memory the host had taken back: free page reporting hands the host
-// exactly the 2 MiB blocks THP allocates from), against 0.55 s per GiB of 4 KiB pages: the
-// default `ljperf benchmark` took 8.2-8.6 s instead of 5.4, the wider model's 3-step run 28-31 s
-// instead of 11. So it stays opt-in, for long runs (as PyTorch's THP_MEM_ALLOC_ENABLE). Only the
-// 2 MiB pages wholly inside a block are advised, and a block is written in full before it counts
-// as resident (block_resident_bytes), so the resident pricing does not change (peak RSS
+// 1.027x (paired medians). But on that guest zeroing fresh huge pages took 3.5-10 s of system
+// CPU per GiB (the kernel's clear_page; likely on memory the host had taken back, as free page
+// reporting hands it the 2 MiB blocks THP allocates from), against about 0.55 s per GiB of 4 KiB
+// pages: the default `ljperf benchmark` took 8.2-8.6 s instead of 5.4, the wider model's 3-step
+// run 28-31 s instead of 11. So it stays opt-in, for long runs (as PyTorch's THP_MEM_ALLOC_ENABLE).
+// Only the 2 MiB pages wholly inside a block are advised, and a block is written in full before it
+// counts as resident (block_resident_bytes), so the resident pricing does not change (peak RSS
 // predicted within 0.3% with and without, `small` and the wider model, eager and compiled).
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
