@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,7 @@
 #include "plan/budget.h"
 #include "plan/graph_figures.h"
 #include "plan/host_plan.h"
+#include "runtime/cpu_load.h"
 #include "runtime/host.h"
 #include "train/train_step.h"
 #include "train/trainer.h"
@@ -273,6 +275,8 @@ struct StepLog {
   std::vector<double> measured_exposed_seconds;    // the part of it the step waited for
   std::vector<double> measured_optimizer_seconds;  // StepResult::optimizer_seconds, after warmup
   std::vector<double> measured_cpu_seconds;        // process CPU time per step, after warmup
+  // The host's CPU use at the first measured step's start and after the last (runtime/cpu_load.h).
+  CpuLoadMark load_start, load_end;
 };
 
 StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
@@ -292,7 +296,10 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
       micro.push_back(
           synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed, index));
     }
-    if (s == r.warmup) trainer.executor().reset_profile();
+    if (s == r.warmup) {
+      trainer.executor().reset_profile();
+      log.load_start = cpu_load_mark();
+    }
     const double t0 = now_seconds();
     const double cpu0 = process_cpu_seconds();
     const bool ds_schedule = r.ds && r.ds->scheduler.type != DsScheduler::Type::none;
@@ -320,6 +327,7 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
                  s < r.warmup ? "  (warmup)" : "");
     }
   }
+  log.load_end = cpu_load_mark();
   progress.finish();
   return log;
 }
@@ -376,6 +384,16 @@ StatusOr<Summary> summarize(const Resolved& r, const MfuPeak& peak, const StepLo
   return m;
 }
 
+// Others' share of the cores' time from which the summary says tokens/s and MFU are held down.
+constexpr double kBusyHostShare = 0.05;
+
+// One process's MFU over its CPU time rather than its wall time: the step's FLOPs over the
+// median step's CPU time per thread. On a shared host it drops what others held the cores for.
+double cpu_time_mfu(const Summary& m, const StepLog& log, const Device& dev) {
+  const double cpu = percentile(log.measured_cpu_seconds, 0.5);
+  return cpu > 0 && m.p50 > 0 ? m.mfu * m.p50 * dev.threads() / cpu : 0.0;
+}
+
 // "a, b, c" of each value formatted by `f`.
 template <class F>
 std::string per_rank(const std::vector<double>& v, F f) {
@@ -428,11 +446,29 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
   {
     // CPU time: on a shared host, the step's work without the time others held the cores.
     const double cpu = percentile(log.measured_cpu_seconds, 0.5);
+    // One process: the MFU had its threads held their cores the whole step (CPU time, not wall).
+    const std::string mfu_cpu =
+        ranks ? ""
+              : fmt::format(", MFU {:.2f}% of the CPU time", 100.0 * cpu_time_mfu(m, log, dev));
     fmt::print(
-        "  step CPU time p50 {}   ({:.0f} tokens per CPU-second; process CPU time, {} threads)\n",
+        "  step CPU time p50 {}   ({:.0f} tokens per CPU-second{}; process CPU time, {} threads)\n",
         format_seconds(cpu),
         cpu > 0 ? static_cast<double>(r.micro_batch * r.seq_len * r.grad_accum) / cpu : 0.0,
-        dev.threads());
+        mfu_cpu, dev.threads());
+  }
+  {
+    // What else held this host's cores over the measured steps: on a shared virtual machine the
+    // hypervisor's steal alone moved `small`'s steps by 1.6x from one to the next (session 10).
+    const double others = other_cpu_share(log.load_start, log.load_end);
+    const double steal = steal_share(log.load_start, log.load_end);
+    if (!std::isnan(others)) {
+      fmt::print(
+          "  host load     others held {:.1f}% of the cores' time ({:.1f}% hypervisor steal){}\n",
+          100.0 * others, std::isnan(steal) ? 0.0 : 100.0 * steal,
+          others >= kBusyHostShare ? ": tokens/s and MFU are held down by it; the CPU-time "
+                                     "figures are the steadier ones"
+                                   : "");
+    }
   }
   if (predicted.times) {
     // The time model (plan/time_model.h) against the step's CPU time per thread, which is what
@@ -535,6 +571,10 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                   {"step_s_p50", m.p50},
                   // Process CPU time per measured step (all threads): what load does not stretch.
                   {"step_cpu_s_p50", percentile(log.measured_cpu_seconds, 0.5)},
+                  {"mfu_cpu", r.dp.world_size > 1 ? 0.0 : cpu_time_mfu(m, log, dev)},
+                  // Shares of the cores' time over the measured steps (null when unreadable).
+                  {"host_other_share", other_cpu_share(log.load_start, log.load_end)},
+                  {"host_steal_share", steal_share(log.load_start, log.load_end)},
                   {"step_s_p90", m.p90},
                   {"kernels_per_step", m.kernels_per_step},
                   {"compile_s", compile_s},

@@ -39,6 +39,7 @@ CpuLoadMark cpu_load_mark() {
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   if (ticks <= 0) return m;
   m.busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / ticks;
+  m.steal = v[7] / ticks;
   m.valid = true;
   return m;
 }
@@ -49,6 +50,13 @@ double other_cpu_share(const CpuLoadMark& a, const CpuLoadMark& b) {
     return std::numeric_limits<double>::quiet_NaN();
   const double others = (b.busy - a.busy) - (b.self - a.self);
   return std::clamp(others / (wall * b.cores), 0.0, 1.0);
+}
+
+double steal_share(const CpuLoadMark& a, const CpuLoadMark& b) {
+  const double wall = b.wall - a.wall;
+  if (!a.valid || !b.valid || wall <= 0 || b.cores <= 0)
+    return std::numeric_limits<double>::quiet_NaN();
+  return std::clamp((b.steal - a.steal) / (wall * b.cores), 0.0, 1.0);
 }
 
 double load_per_core() {

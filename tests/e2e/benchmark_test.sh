@@ -19,7 +19,9 @@ echo "  default benchmark: $((ms / 1000)).$((ms % 1000 / 100)) s (limit ${limit_
 [ "$ms" -le $((limit_s * 1000)) ] || fail "default benchmark took ${ms} ms, limit ${limit_s} s"
 for pattern in '^ *tokens/s +[0-9]+' '^ *TFLOP/s +[0-9.]+' \
   '^ *MFU +[0-9.]+% +\(of [0-9.]+ GFLOP/s fp32, measured\)' \
-  '^ *step time +p50 [0-9.]+ [mun]?s +p90 [0-9.]+ [mun]?s' '^ *process peak RSS '; do
+  '^ *step time +p50 [0-9.]+ [mun]?s +p90 [0-9.]+ [mun]?s' '^ *process peak RSS ' \
+  '^ *step CPU time p50 .*tokens per CPU-second, MFU [0-9.]+% of the CPU time' \
+  '^ *host load +others held [0-9.]+% of the cores. time \([0-9.]+% hypervisor steal\)'; do
   grep -Eq "$pattern" a.out || { cat a.out >&2; fail "summary has no line matching '$pattern'"; }
 done
 # The memory table: a header, one row per category, and the total.
@@ -47,7 +49,8 @@ for run in 1 2; do
 done
 for key in config.model config.steps config.warmup_steps config.seq_len summary.tokens_per_s summary.tflops \
   summary.mfu summary.step_s_p50 summary.step_s_p90 summary.bytes_peak summary.flops_per_token \
-  summary.bytes_peak_by_category.weights host.cores step_seconds losses; do
+  summary.bytes_peak_by_category.weights summary.mfu_cpu summary.host_other_share \
+  summary.host_steal_share host.cores step_seconds losses; do
   for line in 1 2; do
     v=$(json_get R.jsonl $line "$key")
     if [ "$v" = MISSING ] || [ "$v" = null ]; then fail "R.jsonl line $line has no '$key'"; fi

@@ -8,10 +8,11 @@
 namespace lj {
 namespace {
 
-CpuLoadMark mark(double wall, double busy, double self, int cores = 2) {
+CpuLoadMark mark(double wall, double busy, double self, int cores = 2, double steal = 0) {
   CpuLoadMark m;
   m.wall = wall;
   m.busy = busy;
+  m.steal = steal;
   m.self = self;
   m.cores = cores;
   m.valid = true;
@@ -27,6 +28,19 @@ TEST(CpuLoadTest, OtherShareIsBusyTimeLessOurOwnOverTheCores) {
   EXPECT_DOUBLE_EQ(other_cpu_share(mark(0, 100, 1), mark(1, 100.5, 1.6)), 0.0);
   // More than the cores (clamped at 1).
   EXPECT_DOUBLE_EQ(other_cpu_share(mark(0, 0, 0, 1), mark(1, 3, 0, 1)), 1.0);
+}
+
+TEST(CpuLoadTest, StealIsTheHypervisorsPartOfTheOthersShare) {
+  // 10 s on 2 cores: others held 10 CPU-s, 3 of them stolen by the hypervisor.
+  const CpuLoadMark a = mark(0, 100, 1, 2, 40), b = mark(10, 115, 6, 2, 43);
+  EXPECT_DOUBLE_EQ(other_cpu_share(a, b), 0.5);
+  EXPECT_DOUBLE_EQ(steal_share(a, b), 0.15);
+  EXPECT_DOUBLE_EQ(steal_share(a, mark(10, 115, 6, 2, 40)), 0.0);  // bare metal: no steal
+  EXPECT_DOUBLE_EQ(steal_share(mark(0, 0, 0, 1), mark(1, 3, 0, 1, 2)), 1.0);  // clamped
+  CpuLoadMark bad = b;
+  bad.valid = false;
+  EXPECT_TRUE(std::isnan(steal_share(a, bad)));
+  EXPECT_TRUE(std::isnan(steal_share(a, mark(0, 101, 1, 2, 41))));  // no time passed
 }
 
 TEST(CpuLoadTest, UnknownWithoutTwoValidMarksOrElapsedTime) {
@@ -48,6 +62,10 @@ TEST(CpuLoadTest, ThisHostsMarksAreReadable) {
   const double share = other_cpu_share(a, b);
   EXPECT_GE(share, 0.0);
   EXPECT_LE(share, 1.0);
+  EXPECT_GE(b.steal, a.steal);
+  const double steal = steal_share(a, b);
+  EXPECT_GE(steal, 0.0);
+  EXPECT_LE(steal, 1.0);
   EXPECT_GT(load_per_core(), -1e-9);  // /proc/loadavg: a number, not NaN
 }
 
