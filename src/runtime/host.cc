@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -21,6 +22,8 @@ HostInfo host_info() {
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
     const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
     if (key == "model name" && h.cpu_model.empty()) h.cpu_model = value;
+    if (key == "vendor_id" && h.vendor.empty()) h.vendor = value;
+    if (key == "cpu family" && h.family == 0) h.family = std::atoi(value.c_str());
     if (key == "cpu MHz" && h.ghz == 0) h.ghz = std::stod(value) / 1000.0;
     if (key == "flags" && !h.avx2) {
       std::istringstream fl(value);
@@ -32,8 +35,7 @@ HostInfo host_info() {
       }
     }
   }
-  const int lanes = h.avx512f ? 16 : (h.avx2 ? 8 : 4);
-  h.fp32_flops_per_cycle = (h.fma ? 2 : 1) * 2 * lanes;  // two FMA (or add+mul) units
+  h.fp32_flops_per_cycle = fp32_flops_per_cycle(h.vendor, h.family, h.avx2, h.fma, h.avx512f);
   std::ifstream mem("/proc/meminfo");
   while (std::getline(mem, line)) {
     std::istringstream ls(line);
@@ -44,6 +46,12 @@ HostInfo host_info() {
     if (key == "MemAvailable:") h.mem_available_bytes = kb * 1024;
   }
   return h;
+}
+
+int fp32_flops_per_cycle(const std::string& vendor, int family, bool avx2, bool fma, bool avx512f) {
+  const bool half_width_avx512 = vendor == "AuthenticAMD" && family == 0x19;
+  const int lanes = avx512f && !half_width_avx512 ? 16 : (avx2 || avx512f ? 8 : 4);
+  return (fma ? 2 : 1) * 2 * lanes;  // two units
 }
 
 }  // namespace lj

@@ -1,6 +1,6 @@
 // What this host is: CPU model, cores, clock, vector features, and the fp32 peak they imply
-// (cores × GHz × FLOPs per cycle: two FMA units × vector lanes × 2). Read from /proc/cpuinfo
-// and the compiler's CPU detection.
+// (cores × GHz × FLOPs per cycle: two FMA units × the lanes of their datapath × 2). Read from
+// /proc/cpuinfo.
 #pragma once
 
 #include <string>
@@ -9,6 +9,8 @@ namespace lj {
 
 struct HostInfo {
   std::string cpu_model;
+  std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
+  int family = 0;      // "cpu family"
   std::string hostname;
   int cores = 1;   // online logical CPUs
   double ghz = 0;  // nominal clock from /proc/cpuinfo
@@ -23,5 +25,11 @@ struct HostInfo {
 };
 
 HostInfo host_info();
+
+// FLOPs per cycle per core in f32 from the vector features: two FMA (or add + mul) units, each
+// as wide as the datapath. AMD's family 0x19 (Zen 3 and Zen 4) runs AVX-512 on 256-bit units,
+// two passes per instruction, so its datapath is 8 lanes with or without avx512f (session 10
+// measured 117 GFLOP/s on one Zen 4 core at a 3.6 GHz boost: 32 FLOPs per cycle, not 64).
+int fp32_flops_per_cycle(const std::string& vendor, int family, bool avx2, bool fma, bool avx512f);
 
 }  // namespace lj

@@ -30,6 +30,18 @@ TEST(PeakProbe, F32IsPlausibleAndBelowTheHardwareCeiling) {
   EXPECT_LT(m->seconds, 1.0);
 }
 
+TEST(PeakProbe, FlopsPerCycleFollowTheDatapathNotTheInstructionSet) {
+  // Intel with AVX-512 (Sapphire Rapids): two 512-bit FMA units.
+  EXPECT_EQ(fp32_flops_per_cycle("GenuineIntel", 6, true, true, true), 64);
+  // AMD Zen 4 (family 0x19) has avx512f but 256-bit units: 117 GFLOP/s measured on one core at
+  // about 3.6 GHz (session 10), 32 per cycle.
+  EXPECT_EQ(fp32_flops_per_cycle("AuthenticAMD", 0x19, true, true, true), 32);
+  // Zen 5 (family 0x1a): full-width AVX-512 units.
+  EXPECT_EQ(fp32_flops_per_cycle("AuthenticAMD", 0x1a, true, true, true), 64);
+  EXPECT_EQ(fp32_flops_per_cycle("GenuineIntel", 6, true, true, false), 32);  // AVX2 + FMA
+  EXPECT_EQ(fp32_flops_per_cycle("", 0, false, false, false), 8);  // SSE: add + mul, 4 lanes
+}
+
 TEST(PeakProbe, UnsupportedDtypeIsAStatusNotACrash) {
   auto m = measure_peak_flops(DType::i32);
   EXPECT_FALSE(m.ok());
