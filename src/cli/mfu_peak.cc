@@ -45,6 +45,14 @@ MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world
   return r;
 }
 
+MfuPeak higher_peak(const MfuPeak& a, const MfuPeak& b) {
+  if (!b.measured) return a;
+  if (!a.measured) return b;
+  MfuPeak r = a.flops >= b.flops ? a : b;
+  r.name += "; the higher of the probes before and after the steps";
+  return r;
+}
+
 const DeviceProfile* gpu_catalog_entry(const std::string& device_name) {
   std::string lower = device_name;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -18,7 +18,7 @@ ms=$(($(now_ms) - t0))
 echo "  default benchmark: $((ms / 1000)).$((ms % 1000 / 100)) s (limit ${limit_s} s: 60 s x load factor $factor)"
 [ "$ms" -le $((limit_s * 1000)) ] || fail "default benchmark took ${ms} ms, limit ${limit_s} s"
 for pattern in '^ *tokens/s +[0-9]+' '^ *TFLOP/s +[0-9.]+' \
-  '^ *MFU +[0-9.]+% +\(of [0-9.]+ GFLOP/s fp32, measured\)' \
+  '^ *MFU +[0-9.]+% +\(of [0-9.]+ GFLOP/s fp32, measured; the higher of the probes before and after the steps\)' \
   '^ *step time +p50 [0-9.]+ [mun]?s +p90 [0-9.]+ [mun]?s' '^ *process peak RSS ' \
   '^ *step CPU time p50 .*tokens per CPU-second, MFU [0-9.]+% of the CPU time' \
   '^ *host load +others held [0-9.]+% of the cores. time \([0-9.]+% hypervisor steal\)'; do
