@@ -9,7 +9,8 @@
 # --steps N run and a --steps 2 run of the same binary (so start-up, compile and warmup cancel).
 # On a shared host with --threads 1 that is the step's work without the time other processes
 # held the core. Prints one line per run, then the medians, the B/A
-# ratios and the load before and after.
+# ratios of the medians, the paired B/A (each round's ratio: median and range) and the load
+# before and after.
 set -euo pipefail
 a="" b="" rounds=3 steps=8 a_flags="" b_flags=""
 args=()
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --a-flags) a_flags=$2; shift 2 ;;
     --b-flags) b_flags=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -74,4 +75,13 @@ ca=$(median <"$work/a.cps") cb=$(median <"$work/b.cps")
 echo "median A: tokens/s $ta  CPU s/step $ca  tokens per CPU-s $(awk -v c="$ca" -v t="$tokens" 'BEGIN {printf "%.0f", t / c}')"
 echo "median B: tokens/s $tb  CPU s/step $cb  tokens per CPU-s $(awk -v c="$cb" -v t="$tokens" 'BEGIN {printf "%.0f", t / c}')"
 echo "B/A: tokens/s $(awk -v a="$ta" -v b="$tb" 'BEGIN {printf "%.3f", b / a}')x   CPU per step $(awk -v a="$ca" -v b="$cb" 'BEGIN {printf "%.3f", b / a}')x"
+# Paired: each round's B/A (both runs of a round saw about the same host), then the median and the
+# range over the rounds. On a shared guest whose steps move by 10-15% from minute to minute, this
+# resolves what the ratio of the medians does not (bench/speed/RESULTS.md, session 10).
+paired() {  # paired A_FILE B_FILE: "median (min-max)" of B/A over the rounds
+  paste "$1" "$2" | awk '{print $2 / $1}' | sort -g |
+    awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+      printf "%.3fx (%.3f-%.3f)", m, v[1], v[NR]}'
+}
+echo "paired B/A over $rounds rounds: tokens/s $(paired "$work/a.tps" "$work/b.tps")   CPU per step $(paired "$work/a.cps" "$work/b.cps")"
 echo "load after: $(uptime)"
