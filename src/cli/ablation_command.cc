@@ -419,14 +419,15 @@ Status run_ablation(const AblationArgs& a) {
   }
   // The denominator of MFU: the peak on the threads the runs used, all ranks on this host,
   // measured now, after the runs (a host's speed moves: cli/mfu_peak.h); rendering earlier
-  // results (--from), the cached figure.
+  // results (--from), the cached figure. Either way the runs' own probes where higher.
   const int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   const int threads = runs.front().threads;
   LJ_ASSIGN_OR_RETURN(
       HostPeak hp,
       host_peak(DType::f32, world_size > 1 ? std::clamp(threads * world_size, 1, cores) : threads,
                 /*remeasure=*/a.from.empty()));
-  const PeakFigure peak{hp.flops, hp.describe(), hp.nominal_flops, hp.threads, hp.isa};
+  const PeakFigure peak = highest_measured_peak(
+      PeakFigure{hp.flops, hp.describe(), hp.nominal_flops, hp.threads, hp.isa}, runs);
   LJ_ASSIGN_OR_RETURN(AblationReport report,
                       summarize_ablation(configs, runs, peers, world_size, peak));
   const std::string table = format_ablation_markdown(report);

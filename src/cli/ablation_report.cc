@@ -86,6 +86,22 @@ std::vector<AblationConfig> ablation_configs(const std::string& memory_limit) {
   };
 }
 
+PeakFigure highest_measured_peak(const PeakFigure& probed, const std::vector<AblationRun>& runs) {
+  PeakFigure r = probed;
+  double best = 0;
+  for (const AblationRun& run : runs) {
+    if (run.world_size == 1 && run.threads == probed.threads) {
+      best = std::max(best, run.measured_peak_flops);
+    }
+  }
+  if (best > probed.flops) {
+    r.flops = best;
+    r.describe =
+        fmt::format("{:.1f} GFLOP/s fp32, measured, the highest of the runs' probes", best / 1e9);
+  }
+  return r;
+}
+
 StatusOr<AblationRun> run_from_benchmark_record(const std::string& line, const std::string& config,
                                                 int round) {
   const std::string source =
@@ -112,6 +128,12 @@ StatusOr<AblationRun> run_from_benchmark_record(const std::string& line, const s
   r.model = j["config"].value("model", "");
   r.recompute = j["config"].value("recompute", "");
   r.world_size = static_cast<int>(j["config"].value("world_size", int64_t{1}));
+  if (r.world_size == 1 && j.contains("host") && j["host"].is_object()) {
+    const Json& host = j["host"];
+    const std::string src = host.value("peak_flops_source", "");
+    if (src.find("measured") != std::string::npos)
+      r.measured_peak_flops = host.value("peak_flops", 0.0);
+  }
   if (r.world_size > 1) {
     // Memory per rank: the largest rank's; comm: the mean over ranks (rank order arrays).
     const Json& sum = j["summary"];

@@ -47,6 +47,9 @@ struct AblationRun {
   // Several ranks (tokens_per_s is then the sum over ranks): the time per step in gradient
   // collectives and the part of it the step waited for, each the mean over ranks.
   int world_size = 1;
+  // The peak the run's own MFU divided by, where one process measured it (host.peak_flops of a
+  // record whose source says "measured"); 0 otherwise (several ranks read a cached figure; peers).
+  double measured_peak_flops = 0;
   double comm_s = 0, comm_exposed_s = 0;
   bool overlap_comm = false;
   double overlapped_share() const {
@@ -89,6 +92,13 @@ struct AblationRow {
 };
 
 // The measured peak MFU divides by (plan/host_peak.h), as the report names it.
+struct PeakFigure;
+// `probed` (this command's probe, on `probed.threads` threads) or, where higher, the highest
+// peak one of the one-process `runs` on as many threads measured for itself. A probe is a
+// fraction of a second and a neighbour on the cores' other hardware threads can halve it
+// (cli/mfu_peak.h); each benchmark run probes twice.
+PeakFigure highest_measured_peak(const PeakFigure& probed, const std::vector<AblationRun>& runs);
+
 struct PeakFigure {
   double flops = 0;
   std::string describe;  // "540.3 GFLOP/s fp32, measured"

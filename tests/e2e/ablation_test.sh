@@ -21,7 +21,7 @@ done
 cmp -s a.out out/table.md || fail "stdout and out/table.md differ"
 grep -Eq '^\| configuration \| flags \| tokens/s \(median\) \| min–max \| × base \| × previous \|' a.out ||
   { cat a.out >&2; fail "no table header"; }
-grep -Eq 'MFU \(of [0-9.]+ GFLOP/s fp32, measured\)' a.out || fail "the MFU column does not name its denominator"
+grep -Eq 'MFU \(of [0-9.]+ GFLOP/s fp32, measured(, the highest of the runs. probes)?\)' a.out || fail "the MFU column does not name its denominator"
 for row in '^\| base \| — \| [0-9]+ \| [0-9]+–[0-9]+ \| 1\.00× \|' '^\| \+comm \| — \| n/a \|' \
   '^\| \+compile \| `--compile` \| [0-9]+ \|' '^\| \+compile \+ckpt-opt \| `--compile --ckpt-opt` \| [0-9]+ \|'; do
   grep -Eq "$row" a.out || { cat a.out >&2; fail "no table row matching '$row'"; }

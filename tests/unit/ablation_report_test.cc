@@ -195,6 +195,42 @@ TEST(AblationReport, TwoRankRecordTakesTheLargestRankAndTheMeanComm) {
       << e.status().message();
 }
 
+TEST(AblationReport, TheRunsOwnMeasuredPeaksRaiseALowProbe) {
+  // A one-process record whose benchmark measured its peak; several ranks read a cached one.
+  nlohmann::json one = nlohmann::json::parse(two_rank_record(false, 0.01, 0.01));
+  one["config"]["world_size"] = 1;
+  one["config"]["threads"] = 2;
+  one["host"] = {{"peak_flops", 231.0e9},
+                 {"peak_flops_source",
+                  "231.0 GFLOP/s fp32, measured; the higher of the probes before and after the "
+                  "steps"}};
+  auto r = run_from_benchmark_record(one.dump(), "+compile", 1);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_DOUBLE_EQ(r->measured_peak_flops, 231.0e9);
+  one["host"]["peak_flops_source"] = "166.2 GFLOP/s fp32 nominal (assumed)";
+  EXPECT_DOUBLE_EQ(run_from_benchmark_record(one.dump(), "+compile", 1)->measured_peak_flops, 0);
+
+  // Session 10: one probe read 117.5 GFLOP/s on 2 cores where the runs measured 227-235.
+  const PeakFigure low{117.5e9, "117.5 GFLOP/s fp32, measured", 166.2e9, 2, "avx512 fma"};
+  std::vector<AblationRun> runs = fixed_runs();
+  runs[0].measured_peak_flops = 226.6e9;
+  runs[4].measured_peak_flops = 231.0e9;
+  const PeakFigure p = highest_measured_peak(low, runs);
+  EXPECT_DOUBLE_EQ(p.flops, 231.0e9);
+  EXPECT_EQ(p.describe, "231.0 GFLOP/s fp32, measured, the highest of the runs' probes");
+  EXPECT_EQ(p.threads, 2);
+  // A higher probe stands; runs on other thread counts or of several ranks do not count.
+  const PeakFigure high{240.0e9, "240.0 GFLOP/s fp32, measured", 166.2e9, 2, "avx512 fma"};
+  EXPECT_EQ(highest_measured_peak(high, runs).describe, high.describe);
+  for (AblationRun& run : runs) run.threads = 1;
+  EXPECT_DOUBLE_EQ(highest_measured_peak(low, runs).flops, 117.5e9);
+  for (AblationRun& run : runs) {
+    run.threads = 2;
+    run.world_size = 2;
+  }
+  EXPECT_DOUBLE_EQ(highest_measured_peak(low, runs).flops, 117.5e9);
+}
+
 TEST(AblationReport, TwoRanksMeasureCommAndShowIt) {
   auto rep = summarize_ablation(ablation_configs(""), two_rank_runs(), {}, 2, fixed_peak());
   ASSERT_TRUE(rep.ok()) << rep.status().to_string();
