@@ -477,6 +477,7 @@ nlohmann::ordered_json ablation_to_json(const AblationReport& r) {
                                   {"threads", run.threads},
                                   {"flops_per_token", run.flops_per_token},
                                   {"world_size", run.world_size}};
+      if (run.measured_peak_flops > 0) x["measured_peak_flops"] = run.measured_peak_flops;
       if (run.world_size > 1) {
         x["comm_s_per_step"] = run.comm_s;
         x["comm_exposed_s_per_step"] = run.comm_exposed_s;
@@ -543,6 +544,7 @@ StatusOr<std::vector<AblationRun>> runs_from_results_json(const std::string& tex
       r.threads = x.value("threads", 0);
       r.flops_per_token = x.value("flops_per_token", 0.0);
       r.world_size = x.value("world_size", 1);
+      r.measured_peak_flops = x.value("measured_peak_flops", 0.0);
       r.comm_s = x.value("comm_s_per_step", 0.0);
       r.comm_exposed_s = x.value("comm_exposed_s_per_step", 0.0);
       r.overlap_comm = x.value("overlap_comm", false);

@@ -92,13 +92,6 @@ struct AblationRow {
 };
 
 // The measured peak MFU divides by (plan/host_peak.h), as the report names it.
-struct PeakFigure;
-// `probed` (this command's probe, on `probed.threads` threads) or, where higher, the highest
-// peak one of the one-process `runs` on as many threads measured for itself. A probe is a
-// fraction of a second and a neighbour on the cores' other hardware threads can halve it
-// (cli/mfu_peak.h); each benchmark run probes twice.
-PeakFigure highest_measured_peak(const PeakFigure& probed, const std::vector<AblationRun>& runs);
-
 struct PeakFigure {
   double flops = 0;
   std::string describe;  // "540.3 GFLOP/s fp32, measured"
@@ -106,6 +99,12 @@ struct PeakFigure {
   int threads = 0;
   std::string isa;
 };
+
+// `probed` (this command's probe, on `probed.threads` threads) or, where higher, the highest
+// peak one of the one-process `runs` on as many threads measured for itself. A probe is a
+// fraction of a second and a neighbour on the cores' other hardware threads can halve it
+// (cli/mfu_peak.h); each benchmark run probes twice.
+PeakFigure highest_measured_peak(const PeakFigure& probed, const std::vector<AblationRun>& runs);
 
 struct AblationReport {
   std::string model;

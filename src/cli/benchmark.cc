@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/onednn_info.h"
@@ -384,6 +385,9 @@ StatusOr<Summary> summarize(const Resolved& r, const MfuPeak& peak, const StepLo
   return m;
 }
 
+// A results-file figure that does not apply (written as null).
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 // Others' share of the cores' time from which the summary says tokens/s and MFU are held down.
 constexpr double kBusyHostShare = 0.05;
 
@@ -463,9 +467,10 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
   {
     // What else held this host's cores over the measured steps: on a shared virtual machine the
     // hypervisor's steal alone moved `small`'s steps by 1.6x from one to the next (session 10).
+    // One process only: the other ranks of a run are other processes too.
     const double others = other_cpu_share(log.load_start, log.load_end);
     const double steal = steal_share(log.load_start, log.load_end);
-    if (!std::isnan(others)) {
+    if (!ranks && !std::isnan(others)) {
       fmt::print(
           "  host load     others held {:.1f}% of the cores' time ({:.1f}% hypervisor steal){}\n",
           100.0 * others, std::isnan(steal) ? 0.0 : 100.0 * steal,
@@ -567,37 +572,39 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
     const auto cat = static_cast<MemCategory>(c);
     by_cat[mem_category_name(cat)] = mem.peak(cat);
   }
-  j["summary"] = {{"tokens_per_s", m.tokens_per_s},
-                  {"tflops", m.tflops},
-                  {"mfu", m.mfu},
-                  {"flops_per_token", m.flops_per_token},
-                  {"flops_convention", "6N+12LHQT (torchtitan)"},
-                  {"step_s_p50", m.p50},
-                  // Process CPU time per measured step (all threads): what load does not stretch.
-                  {"step_cpu_s_p50", percentile(log.measured_cpu_seconds, 0.5)},
-                  {"mfu_cpu", r.dp.world_size > 1 ? 0.0 : cpu_time_mfu(m, log, dev)},
-                  // Shares of the cores' time over the measured steps (null when unreadable).
-                  {"host_other_share", other_cpu_share(log.load_start, log.load_end)},
-                  {"host_steal_share", steal_share(log.load_start, log.load_end)},
-                  {"step_s_p90", m.p90},
-                  {"kernels_per_step", m.kernels_per_step},
-                  {"compile_s", compile_s},
-                  {"bytes_peak", mem.bytes_total_peak},
-                  {"bytes_peak_by_category", by_cat},
-                  {"bytes_reserved_peak", mem.bytes_reserved_peak},
-                  {"process_peak_rss_bytes", m.rss},
-                  {"peak_rss_bytes", m.rss},
-                  // Per rank, rank order (one entry for one process); tokens_per_s is their sum.
-                  {"tokens_per_s_per_rank", m.tokens_per_s_by_rank},
-                  {"process_peak_rss_bytes_per_rank", m.rss_by_rank},
-                  {"predicted_peak_rss_bytes_per_rank", m.predicted_by_rank},
-                  {"optimizer_bytes_per_rank", m.optimizer_bytes_by_rank},
-                  {"comm_s_per_step", m.comm_s},
-                  {"comm_s_per_step_per_rank", m.comm_s_by_rank},
-                  {"comm_exposed_s_per_step", m.exposed_s},
-                  {"comm_exposed_s_per_step_per_rank", m.exposed_s_by_rank},
-                  {"comm_overlapped_share", m.overlapped_share()},
-                  {"overlap_comm", r.dp.zero.overlap_comm}};
+  j["summary"] = {
+      {"tokens_per_s", m.tokens_per_s},
+      {"tflops", m.tflops},
+      {"mfu", m.mfu},
+      {"flops_per_token", m.flops_per_token},
+      {"flops_convention", "6N+12LHQT (torchtitan)"},
+      {"step_s_p50", m.p50},
+      // Process CPU time per measured step (all threads): what load does not stretch.
+      {"step_cpu_s_p50", percentile(log.measured_cpu_seconds, 0.5)},
+      {"mfu_cpu", r.dp.world_size > 1 ? 0.0 : cpu_time_mfu(m, log, dev)},
+      // Shares of the cores' time over the measured steps (null when unreadable or several ranks).
+      {"host_other_share",
+       r.dp.world_size > 1 ? kNaN : other_cpu_share(log.load_start, log.load_end)},
+      {"host_steal_share", r.dp.world_size > 1 ? kNaN : steal_share(log.load_start, log.load_end)},
+      {"step_s_p90", m.p90},
+      {"kernels_per_step", m.kernels_per_step},
+      {"compile_s", compile_s},
+      {"bytes_peak", mem.bytes_total_peak},
+      {"bytes_peak_by_category", by_cat},
+      {"bytes_reserved_peak", mem.bytes_reserved_peak},
+      {"process_peak_rss_bytes", m.rss},
+      {"peak_rss_bytes", m.rss},
+      // Per rank, rank order (one entry for one process); tokens_per_s is their sum.
+      {"tokens_per_s_per_rank", m.tokens_per_s_by_rank},
+      {"process_peak_rss_bytes_per_rank", m.rss_by_rank},
+      {"predicted_peak_rss_bytes_per_rank", m.predicted_by_rank},
+      {"optimizer_bytes_per_rank", m.optimizer_bytes_by_rank},
+      {"comm_s_per_step", m.comm_s},
+      {"comm_s_per_step_per_rank", m.comm_s_by_rank},
+      {"comm_exposed_s_per_step", m.exposed_s},
+      {"comm_exposed_s_per_step_per_rank", m.exposed_s_by_rank},
+      {"comm_overlapped_share", m.overlapped_share()},
+      {"overlap_comm", r.dp.zero.overlap_comm}};
   const Pricing& predicted = prepared.predicted;
   const GraphFigures& figures = prepared.figures;
   nlohmann::ordered_json pred;

@@ -419,6 +419,14 @@ TEST(AblationChart, ResultsJsonRoundTrips) {
   auto again = summarize_ablation(ablation_configs(""), *runs, {}, 1, fixed_peak());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(format_ablation_markdown(*again), format_ablation_markdown(rep));
+  // The runs' own measured peaks travel too, so --from divides by the same figure.
+  std::vector<AblationRun> measured = fixed_runs();
+  measured[2].measured_peak_flops = 600.0e9;
+  auto mrep = summarize_ablation(ablation_configs(""), measured, {}, 1, fixed_peak());
+  ASSERT_TRUE(mrep.ok());
+  auto back = runs_from_results_json(ablation_to_json(*mrep).dump(), "results.json");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_DOUBLE_EQ(highest_measured_peak(fixed_peak(), *back).flops, 600.0e9);
 }
 
 TEST(SvgChart, NiceAxis) {
