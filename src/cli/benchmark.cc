@@ -757,8 +757,10 @@ Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
                           /*may_probe=*/!dist.distributed());
   LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(a, r, host, peak, *g.dev, *g.trainer));
   if (!dist.distributed()) {
-    peak = higher_peak(peak, mfu_peak(r.precision, g.dev->threads(), dist.ranks_on_host(),
-                                      dist.world_size(), /*may_probe=*/true));
+    peak = higher_peak(peak,
+                       mfu_peak(r.precision, g.dev->threads(), dist.ranks_on_host(),
+                                dist.world_size(), /*may_probe=*/true),
+                       "the probes before and after the steps");
   }
   LJ_ASSIGN_OR_RETURN(const Summary m,
                       summarize(r, peak, log, *g.dev, *g.trainer, dist, g.prepared.predicted));

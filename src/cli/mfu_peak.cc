@@ -45,11 +45,11 @@ MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world
   return r;
 }
 
-MfuPeak higher_peak(const MfuPeak& a, const MfuPeak& b) {
+MfuPeak higher_peak(const MfuPeak& a, const MfuPeak& b, const std::string& which) {
   if (!b.measured) return a;
   if (!a.measured) return b;
   MfuPeak r = a.flops >= b.flops ? a : b;
-  r.name += "; the higher of the probes before and after the steps";
+  r.name += "; the higher of " + which;
   return r;
 }
 

@@ -27,12 +27,12 @@ struct MfuPeak {
 MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world_size,
                  bool may_probe);
 
-// The higher of two measured peaks of the same cores (a probe before a run's steps and one
-// after), named as measured at both; `a` when `b` was not measured. A probe is a fraction of a
-// second: on a shared virtual machine a neighbour on the cores' other hardware threads can halve
-// it. Session 10's AMD guest once measured 117.5 GFLOP/s on 2 cores before a run whose steps then
-// reached 175 (MFU 149%); its other runs measured 227-235.
-MfuPeak higher_peak(const MfuPeak& a, const MfuPeak& b);
+// The higher of two measured peaks of the same cores, its name followed by "; the higher of
+// <which>" (say "the probes before and after the steps"); `a` when `b` was not measured. A probe
+// is a fraction of a second: on a shared virtual machine a neighbour on the cores' other hardware
+// threads can halve it. Session 10's AMD guest once measured 117.5 GFLOP/s on 2 cores before a
+// run whose steps then reached 175 (MFU 149%); its other runs measured 227-235.
+MfuPeak higher_peak(const MfuPeak& a, const MfuPeak& b, const std::string& which);
 
 // A GPU run's: the catalog's dense bf16 peak (plan/device_catalog.h) of the GPU named
 // `device_name` ("NVIDIA H200": the entry whose id appears in it) times world_size; flops 0 and

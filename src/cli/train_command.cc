@@ -187,14 +187,24 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
   // MFU's denominator: the peak on the run's threads, measured at the start (cli/mfu_peak.h);
   // one rank of several must not probe the cores the others share: it reads the cached figure.
   // On the GPU: the catalog's dense bf16 peak of the GPU (every rank has one of the same).
+  // One process divides by the higher of its probe and the one cached by the run before: the
+  // steps are logged as they go, so a probe a busy neighbour slowed cannot be redone after them.
   const cuda::Probe gpus = t.device == TrainDevice::cuda ? cuda::probe() : cuda::Probe{};
+  const int threads = a.threads > 0 ? a.threads : host.cores;
+  const auto cpu_peak = [&] {
+    const DType dt = t.step.graph.autocast;
+    if (dist.distributed()) {
+      return mfu_peak(dt, threads, dist.ranks_on_host(), dist.world_size(), /*may_probe=*/false);
+    }
+    const MfuPeak before = mfu_peak(dt, threads, 1, 1, /*may_probe=*/false);  // read first
+    return higher_peak(mfu_peak(dt, threads, 1, 1, /*may_probe=*/true), before,
+                       "this run's probe and the previous run's");
+  };
   const MfuPeak peak =
       t.device == TrainDevice::cuda
           ? gpu_mfu_peak(gpus.devices.empty() ? std::string() : gpus.devices[0].name,
                          dist.world_size())
-          : mfu_peak(t.step.graph.autocast, a.threads > 0 ? a.threads : host.cores,
-                     dist.ranks_on_host(), dist.world_size(),
-                     /*may_probe=*/!dist.distributed());
+          : cpu_peak();
   const double peak_flops = peak.flops;
   // Memory: the GPU's (its allocator's reserved peak, of its total) or the process's peak RSS.
   const double mem_total = t.device == TrainDevice::cuda && !gpus.devices.empty()
