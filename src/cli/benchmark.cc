@@ -345,6 +345,12 @@ struct Summary {
   double comm_s = 0;      // this rank's median time in collectives per measured step
   double exposed_s = 0;   // ... of which the step waited for (median)
   int64_t kernels_per_step = 0;
+  // One process only (else 0 and NaN: the other ranks are other processes too): the MFU over the
+  // median step's CPU time per thread rather than its wall time, and what other processes and
+  // the hypervisor (steal) held of the cores' time over the measured steps (runtime/cpu_load.h).
+  double mfu_cpu = 0;
+  double host_other_share = std::numeric_limits<double>::quiet_NaN();
+  double host_steal_share = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> tokens_per_s_by_rank, rss_by_rank, comm_s_by_rank, exposed_s_by_rank,
       optimizer_bytes_by_rank;
   // Each rank's own predicted peak (ranks differ: which part of each bucket they receive, and
@@ -382,21 +388,17 @@ StatusOr<Summary> summarize(const Resolved& r, const MfuPeak& peak, const StepLo
   // Ranks on one host share its peak (MfuPeak counts the cores they use, and the hosts).
   m.mfu = m.tflops * 1e12 / m.peak_flops;
   m.kernels_per_step = trainer.executor().kernels_launched() * r.grad_accum;
+  if (r.dp.world_size == 1) {
+    const double cpu = percentile(log.measured_cpu_seconds, 0.5);
+    m.mfu_cpu = cpu > 0 && m.p50 > 0 ? m.mfu * m.p50 * dev.threads() / cpu : 0.0;
+    m.host_other_share = other_cpu_share(log.load_start, log.load_end);
+    m.host_steal_share = steal_share(log.load_start, log.load_end);
+  }
   return m;
 }
 
-// A results-file figure that does not apply (written as null).
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // Others' share of the cores' time from which the summary says tokens/s and MFU are held down.
 constexpr double kBusyHostShare = 0.05;
-
-// One process's MFU over its CPU time rather than its wall time: the step's FLOPs over the
-// median step's CPU time per thread. On a shared host it drops what others held the cores for.
-double cpu_time_mfu(const Summary& m, const StepLog& log, const Device& dev) {
-  const double cpu = percentile(log.measured_cpu_seconds, 0.5);
-  return cpu > 0 && m.p50 > 0 ? m.mfu * m.p50 * dev.threads() / cpu : 0.0;
-}
 
 // "a, b, c" of each value formatted by `f`.
 template <class F>
@@ -454,30 +456,24 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
   {
     // CPU time: on a shared host, the step's work without the time others held the cores.
     const double cpu = percentile(log.measured_cpu_seconds, 0.5);
-    // One process: the MFU had its threads held their cores the whole step (CPU time, not wall).
     const std::string mfu_cpu =
-        ranks ? ""
-              : fmt::format(", MFU {:.2f}% of the CPU time", 100.0 * cpu_time_mfu(m, log, dev));
+        ranks ? "" : fmt::format(", MFU {:.2f}% of the CPU time", 100.0 * m.mfu_cpu);
     fmt::print(
         "  step CPU time p50 {}   ({:.0f} tokens per CPU-second{}; process CPU time, {} threads)\n",
         format_seconds(cpu),
         cpu > 0 ? static_cast<double>(r.micro_batch * r.seq_len * r.grad_accum) / cpu : 0.0,
         mfu_cpu, dev.threads());
   }
-  {
-    // What else held this host's cores over the measured steps: on a shared virtual machine the
-    // hypervisor's steal alone moved `small`'s steps by 1.6x from one to the next (session 10).
-    // One process only: the other ranks of a run are other processes too.
-    const double others = other_cpu_share(log.load_start, log.load_end);
-    const double steal = steal_share(log.load_start, log.load_end);
-    if (!ranks && !std::isnan(others)) {
-      fmt::print(
-          "  host load     others held {:.1f}% of the cores' time ({:.1f}% hypervisor steal){}\n",
-          100.0 * others, std::isnan(steal) ? 0.0 : 100.0 * steal,
-          others >= kBusyHostShare ? ": tokens/s and MFU are held down by it; the CPU-time "
-                                     "figures are the steadier ones"
-                                   : "");
-    }
+  // What else held this host's cores over the measured steps: on session 10's shared virtual
+  // machine one run's steps ranged over 1.65x while steal reached 16% of the cores' time.
+  if (!std::isnan(m.host_other_share)) {
+    fmt::print(
+        "  host load     others held {:.1f}% of the cores' time ({:.1f}% hypervisor steal){}\n",
+        100.0 * m.host_other_share,
+        std::isnan(m.host_steal_share) ? 0.0 : 100.0 * m.host_steal_share,
+        m.host_other_share >= kBusyHostShare ? ": tokens/s and MFU are held down by it; the "
+                                               "CPU-time figures are the steadier ones"
+                                             : "");
   }
   if (predicted.times) {
     // The time model (plan/time_model.h) against the step's CPU time per thread, which is what
@@ -581,11 +577,10 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
       {"step_s_p50", m.p50},
       // Process CPU time per measured step (all threads): what load does not stretch.
       {"step_cpu_s_p50", percentile(log.measured_cpu_seconds, 0.5)},
-      {"mfu_cpu", r.dp.world_size > 1 ? 0.0 : cpu_time_mfu(m, log, dev)},
+      {"mfu_cpu", m.mfu_cpu},
       // Shares of the cores' time over the measured steps (null when unreadable or several ranks).
-      {"host_other_share",
-       r.dp.world_size > 1 ? kNaN : other_cpu_share(log.load_start, log.load_end)},
-      {"host_steal_share", r.dp.world_size > 1 ? kNaN : steal_share(log.load_start, log.load_end)},
+      {"host_other_share", m.host_other_share},
+      {"host_steal_share", m.host_steal_share},
       {"step_s_p90", m.p90},
       {"kernels_per_step", m.kernels_per_step},
       {"compile_s", compile_s},
