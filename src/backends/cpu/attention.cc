@@ -404,10 +404,11 @@ struct BwdScratch {
         di(ds + kTile * kTile) {}
 };
 
-// Per-head pointers of the backward; dq, dk, dv are zeroed by the caller.
+// Per-head pointers of the backward (V reaches it transposed, in the scratch); dq, dk, dv are
+// zeroed by the caller.
 template <class T>
 struct HeadPtrs {
-  const T *q, *k, *v, *o, *lse, *dout;
+  const T *q, *k, *o, *lse, *dout;
   T *dq, *dk, *dv;
 };
 
@@ -512,9 +513,9 @@ void sdpa_backward_impl(KernelContext& c, const Dims& dm) {
       const int64_t b = bg / dm.g, g = bg % dm.g;
       auto ptrs = [&](int64_t hh) {
         const int64_t bh = b * dm.h + g * group + hh;
-        return HeadPtrs<T>{q + bh * q_head,  k + bg * kv_head,  v + bg * kv_head,
-                           o + bh * q_head,  lse + bh * dm.tq,  dout + bh * q_head,
-                           dq + bh * q_head, dk + bg * kv_head, dv + bg * kv_head};
+        return HeadPtrs<T>{q + bh * q_head,   k + bg * kv_head,   o + bh * q_head,
+                           lse + bh * dm.tq,  dout + bh * q_head, dq + bh * q_head,
+                           dk + bg * kv_head, dv + bg * kv_head};
       };
       for (int64_t hh = 0; hh < group; ++hh) {
         const HeadPtrs<T> h = ptrs(hh);
