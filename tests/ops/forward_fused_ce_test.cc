@@ -3,11 +3,13 @@
 // they replace (matmul + cross_entropy, matmul + add) with gradients from append_gradients, and
 // against the reference kernels composed (ref::matmul, ref::cross_entropy(_backward)).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <gtest/gtest.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/gemm.h"
 #include "graph/autodiff/autodiff.h"
 #include "op_test_util.h"
 
@@ -95,8 +97,9 @@ TEST(Fused, LinearCrossEntropyEqualsMatmulCrossEntropy) {
       // O(log V + 33). f32: chunked GEMMs and dw summed chunk by chunk give a few ulp of the
       // loss (rtol 1e-5) and of each gradient entry, a sum of up to V (dx) or N (dw) terms of
       // size <= 1.7 |w| / N_valid (atol 1e-6, rtol 1e-4). f64: 1e-13 and 1e-12.
-      // Observed: the loss bitwise equal in both dtypes; f32 dx abs 2.1e-7, dw abs 6.0e-8;
-      // f64 gradients 4.4e-16 (LJ_OPS_VERBOSE=1).
+      // Observed (LJ_OPS_VERBOSE=1): f32 loss abs 4.8e-7 (rel 6.5e-8), dx abs 2.4e-7, dw abs
+      // 3.0e-8 on an AVX-512 host (loss_fused_avx512.h; on gemm.h's GEMMs the loss was bitwise,
+      // dx 2.1e-7, dw 6.0e-8); f64 gradients 4.4e-16.
       expect_close(loss, (*prim)[0], by_dtype(dt, 1e-6, 1e-14), by_dtype(dt, 1e-5, 1e-13),
                    what + " loss");
       expect_close(dx, (*prim)[1], by_dtype(dt, 1e-6, 1e-14), by_dtype(dt, 1e-4, 1e-12),
@@ -132,8 +135,9 @@ TEST(Fused, LinearCrossEntropyOutputsMatchReference) {
       const RefTensor logits = ref::matmul(x, w, false, true);
       const RefTensor one = make_tensor(dt, {}, {1.0});
       const RefTensor dlogits = ref::cross_entropy_backward(logits, labels, one, c.ignore_index);
-      // As above with dloss = 1. Observed: f32 loss abs 4.8e-7, dx abs 2.1e-7, dw abs 1.5e-8;
-      // f64 loss bitwise, gradients abs 1.1e-16.
+      // As above with dloss = 1. Observed: f32 loss bitwise, dx abs 2.2e-8, dw abs 1.5e-8 on an
+      // AVX-512 host (on gemm.h's GEMMs 4.8e-7, 2.1e-7, 1.5e-8); f64 loss bitwise, gradients
+      // abs 1.1e-16.
       expect_close((*r)[0], rounded(ref::cross_entropy(logits, labels, c.ignore_index), dt),
                    by_dtype(dt, 1e-6, 1e-14), by_dtype(dt, 1e-5, 1e-13), what + " loss");
       expect_close((*r)[1], rounded(ref::matmul(dlogits, w, false, false), dt),
@@ -171,7 +175,12 @@ TEST(Fused, LinearCrossEntropyF64IsThreadCountInvariant) {
 // composed reference, on 1 and 3 threads. The loss and dw come out bitwise the same on both
 // thread counts (each block's GEMMs and each row's statistics run on one thread, in a fixed
 // order); dx sums per-thread partials, so it only has to agree within rounding.
-TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
+// On an AVX-512 host this is the kernel built from the own GEMM's pieces (loss_fused_avx512.h):
+// C = 16 reads w's rows in place, 512 packs them (a row every 32 lines, all in one L1 set); C = 512
+// and 511 split the logits' k into blocks, the chunks of 400 and 500 rows dw's, and 500 rows
+// exceed a B block's columns. LinearCrossEntropyOnOneDnnAvx2MatchesReference runs the same cases
+// on the per-block GEMMs of gemm.h.
+void check_vocab_blocks() {
   struct BlockCase {
     int64_t n, c, v, chunk, block;
     int64_t num_ignored;
@@ -186,6 +195,8 @@ TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
       {20, 17, 1000, 0, 96, 4},  // 11 blocks of 96, the last of 40
       {19, 512, 1500, 8, 0, 3},  // the wide default (1024): 1024 + 476 columns
       {19, 511, 1500, 8, 0, 3},  // just below it: blocks of 512, the last of 476
+      {450, 8, 50, 400, 0, 6},   // chunks of 400 rows and 50
+      {520, 8, 60, 500, 0, 6},   // chunks of 500 rows and 20
   };
   uint64_t seed = 700;
   for (const BlockCase& bc : cases) {
@@ -212,7 +223,8 @@ TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
     const RefTensor dlogits = ref::cross_entropy_backward(logits, labels, unit, c.ignore_index);
     for (const auto* r : {&*one, &*three}) {
       // The bounds of LinearCrossEntropyOutputsMatchReference (the same sizes of sums).
-      // Observed (LJ_OPS_VERBOSE=1): loss bitwise, dx abs 2.2e-8, dw abs 9.3e-9.
+      // Observed (LJ_OPS_VERBOSE=1): loss abs 1.9e-6 (rel 6.8e-8, at C = 512), dx abs 3.3e-7,
+      // dw abs 2.0e-7 on an AVX-512 host; with oneDNN at AVX2 4.8e-7, 3.3e-7, 1.9e-7.
       expect_close((*r)[0], rounded(ref::cross_entropy(logits, labels, c.ignore_index), DType::f32),
                    1e-6, 1e-5, what + " loss");
       expect_close((*r)[1], rounded(ref::matmul(dlogits, w, false, false), DType::f32), 2e-6, 1e-4,
@@ -225,9 +237,22 @@ TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
   }
 }
 
-// The block width the kernel takes is the one the planner prices (plan/sgemm_buffers.cc reads
-// it through cpu.h): 512 columns below a hidden size of 512, 1024 from there, an attribute wins,
-// and never more than the vocabulary.
+TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
+  check_vocab_blocks();
+}
+
+// The same cases with oneDNN capped below AVX-512, so the f32 kernel's GEMMs are gemm.h's (the
+// kernel every host without AVX-512 runs).
+TEST(Fused, LinearCrossEntropyOnOneDnnAvx2MatchesReference) {
+  // oneDNN reads DNNL_MAX_CPU_ISA once, on first use: ctest runs each test in its own process.
+  setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
+  if (cpu::own_sgemm_enabled())
+    GTEST_SKIP() << "oneDNN was initialized before the cap (run this test in its own process)";
+  check_vocab_blocks();
+}
+
+// The block width the kernel takes (cpu.h): 512 columns below a hidden size of 512, 1024 from
+// there, an attribute wins, and never more than the vocabulary.
 TEST(Fused, LinearCrossEntropyVocabBlockRule) {
   const Attrs none;
   EXPECT_EQ(cpu::linear_cross_entropy_vocab_block(none, 32000, 288), 512);

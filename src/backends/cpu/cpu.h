@@ -1,6 +1,6 @@
 // The CPU backend: fp32 and fp64 kernels (fp64 for gradient checks), parallel over OpenMP
 // threads with static partitions so results are bitwise reproducible for a given thread count.
-// GEMMs go through oneDNN; attention is tiled flash-style.
+// GEMMs go through oneDNN or the in-tree AVX-512 GEMM (gemm.h); attention is tiled flash-style.
 #pragma once
 
 #include "backends/kernel.h"
@@ -13,8 +13,9 @@ const KernelTable& kernels();
 // Rows per chunk of linear_cross_entropy's f32 kernel for n rows of x and a vocabulary of
 // `vocab` (loss.cc): the GEMMs it runs per chunk, for the planner's time model.
 int64_t linear_cross_entropy_chunk_rows(const Attrs& attrs, int64_t n, int64_t vocab);
-// Columns per vocabulary block of that kernel for hidden size `dim` (loss.cc): each block's dw
-// GEMM runs alone on one thread, for the planner's pricing of its packing buffers.
+// Columns per vocabulary block of that kernel for hidden size `dim` (loss.cc): one thread takes
+// each block from its logits to its gradient; the kernel's workspace holds per-block row
+// statistics.
 int64_t linear_cross_entropy_vocab_block(const Attrs& attrs, int64_t vocab, int64_t dim);
 
 // Per-family registration, one per file; kernels() calls them all.

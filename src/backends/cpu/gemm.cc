@@ -48,14 +48,18 @@ bool own_sgemm_allowed(bool cpu_avx512f, bool onednn_avx512_core) {
   return cpu_avx512f && onednn_avx512_core;
 }
 
-bool gemm_uses_own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested) {
+bool own_sgemm_enabled() {
   // oneDNN fixes its effective ISA on first use (DNNL_MAX_CPU_ISA is read once), so once is enough.
   static const bool allowed = [] {
     const auto bits = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
     const auto core = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
     return own_sgemm_allowed(sgemm_avx512_available(), (bits & core) == core);
   }();
-  return allowed && sgemm_avx512_chosen(ta, tb, m, n, k, nested);
+  return allowed;
+}
+
+bool gemm_uses_own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested) {
+  return own_sgemm_enabled() && sgemm_avx512_chosen(ta, tb, m, n, k, nested);
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

@@ -41,6 +41,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 bool gemm_uses_own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested);
 // The rule, from its inputs (testable on any host).
 bool own_sgemm_allowed(bool cpu_avx512f, bool onednn_avx512_core);
+// own_sgemm_allowed() on this host and this process's oneDNN: the own GEMM's pieces may run
+// (the fused loss's f32 kernel, loss_fused_avx512.h, is built from them).
+bool own_sgemm_enabled();
 // bf16 operands a, b (dense row-major: lda = ta ? m : k, ldb = tb ? k : n), f32 accumulation,
 // c (m, n) dense in f32 (c_f32) or bf16, rounded once; accumulate: c += instead of c =. oneDNN's
 // matmul primitive (AMX or AVX512_BF16, as its dispatcher picks), cached by descriptor.

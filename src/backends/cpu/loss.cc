@@ -23,9 +23,11 @@
 //     order and their size depends only on the attribute, V and the dtype, never on the thread
 //     count, so dw's accumulation order is fixed; f64 results are thread-count invariant. f32
 //     splits each chunk further into vocabulary blocks that one thread takes from logits to
-//     gradient (linear_cross_entropy_f32 below): its loss and dw are thread-count invariant,
-//     dx reproducible for a given thread count. The gradients are computed even when nothing
-//     reads them (a forward-only graph): two more GEMMs than a loss-only kernel.
+//     gradient (linear_cross_entropy_f32 below; on hosts where the own AVX-512 GEMM runs, the
+//     same algorithm built from its packing and micro-kernel, loss_fused_avx512.h): its loss and
+//     dw are thread-count invariant, dx reproducible for a given thread count. The gradients are
+//     computed even when nothing reads them (a forward-only graph): two more GEMMs than a loss-only
+//     kernel.
 #include <omp.h>
 
 #include <algorithm>
@@ -39,6 +41,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_util.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/loss_fused_avx512.h"
 #include "backends/cpu/simd.h"
 
 // 32-byte vectors cross only inline functions here (see simd.h).
@@ -349,11 +352,12 @@ Status linear_cross_entropy_impl(KernelContext& c) {
   return ok_status();
 }
 
-// f32: the chunk's logits in vocabulary blocks of `vb` columns, each block dense (rows x vb) and
-// owned by one thread from its GEMM to its gradient, with one OpenMP region per chunk and
-// single-threaded GEMMs inside it (a GEMM per block across both threads would meet at a barrier
-// hundreds of times per chunk). Each thread takes a contiguous run of blocks holding about
-// V / threads columns (block_range). Per chunk:
+// f32 on gemm.h's GEMMs (hosts without the own AVX-512 GEMM; loss_fused_avx512.h is the same
+// algorithm on its pieces, with no GEMM call per block): the chunk's logits in vocabulary blocks
+// of `vb` columns, each block dense (rows x vb) and owned by one thread from its GEMM to its
+// gradient, with one OpenMP region per chunk and single-threaded GEMMs inside it (a GEMM per
+// block across both threads would meet at a barrier hundreds of times per chunk). Each thread takes
+// a contiguous run of blocks holding about V / threads columns (lce_block_range). Per chunk:
 //   1. each block b, while it is in the core's L2: logits_b = x[chunk] w_b^T; per row its max m_b
 //      and s_b = sum exp(logits_b - m_b), the block overwritten with those exps e_b; then
 //      t = e_b w_b and the thread's dx partial P += exp(m_b - R) t row by row, where R is the
@@ -411,20 +415,16 @@ BlockedScratch blocked_scratch(const Attrs& attrs, int64_t n, int64_t dim, int64
   return s;
 }
 
-// Thread t's blocks [first, last) of `blocks` blocks of vb columns (the last may be short): the
-// cut before thread t falls at the block edge nearest t * V / threads, so every thread's columns
-// are within half a block of the mean. (OpenMP's static schedule gave the first threads one block
-// more: on `small`'s 63 blocks of 512, 16384 columns on thread 0 against 15616 on thread 1, and
-// each chunk waits for the longer.) A function of the thread count only, so dx stays reproducible.
-struct BlockRange {
-  int64_t first, last;
-};
-BlockRange block_range(int t, int threads, int64_t vocab, int64_t vb, int64_t blocks) {
-  const auto cut = [&](int u) {
-    if (u >= threads) return blocks;
-    return std::min(blocks, (u * vocab / threads + vb / 2) / vb);
-  };
-  return {cut(t), cut(t + 1)};
+// The kernel on the own GEMM's pieces (loss_fused_avx512.h), where own_sgemm_enabled().
+LceAvx512Shape own_lce_shape(const Attrs& attrs, int64_t n, int64_t dim, int64_t vocab,
+                             int threads) {
+  LceAvx512Shape s;
+  s.rows = chunk_rows(attrs, n, vocab, 4);
+  s.dim = dim;
+  s.vocab = vocab;
+  s.vb = vocab_block(attrs, vocab, dim);
+  s.threads = std::max(1, threads);
+  return s;
 }
 
 template <class L>
@@ -445,7 +445,14 @@ Status linear_cross_entropy_f32(KernelContext& c) {
   std::vector<float> row_loss(static_cast<size_t>(n), 0.0f);  // (N)
   if (n == 0 || dim == 0) std::fill(dw, dw + vocab * dim, 0.0f);
   if (vocab == 0 || dim == 0) std::fill(dx, dx + n * dim, 0.0f);
-  if (n > 0 && vocab > 0) {
+  if (n > 0 && vocab > 0 && dim > 0 && own_sgemm_enabled()) {
+    LJ_CHECK(c.workspace != nullptr) << "linear_cross_entropy needs a workspace";
+    const LceAvx512Shape shape = own_lce_shape(c.attrs(), n, dim, vocab, threads);
+    std::vector<int64_t> y(labels, labels + n);
+    auto* scratch = static_cast<float*>(
+        c.workspace->get(static_cast<size_t>(lce_avx512_scratch_floats(shape)) * 4));
+    lce_avx512(shape, n, x, w, y.data(), ignore, g, dx, dw, row_loss.data(), scratch);
+  } else if (n > 0 && vocab > 0) {
     LJ_CHECK(c.workspace != nullptr) << "linear_cross_entropy needs a workspace";
     const BlockedScratch sc = blocked_scratch(c.attrs(), n, dim, vocab, threads);
     const int64_t vb = vocab_block(c.attrs(), vocab, dim), blocks = sc.blocks;
@@ -463,7 +470,7 @@ Status linear_cross_entropy_f32(KernelContext& c) {
       {
         ScopedOmpThreads one(1);  // the GEMMs below run on this thread alone
         const int t = omp_get_thread_num(), team = omp_get_num_threads();
-        const BlockRange mine = block_range(t, team, vocab, vb, blocks);
+        const LceBlockRange mine = lce_block_range(t, team, vocab, vb, blocks);
         float* my_p = partial(t);
         float* my_t = my_p + sc.rows * dim;  // t = e_b w_b (rows, C)
         float* my_x = my_t + sc.rows * dim;  // c_b x[chunk] (rows, C)
@@ -708,6 +715,10 @@ static size_t linear_cross_entropy_workspace(const Node& n, std::span<const Tens
     return round(rows * vocab * 4) + round(rows * vocab * 2) + round(vocab * dim * 4);
   }
   if (in[0].dtype == DType::f32) {
+    if (dim > 0 && own_sgemm_enabled()) {
+      return round(
+          lce_avx512_scratch_floats(own_lce_shape(n.attrs, rows_total, dim, vocab, threads)) * 4);
+    }
     return round(blocked_scratch(n.attrs, rows_total, dim, vocab, threads).total() * 4);
   }
   const int64_t elem = dtype_size(in[0].dtype);

@@ -78,10 +78,12 @@ void pack_rows_kmajor(const float* src, int64_t ld, int rows, int64_t kc, float*
 
 // One C tile: MR rows (compile-time) by up to 32 columns (masks m0, m1). ROWS: the A panel is
 // row-major (row i at i * kAStride, so every broadcast address is the k pointer plus a constant),
-// else k-major.
-template <int MR, bool ROWS>
-void tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
-          float alpha, float beta, __mmask16 m0, __mmask16 m1) {
+// else k-major. STRIDED: A is read where it lies, rows lda apart (ROWS) or k steps lda apart.
+template <int MR, bool ROWS, bool STRIDED>
+void tile(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* c,
+          int64_t ldc, float alpha, float beta, __mmask16 m0, __mmask16 m1) {
+  const int64_t row_step = STRIDED ? lda : kAStride;
+  const int64_t k_step = ROWS ? 1 : (STRIDED ? lda : kMr);
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
@@ -94,14 +96,14 @@ void tile(int64_t kc, const float* __restrict a, const float* __restrict b, floa
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 b0 = _mm512_load_ps(b);
     const __m512 b1 = _mm512_load_ps(b + 16);
-    if (!ROWS) _mm_prefetch(reinterpret_cast<const char*>(a + 8 * kMr), _MM_HINT_T0);
+    if (!ROWS) _mm_prefetch(reinterpret_cast<const char*>(a + 8 * k_step), _MM_HINT_T0);
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
-      const __m512 av = _mm512_set1_ps(a[ROWS ? i * kAStride : i]);
+      const __m512 av = _mm512_set1_ps(a[ROWS ? i * row_step : i]);
       c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
     }
-    a += ROWS ? 1 : kMr;
+    a += k_step;
     b += kNr;
   }
   const __m512 va = _mm512_set1_ps(alpha);
@@ -123,14 +125,16 @@ void tile(int64_t kc, const float* __restrict a, const float* __restrict b, floa
   }
 }
 
-using TileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, float, float,
+using TileFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, float, float,
                         __mmask16, __mmask16);
-template <bool ROWS, int... R>
+template <bool ROWS, bool STRIDED, int... R>
 constexpr std::array<TileFn, sizeof...(R)> tiles(std::integer_sequence<int, R...>) {
-  return {tile<R + 1, ROWS>...};
+  return {tile<R + 1, ROWS, STRIDED>...};
 }
-constexpr auto kTilesKMajor = tiles<false>(std::make_integer_sequence<int, kMr>{});
-constexpr auto kTilesRows = tiles<true>(std::make_integer_sequence<int, kMr>{});
+constexpr auto kTilesKMajor = tiles<false, false>(std::make_integer_sequence<int, kMr>{});
+constexpr auto kTilesRows = tiles<true, false>(std::make_integer_sequence<int, kMr>{});
+constexpr auto kTilesKMajorStrided = tiles<false, true>(std::make_integer_sequence<int, kMr>{});
+constexpr auto kTilesRowsStrided = tiles<true, true>(std::make_integer_sequence<int, kMr>{});
 
 }  // namespace
 
@@ -160,6 +164,24 @@ void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t p0, int64_
     }
     _mm512_mask_storeu_ps(d + (panels - 1) * kc * kMr, full,
                           _mm512_maskz_loadu_ps(last, src + (panels - 1) * kMr));
+  }
+}
+
+void pack_a_rows_scaled(const float* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
+                        const float* scale, float* dst) {
+  const __mmask16 tail = low_mask(kc % 16);
+  for (int64_t i = 0; i < mc; ++i) {
+    const float* src = a + (i0 + i) * lda + p0;
+    float* d = dst + (i / kMr) * kMr * kAStride + (i % kMr) * kAStride;
+    int64_t p = 0;
+    for (; p + 16 <= kc; p += 16) {
+      _mm512_storeu_ps(d + p, _mm512_mul_ps(_mm512_loadu_ps(src + p), _mm512_loadu_ps(scale + p)));
+    }
+    if (p < kc) {
+      _mm512_mask_storeu_ps(d + p, tail,
+                            _mm512_maskz_mul_ps(tail, _mm512_maskz_loadu_ps(tail, src + p),
+                                                _mm512_maskz_loadu_ps(tail, scale + p)));
+    }
   }
 }
 
@@ -200,7 +222,13 @@ void pack_b(bool tb, const float* b, int64_t ldb, int64_t p0, int64_t j0, int64_
 void micro_tile(bool a_rows, int mr, int nr, int64_t kc, const float* a_panel, const float* b_panel,
                 float* c, int64_t ldc, float alpha, float beta) {
   const TileFn f = a_rows ? kTilesRows[mr - 1] : kTilesKMajor[mr - 1];
-  f(kc, a_panel, b_panel, c, ldc, alpha, beta, low_mask(nr), low_mask(nr - 16));
+  f(kc, a_panel, 0, b_panel, c, ldc, alpha, beta, low_mask(nr), low_mask(nr - 16));
+}
+
+void micro_tile_strided(bool a_rows, int mr, int nr, int64_t kc, const float* a, int64_t lda,
+                        const float* b_panel, float* c, int64_t ldc, float alpha, float beta) {
+  const TileFn f = a_rows ? kTilesRowsStrided[mr - 1] : kTilesKMajorStrided[mr - 1];
+  f(kc, a, lda, b_panel, c, ldc, alpha, beta, low_mask(nr), low_mask(nr - 16));
 }
 
 }  // namespace lj::cpu::sgemm_detail

@@ -32,6 +32,9 @@ inline int64_t a_panel_floats(bool ta, int64_t kc) {
 // ceil(mc / kMr) * a_panel_floats(ta, kc) floats.
 void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
             float* dst);
+// pack_a(false, ...) with column k of the block multiplied by scale[k] (k < kc) as it is copied.
+void pack_a_rows_scaled(const float* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
+                        const float* scale, float* dst);
 // Packs the kc x nc block of op(b) at (row p0, column j0): tb = false reads b[p * ldb + j],
 // tb = true reads b[j * ldb + p] (transposed while packing). `dst` holds ceil(nc / kNr) * kc * kNr.
 void pack_b(bool tb, const float* b, int64_t ldb, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
@@ -42,5 +45,9 @@ void pack_b(bool tb, const float* b, int64_t ldb, int64_t p0, int64_t j0, int64_
 // a_rows: the A panel is row-major (ta = false), else k-major.
 void micro_tile(bool a_rows, int mr, int nr, int64_t kc, const float* a_panel, const float* b_panel,
                 float* c, int64_t ldc, float alpha, float beta);
+// micro_tile with A read where it lies, unpacked: a_rows, row i of the tile at a + i * lda (k
+// contiguous); else k step p at a + p * lda (the tile's mr rows contiguous).
+void micro_tile_strided(bool a_rows, int mr, int nr, int64_t kc, const float* a, int64_t lda,
+                        const float* b_panel, float* c, int64_t ldc, float alpha, float beta);
 
 }  // namespace lj::cpu::sgemm_detail
