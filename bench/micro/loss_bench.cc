@@ -6,9 +6,12 @@
 // --benchmark_filter=lce
 // lce_pages and lce_block_gemms: the same with every operand and the scratch on 4 KiB pages (arg
 // 0) or advised huge pages (arg 1, what runtime/memory.cc gives with LJ_HUGE_PAGES=1), interleaved
-// 0, 1, 0, 1, ...; bench/micro/lce_pages_ab.sh prints the ratios.
+// 0, 1, 0, 1, ...; bench/micro/lce_pages_ab.sh prints the ratios. lce_kernels: the f32 kernel on
+// the own GEMM's pieces against the one on gemm.h's GEMMs, paired in one process.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <ctime>
 #include <vector>
 
 #include "backends/cpu/cpu.h"
@@ -29,34 +32,56 @@ void report(benchmark::State& state, double flops, int threads) {
   state.counters["threads"] = threads;
 }
 
+// One fused-loss call through the CPU kernel table: x (rows, dim) scaled by 0.1, w (V, dim),
+// labels (i * 7919) mod V, its outputs, the node and its attributes.
+struct LceCall {
+  OwnedTensor x, w, loss, dx, dw;
+  std::vector<int32_t> lab;
+  Node node;
+  TensorView in[3], out[3];
+  LceCall(int64_t rows, int64_t dim, bool huge_pages)
+      : x({rows, dim}, 1, huge_pages),
+        w({kVocab, dim}, 2, huge_pages),
+        loss({}, 3),
+        dx({rows, dim}, 4, huge_pages),
+        dw({kVocab, dim}, 5, huge_pages),
+        lab(static_cast<size_t>(rows)) {
+    for (float& v : x.storage) v *= 0.1f;
+    for (int64_t i = 0; i < rows; ++i)
+      lab[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % kVocab);
+    TensorView labels;
+    labels.dtype = DType::i32;
+    labels.dims = {rows};
+    labels.data = lab.data();
+    node.op = Op::linear_cross_entropy;
+    in[0] = x.view;
+    in[1] = w.view;
+    in[2] = labels;
+    out[0] = loss.view;
+    out[1] = dx.view;
+    out[2] = dw.view;
+  }
+  LceCall(const LceCall&) = delete;
+  LceCall& operator=(const LceCall&) = delete;
+  Status run(Workspace& ws, int threads) {
+    KernelContext c{node, in, out, threads, &ws};
+    return cpu::kernels()[Op::linear_cross_entropy](c);
+  }
+};
+
 void run_lce(benchmark::State& state, int64_t rows, int64_t dim, int64_t chunk = -1,
              int64_t vocab_block = -1, bool huge_pages = true) {
   const double flops = 3 * 2.0 * rows * dim * kVocab;
-  OwnedTensor x({rows, dim}, 1, huge_pages), w({kVocab, dim}, 2, huge_pages);
-  for (float& v : x.storage) v *= 0.1f;
-  TensorView labels;
-  std::vector<int32_t> lab(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i)
-    lab[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % kVocab);
-  labels.dtype = DType::i32;
-  labels.dims = {rows};
-  labels.data = lab.data();
-  OwnedTensor loss({}, 3), dx({rows, dim}, 4, huge_pages), dw({kVocab, dim}, 5, huge_pages);
-  Node node;
-  node.op = Op::linear_cross_entropy;
-  node.attrs = Attrs{{"chunk", chunk >= 0 ? chunk : state.range(0)},
-                     {"vocab_block", vocab_block >= 0 ? vocab_block : state.range(1)}};
-  const TensorView in[] = {x.view, w.view, labels};
-  TensorView outs[] = {loss.view, dx.view, dw.view};
+  LceCall call(rows, dim, huge_pages);
+  call.node.attrs = Attrs{{"chunk", chunk >= 0 ? chunk : state.range(0)},
+                          {"vocab_block", vocab_block >= 0 ? vocab_block : state.range(1)}};
   MallocWorkspace ws(huge_pages);
   const int threads = bench_threads();
-  KernelContext c{node, in, outs, threads, &ws};
-  const KernelFn fn = cpu::kernels()[Op::linear_cross_entropy];
   for (auto _ : state) {
-    Status st = fn(c);
+    Status st = call.run(ws, threads);
     if (!st.ok()) state.SkipWithError(st.to_string().c_str());
     ws.release();
-    benchmark::DoNotOptimize(dw.storage.data());
+    benchmark::DoNotOptimize(call.dw.storage.data());
     benchmark::ClobberMemory();
   }
   report(state, flops, threads);
@@ -106,6 +131,51 @@ void BM_lce_block_gemms(benchmark::State& state) {
   report(state, 2.0 * m * kDim * vb * blocks, 1);
 }
 
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+}
+
+// The f32 kernel on the own GEMM's pieces (loss_fused_avx512.h; the default on AVX-512 hosts)
+// against the one on gemm.h's GEMMs (the `per_block_gemms` attribute), in one process: each
+// iteration runs both, in alternating order, and times each call's process CPU time, so drifts in
+// the host's speed hit both alike. Arg: 0 `small`'s head, 1 the wider model's. Counters: the
+// medians of each kernel's calls (ms) and of the per-iteration ratios own / per-block.
+void BM_lce_kernels(benchmark::State& state) {
+  const bool wide = state.range(0) != 0;
+  LceCall call(wide ? 1024 : kRows, wide ? 1024 : kDim, true);
+  MallocWorkspace ws(true);
+  const int threads = bench_threads();
+  const auto timed = [&](bool per_block) {
+    call.node.attrs = Attrs{{"per_block_gemms", int64_t{per_block ? 1 : 0}}};
+    const double t0 = process_cpu_ms();
+    const Status st = call.run(ws, threads);
+    const double t = process_cpu_ms() - t0;
+    ws.release();
+    if (!st.ok()) state.SkipWithError(st.to_string().c_str());
+    return t;
+  };
+  timed(false);  // first touch of the scratch and the outputs
+  timed(true);
+  std::vector<double> own, per_block, ratio;
+  for (auto _ : state) {
+    const bool own_first = own.size() % 2 == 0;
+    const double first = timed(!own_first), second = timed(own_first);
+    own.push_back(own_first ? first : second);
+    per_block.push_back(own_first ? second : first);
+    ratio.push_back(own.back() / per_block.back());
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  state.counters["own_ms"] = median(own);
+  state.counters["per_block_ms"] = median(per_block);
+  state.counters["own_over_per_block"] = median(ratio);
+  state.counters["threads"] = threads;
+}
+
 // One chunk's GEMM alone (dnnl_sgemm, gemm.h); arg 0: 0 logits, 1 dx, 2 dw; arg 1: rows.
 void BM_lce_gemm(benchmark::State& state) {
   const int64_t which = state.range(0), m = state.range(1);
@@ -137,6 +207,7 @@ BENCHMARK(BM_lce_fused_wide)
     ->ArgsProduct({{0}, {0, 128, 256, 512, 1024}})
     ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lce_kernels)->Arg(0)->Arg(1)->Iterations(12)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_gemm)->ArgsProduct({{0, 1, 2}, {256}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_pages)
     ->ArgsProduct({{0, 1}, {0, 1}})

@@ -178,9 +178,9 @@ TEST(Fused, LinearCrossEntropyF64IsThreadCountInvariant) {
 // On an AVX-512 host this is the kernel built from the own GEMM's pieces (loss_fused_avx512.h):
 // C = 16 reads w's rows in place, 512 packs them (a row every 32 lines, all in one L1 set); C = 512
 // and 511 split the logits' k into blocks, the chunks of 400 and 500 rows dw's, and 500 rows
-// exceed a B block's columns. LinearCrossEntropyOnOneDnnAvx2MatchesReference runs the same cases
-// on the per-block GEMMs of gemm.h.
-void check_vocab_blocks() {
+// exceed a B block's columns. per_block_gemms: the kernel on gemm.h's GEMMs instead (the node
+// attribute), the one every host without AVX-512 runs.
+void check_vocab_blocks(bool per_block_gemms) {
   struct BlockCase {
     int64_t n, c, v, chunk, block;
     int64_t num_ignored;
@@ -208,7 +208,9 @@ void check_vocab_blocks() {
       const LinearCrossEntropyResult o =
           linear_cross_entropy(in[0], in[1], in[2], c.ignore_index, c.chunk);
       for (Node& node : b.graph().mutable_nodes()) {
-        if (node.op == Op::linear_cross_entropy) node.attrs.set("vocab_block", bc.block);
+        if (node.op != Op::linear_cross_entropy) continue;
+        node.attrs.set("vocab_block", bc.block);
+        if (per_block_gemms) node.attrs.set("per_block_gemms", int64_t{1});
       }
       return std::vector<Val>{o.loss, o.dx, o.dw};
     };
@@ -238,17 +240,21 @@ void check_vocab_blocks() {
 }
 
 TEST(Fused, LinearCrossEntropyVocabBlocksMatchReference) {
-  check_vocab_blocks();
+  check_vocab_blocks(false);
 }
 
-// The same cases with oneDNN capped below AVX-512, so the f32 kernel's GEMMs are gemm.h's (the
-// kernel every host without AVX-512 runs).
+TEST(Fused, LinearCrossEntropyPerBlockGemmsMatchReference) {
+  check_vocab_blocks(true);
+}
+
+// With oneDNN capped below AVX-512 the own GEMM is off and the default is the kernel on gemm.h's
+// GEMMs, all of them oneDNN's AVX2 ones.
 TEST(Fused, LinearCrossEntropyOnOneDnnAvx2MatchesReference) {
   // oneDNN reads DNNL_MAX_CPU_ISA once, on first use: ctest runs each test in its own process.
   setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
   if (cpu::own_sgemm_enabled())
     GTEST_SKIP() << "oneDNN was initialized before the cap (run this test in its own process)";
-  check_vocab_blocks();
+  check_vocab_blocks(false);
 }
 
 // The block width the kernel takes (cpu.h): 512 columns below a hidden size of 512, 1024 from

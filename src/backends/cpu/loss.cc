@@ -415,7 +415,13 @@ BlockedScratch blocked_scratch(const Attrs& attrs, int64_t n, int64_t dim, int64
   return s;
 }
 
-// The kernel on the own GEMM's pieces (loss_fused_avx512.h), where own_sgemm_enabled().
+// Whether the f32 kernel is the one on the own GEMM's pieces (loss_fused_avx512.h): where
+// own_sgemm_enabled(), unless the node's `per_block_gemms` attribute (1) asks for the kernel on
+// gemm.h's GEMMs (the benchmarks' baseline; tests run both). dim = 0 takes that one too.
+bool own_lce(const Attrs& attrs, int64_t dim) {
+  return dim > 0 && own_sgemm_enabled() && attrs.i_or("per_block_gemms", 0) == 0;
+}
+
 LceAvx512Shape own_lce_shape(const Attrs& attrs, int64_t n, int64_t dim, int64_t vocab,
                              int threads) {
   LceAvx512Shape s;
@@ -445,7 +451,7 @@ Status linear_cross_entropy_f32(KernelContext& c) {
   std::vector<float> row_loss(static_cast<size_t>(n), 0.0f);  // (N)
   if (n == 0 || dim == 0) std::fill(dw, dw + vocab * dim, 0.0f);
   if (vocab == 0 || dim == 0) std::fill(dx, dx + n * dim, 0.0f);
-  if (n > 0 && vocab > 0 && dim > 0 && own_sgemm_enabled()) {
+  if (n > 0 && vocab > 0 && own_lce(c.attrs(), dim)) {
     LJ_CHECK(c.workspace != nullptr) << "linear_cross_entropy needs a workspace";
     const LceAvx512Shape shape = own_lce_shape(c.attrs(), n, dim, vocab, threads);
     std::vector<int64_t> y(labels, labels + n);
@@ -715,7 +721,7 @@ static size_t linear_cross_entropy_workspace(const Node& n, std::span<const Tens
     return round(rows * vocab * 4) + round(rows * vocab * 2) + round(vocab * dim * 4);
   }
   if (in[0].dtype == DType::f32) {
-    if (dim > 0 && own_sgemm_enabled()) {
+    if (own_lce(n.attrs, dim)) {
       return round(
           lce_avx512_scratch_floats(own_lce_shape(n.attrs, rows_total, dim, vocab, threads)) * 4);
     }
