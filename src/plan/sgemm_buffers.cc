@@ -228,13 +228,19 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       if (!eval(g, n.inputs[0], env, &a) || !eval(g, n.inputs[1], env, &b)) continue;
       if (g.type(n.inputs[0]).dtype != DType::f32) continue;
       // Where the own GEMM runs, the f32 kernel is built from its packing and micro-kernel with
-      // every pack in the kernel's workspace (backends/cpu/loss_fused_avx512.h): no GEMM buffers.
-      if (avx512) continue;
+      // every pack in the kernel's workspace (backends/cpu/loss_fused_avx512.h): no GEMM buffers,
+      // unless the node asks for the kernel on gemm.h's GEMMs.
+      const bool per_block_gemms = n.attrs.i_or("per_block_gemms", 0) != 0;
+      if (avx512 && !per_block_gemms) continue;
       const int64_t rows_total = a[0], dim = a[1], vocab = b[0];
       // The kernel's own chunk rows and block width (backends/cpu/loss.cc).
       const int64_t rows = cpu::linear_cross_entropy_chunk_rows(n.attrs, rows_total, vocab);
+      // Per vocabulary block, single-threaded inside the kernel's parallel region, dw of the
+      // block = dlogits_bᵀ x (the only one of its GEMMs that can go to ljperf's own).
+      const int64_t vb = cpu::linear_cross_entropy_vocab_block(n.attrs, vocab, dim);
       for (int64_t m : {rows, rows_total % rows}) {
         if (m <= 0) continue;
+        call_bytes({true, false, vb, dim, m}, 1, avx512, true);
         most = std::max({most, lj::call_bytes({false, true, m, vocab, dim}, threads, avx512),
                          lj::call_bytes({false, false, m, dim, vocab}, threads, avx512),
                          lj::call_bytes({true, false, vocab, dim, m}, threads, avx512)});

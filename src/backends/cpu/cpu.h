@@ -14,8 +14,8 @@ const KernelTable& kernels();
 // `vocab` (loss.cc): the GEMMs it runs per chunk, for the planner's time model.
 int64_t linear_cross_entropy_chunk_rows(const Attrs& attrs, int64_t n, int64_t vocab);
 // Columns per vocabulary block of that kernel for hidden size `dim` (loss.cc): one thread takes
-// each block from its logits to its gradient; the kernel's workspace holds per-block row
-// statistics.
+// each block from its logits to its gradient. On gemm.h's GEMMs (per_block_gemms) each block's dw
+// GEMM runs alone on one thread, for the planner's pricing of its packing buffers.
 int64_t linear_cross_entropy_vocab_block(const Attrs& attrs, int64_t vocab, int64_t dim);
 
 // Per-family registration, one per file; kernels() calls them all.

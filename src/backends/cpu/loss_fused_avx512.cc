@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 
 #include "backends/cpu/sgemm_avx512.h"
 #include "backends/cpu/sgemm_avx512_kernels.h"
 #include "backends/cpu/simd.h"
+#include "core/check.h"
 
 // Vectors cross only inline functions here (see simd.h).
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -152,6 +154,8 @@ int64_t lce_avx512_scratch_floats(const LceAvx512Shape& s) {
 void lce_avx512(const LceAvx512Shape& s, int64_t n, const float* x, const float* w,
                 const int64_t* labels, int64_t ignore, float g, float* dx, float* dw,
                 float* row_loss, float* scratch) {
+  LJ_CHECK(reinterpret_cast<uintptr_t>(scratch) % 64 == 0)
+      << "linear_cross_entropy: the scratch must be 64-byte aligned";
   const int64_t dim = s.dim, vocab = s.vocab, vb = s.vb, blocks = div_up(vocab, vb);
   const ThreadLayout tl = thread_layout(s);
   float* logits = scratch;  // block b at logits + j0 * m: Lᵀ_b (len, m) dense
