@@ -194,17 +194,21 @@ void lce_avx512(const LceAvx512Shape& s, int64_t n, const float* x, const float*
         const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
         float* lb = logits + j0 * m;
         const float* wb = w + j0 * dim;
+        // w_b as A over k block [pc, pc + kc): its rows (the logits, ta = false) or its rows as
+        // k steps (dx, ta = true), where they lie when in_place, else packed into ap.
+        const auto w_panel = [&](bool ta, int64_t pc, int64_t kc) {
+          return [&, ta, pc, kc](int64_t ir, int mr) -> const float* {
+            if (in_place) return ta ? wb + pc * dim + ir : wb + ir * dim + pc;
+            sgemm_detail::pack_a(ta, wb, dim, ir, pc, mr, kc, ap);
+            return ap;
+          };
+        };
+        const int64_t w_lda = in_place ? dim : 0;
         // Lᵀ_b = w_b x[chunk]ᵀ.
         for (int64_t pc = 0; pc < dim; pc += kc_dim) {
           const int64_t kc = std::min(kc_dim, dim - pc);
-          gemm_block(
-              true, len, m, kc, nc,
-              [&](int64_t ir, int mr) {
-                if (in_place) return wb + ir * dim + pc;
-                sgemm_detail::pack_a(false, wb, dim, ir, pc, mr, kc, ap);
-                return static_cast<const float*>(ap);
-              },
-              in_place ? dim : 0, xt + pc * mpad, lb, m, pc == 0 ? 0.0f : 1.0f);
+          gemm_block(true, len, m, kc, nc, w_panel(false, pc, kc), w_lda, xt + pc * mpad, lb, m,
+                     pc == 0 ? 0.0f : 1.0f);
         }
         for (int64_t i = 0; i < m; ++i) {
           if (yc[i] != ignore && yc[i] >= j0 && yc[i] < j0 + len) {
@@ -219,14 +223,8 @@ void lce_avx512(const LceAvx512Shape& s, int64_t n, const float* x, const float*
         for (int64_t pc = 0; pc < len; pc += kc_len) {
           const int64_t kc = std::min(kc_len, len - pc);
           sgemm_detail::pack_b(false, lb, m, pc, 0, kc, m, bp);
-          gemm_block(
-              false, dim, m, kc, nc,
-              [&](int64_t ir, int mr) {
-                if (in_place) return wb + pc * dim + ir;
-                sgemm_detail::pack_a(true, wb, dim, ir, pc, mr, kc, ap);
-                return static_cast<const float*>(ap);
-              },
-              in_place ? dim : 0, bp, tt, m, pc == 0 ? 0.0f : 1.0f);
+          gemm_block(false, dim, m, kc, nc, w_panel(true, pc, kc), w_lda, bp, tt, m,
+                     pc == 0 ? 0.0f : 1.0f);
         }
         // Pᵀ column i = keep_i Pᵀ + add_i tᵀ, rescaled to the running max R_i.
         for (int64_t i = 0; i < m; ++i) {
