@@ -34,6 +34,7 @@
 #include "plan/budget.h"
 #include "plan/graph_figures.h"
 #include "plan/host_plan.h"
+#include "plan/host_rates.h"
 #include "runtime/cpu_load.h"
 #include "runtime/host.h"
 #include "train/train_step.h"
@@ -759,7 +760,13 @@ Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
   }
   LJ_ASSIGN_OR_RETURN(const Summary m,
                       summarize(r, peak, log, *g.dev, *g.trainer, dist, g.prepared.predicted));
-  print_summary(a, r, log, m, g.prepared.predicted, g.prepared.rates_note, *g.dev, *g.trainer);
+  std::string rates_note = g.prepared.rates_note;
+  // Cached rates from a slower minute than this one (the peak was probed just now, on the same
+  // threads, in f32 as the rates' GEMMs run): the predicted step reads long, and says why.
+  if (!dist.distributed() && peak.measured && r.precision == DType::f32 && g.prepared.rates) {
+    rates_note += stale_rates_note(*g.prepared.rates, peak.flops);
+  }
+  print_summary(a, r, log, m, g.prepared.predicted, rates_note, *g.dev, *g.trainer);
   // One record per run: rank 0 writes it.
   if (a.output.empty() || !dist.is_root()) return ok_status();
   return append_results(a, r, host, *g.dev, log, m, g.prepared, g.compile_s,

@@ -15,6 +15,8 @@
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
 #include "plan/host_baseline.h"
+#include "plan/host_peak.h"
+#include "plan/host_rates.h"
 #include "plan/plan.h"
 #include "runtime/launch_env.h"
 
@@ -146,6 +148,14 @@ Status run_plan(const PlanArgs& a) {
     o.wall_clock = a.measure_clock == "wall";
     LJ_ASSIGN_OR_RETURN(measured, measure_candidates(req, r, o));
   }
+  // Rates from a slower minute than the last benchmark's peak probe (plan_host_rates remeasured
+  // them already when the host was quiet).
+  std::string stale_note;
+  if (req.rates) {
+    if (auto peak = cached_host_peak(DType::f32, req.rates->threads)) {
+      stale_note = stale_rates_note(*req.rates, peak->flops);
+    }
+  }
   if (a.json) {
     nlohmann::ordered_json j = plan_to_json(req, r);
     if (req.rates) {
@@ -155,13 +165,14 @@ Status run_plan(const PlanArgs& a) {
                                        ? nlohmann::ordered_json(nullptr)
                                        : nlohmann::ordered_json(req.rates->other_cpu_share);
       j["rates_contended"] = req.rates->contended();
+      j["rates_stale"] = !stale_note.empty();
     }
     if (measured) j["measured"] = measurement_json(req, *measured);
     fmt::print("{}\n", j.dump(2));
     return ok_status();
   }
   fmt::print("{}", format_plan(req, r));
-  if (req.rates) fmt::print("{}", contention_note(*req.rates));
+  if (req.rates) fmt::print("{}{}", contention_note(*req.rates), stale_note);
   if (measured) fmt::print("{}", format_measurement(req, *measured));
   if (r.best() == nullptr) {
     fmt::print(

@@ -107,6 +107,7 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
   r.predicted.memory = predict_cpu_memory(r.figures, model, req.coeffs);
   r.process_baseline_bytes = req.coeffs.host.process_baseline_bytes;
   if (req.rates) r.rates_note = contention_note(*req.rates);
+  r.rates = req.rates;
   if (r.figures.times) {
     r.predicted.step_seconds = r.figures.times->total();
     r.predicted.times = r.figures.times;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "graph/ir.h"
@@ -11,6 +12,7 @@
 #include "passes/pipeline/train_graph.h"
 #include "plan/budget.h"
 #include "plan/graph_figures.h"
+#include "plan/host_rates.h"
 #include "plan/plan.h"
 
 namespace lj {
@@ -61,6 +63,7 @@ struct PreparedRun {
   double process_baseline_bytes = 0;  // the measured baseline in `predicted` (host_baseline.h)
   // The time model's cached rates were measured contended: host_rates.h contention_note, or "".
   std::string rates_note;
+  std::shared_ptr<const HostRates> rates;  // the time model's cached rates; null: none
 };
 // With several ranks the prediction is one rank's: its ZeRO shard of the optimizer states and
 // the step's collective buffers (graph_figures.h DryRunOptions::world_size).

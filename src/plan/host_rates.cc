@@ -17,6 +17,7 @@
 #include "graph/builder.h"
 #include "graph/builder_fused.h"
 #include "plan/host_cache.h"
+#include "plan/host_peak.h"
 #include "plan/measured_ranking.h"
 #include "runtime/cpu_load.h"
 #include "runtime/executor.h"
@@ -425,8 +426,9 @@ bool HostRates::contended() const {
   return other_cpu_share > kContendedShare;  // false for NaN (not known)
 }
 
-bool should_remeasure(const HostRates& r, double load_per_core) {
-  return r.contended() && load_per_core < kQuietLoadPerCore;  // false for NaN load
+bool should_remeasure(const HostRates& r, double load_per_core, double peak_flops) {
+  const bool suspect = r.contended() || !stale_rates_note(r, peak_flops).empty();
+  return suspect && load_per_core < kQuietLoadPerCore;  // false for NaN load
 }
 
 StatusOr<HostRates> measure_host_rates(int threads) {
@@ -578,12 +580,19 @@ std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
     return c ? std::make_shared<HostRates>(*c) : nullptr;
   }
   const double load = load_per_core();
-  const bool remeasure = c && should_remeasure(*c, load);
-  if (remeasure) {
+  const std::optional<HostPeak> peak = c ? cached_host_peak(DType::f32, c->threads) : std::nullopt;
+  const double peak_flops = peak ? peak->flops : 0.0;
+  const bool remeasure = c && should_remeasure(*c, load, peak_flops);
+  if (remeasure && c->contended()) {
     LJ_LOG(info) << fmt::format(
         "the cached time model rates were measured while other processes used {:.0f}% of the "
         "cores; the host is quieter now (load {:.2f} per core): remeasuring them",
         100.0 * c->other_cpu_share, load);
+  } else if (remeasure) {
+    LJ_LOG(info) << fmt::format(
+        "the cached time model rates' square GEMM ran at {:.1f} GFLOP/s, under {:.0f}% of this "
+        "host's last measured peak ({:.1f}): remeasuring them",
+        square_gemm_flops(*c) / 1e9, 100.0 * kStaleGemmShare, peak_flops / 1e9);
   }
   if (c && !remeasure) return std::make_shared<HostRates>(*c);
   StatusOr<HostRates> r = host_rates(threads, /*remeasure=*/true);
@@ -601,6 +610,33 @@ std::string contention_note(const HostRates& r) {
       "cores, so predicted step times read long; ljperf calibrate --device on a quiet host "
       "remeasures them (the next plan does when the load is below {:.1f} per core)\n",
       100.0 * r.other_cpu_share, kQuietLoadPerCore);
+}
+
+namespace {
+// The largest square GEMM class measured in `r`, null when none.
+const GemmSample* largest_square(const HostRates& r) {
+  const GemmSample* big = nullptr;
+  for (const GemmSample& g : r.gemm) {
+    if (g.m == g.n && g.n == g.k && g.seconds > 0 && (big == nullptr || g.m > big->m)) big = &g;
+  }
+  return big;
+}
+}  // namespace
+
+double square_gemm_flops(const HostRates& r) {
+  const GemmSample* big = largest_square(r);
+  return big ? flops_of(*big) / big->seconds : 0.0;
+}
+
+std::string stale_rates_note(const HostRates& r, double peak_flops) {
+  const double gemm = square_gemm_flops(r);
+  if (!(gemm > 0) || !(peak_flops > 0) || gemm >= kStaleGemmShare * peak_flops) return "";
+  return fmt::format(
+      "note: the time model's cached rates look stale: their {}³ GEMM ran at {:.1f} GFLOP/s, "
+      "{:.0f}% of this host's measured peak of {:.1f} (under {:.0f}%: measured in a slower "
+      "minute), so predicted step times read long; ljperf calibrate --device remeasures them\n",
+      largest_square(r)->m, gemm / 1e9, 100.0 * gemm / peak_flops, peak_flops / 1e9,
+      100.0 * kStaleGemmShare);
 }
 
 std::optional<HostRates> cached_host_rates(int threads) {

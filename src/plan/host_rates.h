@@ -105,11 +105,27 @@ inline constexpr double kContendedShare = 0.25;
 inline constexpr double kQuietLoadPerCore = 0.5;
 
 // Whether `ljperf plan` remeasures the cached rates `r` on a host whose 1-minute load average
-// per core is `load_per_core`: when they were measured contended and the host is quiet now.
-bool should_remeasure(const HostRates& r, double load_per_core);
+// per core is `load_per_core`: when the host is quiet now and they were measured contended or
+// their square GEMM ran below kStaleGemmShare of `peak_flops` (the cached FMA peak of the same
+// threads, which every benchmark remeasures; 0: not known), i.e. stale_rates_note says so.
+bool should_remeasure(const HostRates& r, double load_per_core, double peak_flops = 0);
 // A line for a plan made with contended rates ("" when they are not): what it means and how to
 // remeasure.
 std::string contention_note(const HostRates& r);
+
+// The FLOP/s of the largest square GEMM class in `r` (calibrate measures 1024³), 0 when it has
+// none: the rate a healthy probe puts near the FMA peak.
+double square_gemm_flops(const HostRates& r);
+// Below this share of the host's measured FMA peak, the cached square GEMM rate is stale. On
+// the Zen 4 host of sessions 12–13 quiet calibrations read 1024³ at 197.5 and 204.0 GFLOP/s
+// while benchmark's peak probes read 212–236 (84–96%); an entry measured in a busy minute read
+// 102 (44%), and benchmark's predicted step then read 27–31% long.
+inline constexpr double kStaleGemmShare = 0.6;
+// A line for figures made with cached rates `r` when their square GEMM ran below
+// kStaleGemmShare of `peak_flops`, the FMA peak of the same threads (measured now, or the cached
+// figure the last benchmark measured) ("" when not, or when either is unknown): what it means
+// and how to remeasure.
+std::string stale_rates_note(const HostRates& r, double peak_flops);
 
 // The class of a GEMM shape: dims capped at kGemmClassCap, seconds 0.
 GemmSample gemm_class(const GemmSample& shape);

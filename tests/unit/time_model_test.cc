@@ -184,6 +184,38 @@ TEST(HostRatesTest, ContentionIsRecordedAndDecidesARemeasure) {
             std::string::npos);
 }
 
+TEST(HostRatesTest, StaleSquareGemmAgainstThePeakMeasuredNow) {
+  HostRates r = made_up_rates();  // 1024³ at 100 GFLOP/s, 1024² x 64 at 50
+  EXPECT_NEAR(square_gemm_flops(r), 100e9, 1e3);
+  // Healthy: 100 of 120 (83%, what a quiet calibration reads); just above the threshold share:
+  // not stale; just below: stale.
+  EXPECT_EQ(stale_rates_note(r, 120e9), "");
+  EXPECT_EQ(stale_rates_note(r, 0.999 * 100e9 / kStaleGemmShare), "");
+  EXPECT_NE(stale_rates_note(r, 1.001 * 100e9 / kStaleGemmShare), "");
+  // Session 12's stale entry: 102 of 233.6 (44%).
+  const std::string note = stale_rates_note(r, 230e9);
+  EXPECT_NE(note.find("1024³ GEMM ran at 100.0 GFLOP/s, 43% of this host's measured peak of 230.0"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("ljperf calibrate --device"), std::string::npos);
+  // Stale rates are remeasured by the next plan when the host is quiet; healthy ones are not.
+  EXPECT_TRUE(should_remeasure(r, 0.1, 230e9));
+  EXPECT_FALSE(should_remeasure(r, kQuietLoadPerCore + 0.1, 230e9));
+  EXPECT_FALSE(should_remeasure(r, 0.1, 120e9));
+  EXPECT_FALSE(should_remeasure(r, 0.1));  // peak not known
+  // The largest square class is the one compared; the small-K class never is.
+  r.gemm.push_back({512, 512, 512, false, false, 2.0 * 512 * 512 * 512 / 10e9});
+  EXPECT_NEAR(square_gemm_flops(r), 100e9, 1e3);
+  r.gemm.erase(r.gemm.begin());
+  EXPECT_NEAR(square_gemm_flops(r), 10e9, 1e3);
+  // Unknown on either side: nothing said.
+  r.gemm.pop_back();  // only the small-K class is left
+  ASSERT_EQ(r.gemm.size(), 1u);
+  EXPECT_EQ(square_gemm_flops(r), 0.0);
+  EXPECT_EQ(stale_rates_note(r, 230e9), "");
+  EXPECT_EQ(stale_rates_note(made_up_rates(), 0.0), "");
+}
+
 TEST(HostRatesTest, CachedPerHostAndThreads) {
   const std::string dir = ::testing::TempDir() + "/lj_host_rates_test";
   std::filesystem::remove_all(dir);
