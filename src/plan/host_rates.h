@@ -117,9 +117,9 @@ std::string contention_note(const HostRates& r);
 // none: the rate a healthy probe puts near the FMA peak.
 double square_gemm_flops(const HostRates& r);
 // Below this share of the host's measured FMA peak, the cached square GEMM rate is stale. On
-// the Zen 4 host of sessions 12–13 quiet calibrations read 1024³ at 197.5 and 204.0 GFLOP/s
-// while benchmark's peak probes read 212–236 (84–96%); an entry measured in a busy minute read
-// 102 (44%), and benchmark's predicted step then read 27–31% long.
+// the Zen 4 host of sessions 12–13 quiet calibrations read 1024³ at 183.0–204.0 GFLOP/s while
+// benchmark's peak probes read 212–236 (78–96%); an entry measured in a busy minute read 102
+// (44%), and benchmark's predicted step then read 27–31% long.
 inline constexpr double kStaleGemmShare = 0.6;
 // A line for figures made with cached rates `r` when their square GEMM ran below
 // kStaleGemmShare of `peak_flops`, the FMA peak of the same threads (measured now, or the cached
