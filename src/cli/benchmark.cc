@@ -83,7 +83,10 @@ struct Resolved : StepSettings {
   std::string warmup_note;  // set when the default warmup was lowered for a short run
   std::optional<DeepSpeedConfig> ds;
   DataParallelSettings dp;  // ranks, ZeRO stage and buckets
-  HostParallel parallel() const { return HostParallel{dp.world_size, dp.zero, dp.rank}; }
+  // `threads`: --threads (0: all), whose time-model rates price the step.
+  HostParallel parallel(int threads) const {
+    return HostParallel{dp.world_size, dp.zero, dp.rank, threads};
+  }
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -637,9 +640,10 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
 Status choose_recompute(const BenchmarkArgs& a, Resolved* r) {
   if (!checkpoint_optimization_requested(a.ckpt_opt)) return ok_status();
   LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
-  LJ_ASSIGN_OR_RETURN(CkptChoice c, checkpoint_optimization(r->model.config, r->micro_batch,
-                                                            r->seq_len, r->step.graph.compile,
-                                                            budget, r->parallel(), r->precision));
+  LJ_ASSIGN_OR_RETURN(
+      CkptChoice c,
+      checkpoint_optimization(r->model.config, r->micro_batch, r->seq_len, r->step.graph.compile,
+                              budget, r->parallel(a.threads), r->precision));
   print_ckpt_choice(c, r->model.config.num_hidden_layers);
   r->step.graph.recompute = c.recompute;
   return ok_status();
@@ -666,8 +670,8 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   LJ_RETURN_IF_ERROR(choose_recompute(a, &r));
   // The chosen configuration's joint graph, built once: dry-run here (the memory check and the
   // planner's prediction, per rank, printed beside the measured peak), then run by the TrainStep.
-  LJ_ASSIGN_OR_RETURN(
-      g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph, r.parallel()));
+  LJ_ASSIGN_OR_RETURN(g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph,
+                                                   r.parallel(a.threads)));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
   LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
@@ -763,7 +767,8 @@ Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
   std::string rates_note = g.prepared.rates_note;
   // Cached rates from a slower minute than this one (the peak was probed just now, on the same
   // threads, in f32 as the rates' GEMMs run): the predicted step reads long, and says why.
-  if (!dist.distributed() && peak.measured && r.precision == DType::f32 && g.prepared.rates) {
+  if (!dist.distributed() && peak.measured && r.precision == DType::f32 && g.prepared.rates &&
+      g.prepared.rates->threads == g.dev->threads()) {
     rates_note += stale_rates_note(*g.prepared.rates, peak.flops);
   }
   print_summary(a, r, log, m, g.prepared.predicted, rates_note, *g.dev, *g.trainer);

@@ -163,9 +163,10 @@ Status choose_recompute(const TrainArgs& a, const ResolvedTrain& r, TrainerConfi
   const LlamaConfig& model = r.model.config;
   LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
   LJ_ASSIGN_OR_RETURN(
-      CkptChoice c, checkpoint_optimization(
-                        model, t->batch_size, t->seq_len, t->step.graph.compile, budget,
-                        HostParallel{r.dp.world_size, r.dp.zero, r.dp.rank}, r.settings.precision));
+      CkptChoice c,
+      checkpoint_optimization(model, t->batch_size, t->seq_len, t->step.graph.compile, budget,
+                              HostParallel{r.dp.world_size, r.dp.zero, r.dp.rank, a.threads},
+                              r.settings.precision));
   print_ckpt_choice(c, model.num_hidden_layers);
   t->step.graph.recompute = c.recompute;
   return ok_status();

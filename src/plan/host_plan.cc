@@ -23,7 +23,7 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   // about to train and report its own peak RSS, which the measurement's buffers (up to 256 MiB)
   // would raise. `ljperf plan` and `calibrate --device` measure and cache them; GEMM classes the
   // cache lacks take the nearest measured class. No cache: the roofline (a warning says so).
-  req.rates = plan_host_rates(/*threads=*/0, /*may_probe=*/false);
+  req.rates = plan_host_rates(parallel.threads, /*may_probe=*/false);
   req.measure_gemm_classes = false;
   req.gpus = parallel.world_size;
   req.zero = ZeroSetup::for_model(model, parallel.zero.stage, parallel.world_size);

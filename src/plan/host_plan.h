@@ -18,11 +18,13 @@
 namespace lj {
 
 // The data parallelism of a run on this host: its ranks (the launcher's world size) and ZeRO
-// stage and buckets as the run resolved them (dist/zero.h). {}: one process.
+// stage and buckets as the run resolved them (dist/zero.h), and each rank's threads. {}: one
+// process on all the cores.
 struct HostParallel {
   int world_size = 1;
   ZeroConfig zero = {};
-  int rank = 0;  // the rank the figures are for (stage 2's shard part of each bucket)
+  int rank = 0;     // the rank the figures are for (stage 2's shard part of each bucket)
+  int threads = 0;  // CPU threads per rank (0: all): the time model's rates are those threads'
 };
 
 // A PlanRequest for this host: the predictor coefficients (load_coefficients) with this host's

@@ -11,6 +11,7 @@
 #include "backends/cpu/sgemm_avx512.h"
 #include "models/config.h"
 #include "plan/graph_figures.h"
+#include "plan/host_plan.h"
 #include "plan/host_rates.h"
 #include "plan/measured_ranking.h"
 #include "plan/time_model.h"
@@ -237,6 +238,17 @@ TEST(HostRatesTest, CachedPerHostAndThreads) {
   // A plan that may not probe reads the cache only.
   EXPECT_EQ(plan_host_rates(5, /*may_probe=*/false), nullptr);
   ASSERT_NE(plan_host_rates(3, /*may_probe=*/false), nullptr);
+  // A run's plan request prices its step with the rates of the threads it runs on (benchmark
+  // --threads 3), not the host's default count (before: `--threads 1` on 2 cores took the
+  // 2-thread rates and read -49.8%).
+  StatusOr<PlanRequest> req =
+      host_plan_request(tiny(), 2, 64, /*compile=*/false, HostParallel{.threads = 3});
+  ASSERT_TRUE(req.ok()) << req.status().to_string();
+  ASSERT_NE(req->rates, nullptr);
+  EXPECT_EQ(req->rates->threads, 3);
+  req = host_plan_request(tiny(), 2, 64, /*compile=*/false, HostParallel{.threads = 5});
+  ASSERT_TRUE(req.ok()) << req.status().to_string();
+  EXPECT_EQ(req->rates, nullptr);  // none cached for 5: the roofline, never 3's rates
   if (old) {
     setenv("XDG_CACHE_HOME", saved.c_str(), 1);
   } else {
