@@ -11,12 +11,12 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <ctime>
 #include <vector>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/gemm.h"
 #include "bench_util.h"
+#include "core/units.h"
 
 namespace lj::bench {
 namespace {
@@ -131,12 +131,6 @@ void BM_lce_block_gemms(benchmark::State& state) {
   report(state, 2.0 * m * kDim * vb * blocks, 1);
 }
 
-double process_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
-}
-
 // The f32 kernel on the own GEMM's pieces (loss_fused_avx512.h; the default on AVX-512 hosts)
 // against the one on gemm.h's GEMMs (the `per_block_gemms` attribute), in one process: each
 // iteration runs both, in alternating order, and times each call's process CPU time, so drifts in
@@ -149,9 +143,9 @@ void BM_lce_kernels(benchmark::State& state) {
   const int threads = bench_threads();
   const auto timed = [&](bool per_block) {
     call.node.attrs = Attrs{{"per_block_gemms", int64_t{per_block ? 1 : 0}}};
-    const double t0 = process_cpu_ms();
+    const double t0 = process_cpu_seconds();
     const Status st = call.run(ws, threads);
-    const double t = process_cpu_ms() - t0;
+    const double t = 1e3 * (process_cpu_seconds() - t0);
     ws.release();
     if (!st.ok()) state.SkipWithError(st.to_string().c_str());
     return t;
