@@ -74,7 +74,24 @@ case "${1:-}" in
   test)
     install_missing
     build
-    ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" -LE gpu
+    log="${BUILD_DIR:-build}/ctest.log"
+    set +e
+    ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" -LE gpu 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    [ "$rc" -eq 0 ] || exit "$rc"
+    # ctest counts a test that printed "SKIP: " as skipped whatever it checked. Where mpirun and
+    # an MPI build are both here, a skipped multi-process test is a failure, not a pass.
+    if command -v mpirun >/dev/null 2>&1 &&
+      "${BUILD_DIR:-build}"/ljperf doctor --json |
+      perl -MJSON::PP -e 'exit(decode_json(join "", <STDIN>)->{facts}{mpi}{built_with_mpi} ? 0 : 1)'; then
+      skipped=$(grep -E '^[[:space:]]*[0-9]+ - .*dist.*\(Skipped\)' "$log" || true)
+      if [ -n "$skipped" ]; then
+        echo "setup.sh test: mpirun and an MPI build are here, yet these tests skipped:" >&2
+        echo "$skipped" >&2
+        exit 1
+      fi
+    fi
     ;;
   test-cuda)
     install_missing

@@ -2,7 +2,7 @@
 // reports throughput (tokens/s, TFLOP/s, MFU with torchtitan's FLOP convention), step-time
 // percentiles and peak memory by category; one JSON object per run with --output.
 // Before allocating anything it predicts the step's memory and refuses a run that cannot fit.
-// Under mpirun every rank trains its slice of each global batch (data parallel, ZeRO 0-2); only
+// Under mpirun every rank trains its slice of each global batch (data parallel, ZeRO 0-3); only
 // rank 0 prints (cli/dist_session.h), and the summary adds the ranks' throughput, communication
 // time and peak memory, measured and predicted per rank.
 #include <fmt/format.h>
@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/device_choice.h"
 #include "cli/dist_session.h"
+#include "cli/flag_checks.h"
 #include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
 #include "cli/progress.h"
@@ -125,6 +126,9 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   if (a.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
   Resolved r;
+  // The results file, before any work: a run must not end on an unwritable --output.
+  if (!a.output.empty() && dist.is_root())
+    LJ_RETURN_IF_ERROR(JsonlWriter::check_appendable(a.output, "--output"));
   LJ_ASSIGN_OR_RETURN(r.warmup, resolve_warmup(a, &r.warmup_note));
   if (a.batch_size <= 0 || a.seq_len <= 0 || a.grad_accum <= 0) {
     return invalid_argument("--batch-size, --seq-len and --grad-accum must be positive");
@@ -168,6 +172,25 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   return r;
 }
 
+// The ranks of a ZeRO-3 run, from `estimate` up, at which one rank's predicted peak (the dry run of
+// its graph: its shard of the states, the gathers, its buffers) fits `budget`, one rank per host;
+// 0 when none of a few tries does. The estimate shards the states and keeps the rest.
+int64_t zero3_ranks_that_fit(const Resolved& r, double estimate, const MemoryBudget& budget) {
+  ZeroConfig zero = r.dp.zero;
+  zero.stage = 3;
+  auto ranks = std::max<int64_t>(2, static_cast<int64_t>(estimate));
+  for (int tries = 0; tries < 4; ++tries, ranks += std::max<int64_t>(1, ranks / 4)) {
+    const auto run = prepare_host_run(r.model.config, r.micro_batch, r.seq_len, r.step.graph,
+                                      HostParallel{static_cast<int>(ranks), zero, 0, 0});
+    if (!run.ok()) return 0;
+    // The same rule as check_memory_fits: the dry run's reserved bytes beside the process now.
+    const double need = static_cast<double>(run->figures.bytes_reserved) +
+                        static_cast<double>(process_peak_rss_bytes());
+    if (fits(need, budget.bytes)) return ranks;
+  }
+  return 0;
+}
+
 // What would fit instead, for check_memory_fits' hint: a smaller preset, full recompute, ZeRO-3
 // over enough ranks, smaller batches. `base`: the process's own bytes outside the step.
 std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base,
@@ -203,13 +226,16 @@ std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base
   const double rest = need_of(e) - states;
   const double usable = usable_bytes(budget.bytes);
   if (rest < usable) {
-    const auto ranks = static_cast<int64_t>(std::ceil(states / (usable - rest)));
-    hint += (hint.empty() ? "" : "; ") +
-            fmt::format(
-                "ZeRO-3 over {} or more ranks would shard the {:.1f} GiB of model states enough "
-                "(not implemented yet on the CPU; under mpirun --zero 1 or 2 shards the "
-                "optimizer states)",
-                ranks, states / static_cast<double>(kGiB));
+    if (const int64_t ranks = zero3_ranks_that_fit(r, std::ceil(states / (usable - rest)), budget);
+        ranks > 0) {
+      hint += (hint.empty() ? "" : "; ") +
+              fmt::format(
+                  "ZeRO-3 over {} or more hosts would shard the {:.1f} GiB of model states enough "
+                  "(mpirun -np {}, one rank per host, ljperf benchmark --model {}{}; ranks on one "
+                  "host share its memory)",
+                  ranks, states / static_cast<double>(kGiB), ranks, r.model.config.name,
+                  r.dp.zero.stage == 3 ? "" : " --zero 3");
+    }
   }
   hint += (hint.empty() ? "" : "; ") +
           std::string("a smaller --batch-size or --seq-len lowers the activations");
@@ -692,8 +718,10 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
 Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
   StatusOr<Resolved> resolved = resolve(a, dist);
   if (resolved.ok() && !resolved->model.weights_dir.empty()) {
-    resolved = unimplemented("benchmark --device cuda: HF weights are not loaded on the GPU yet",
-                             "use a preset or config.json, or --device cpu");
+    resolved = require_capability(TrainDevice::cuda, "hf-weights", "on");
+  }
+  if (resolved.ok() && checkpoint_optimization_requested(a.ckpt_opt)) {
+    resolved = require_capability(TrainDevice::cuda, "ckpt-opt", "on");
   }
   if (resolved.ok()) {
     resolved->step.data_parallel = dist.data_parallel(resolved->dp.zero);
@@ -791,25 +819,38 @@ Command add_benchmark_command(CLI::App& app) {
                   "or an HF model folder")
       ->capture_default_str();
   sub->add_option("--deepspeed", args->deepspeed, "DeepSpeed JSON config (flags win over it)");
-  sub->add_option("--batch-size", args->batch_size, "Micro-batch size")->capture_default_str();
-  sub->add_option("--seq-len", args->seq_len, "Sequence length")->capture_default_str();
+  sub->add_option("--batch-size", args->batch_size, "Micro-batch size")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--seq-len", args->seq_len, "Sequence length")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
   sub->add_option("--grad-accum", args->grad_accum, "Micro-batches per optimizer step")
-      ->capture_default_str();
-  sub->add_option("--steps", args->steps, "Steps to run, warmup included")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--steps", args->steps, "Steps to run, warmup included")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
   sub->add_option("--warmup-steps", args->warmup_steps,
                   "Steps excluded from the summary (default lowered to --steps - 1 for short runs)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_option("--precision", args->precision,
                   "f32, bf16 or fp16 (mixed: f32 master weights, 16-bit compute; fp16 with "
                   "DeepSpeed's dynamic loss scaling)")
       ->capture_default_str();
   add_device_flag(sub, &args->device);
-  sub->add_option("--threads", args->threads, "CPU threads (0: all)")->capture_default_str();
+  sub->add_option("--threads", args->threads, "CPU threads (0: all)")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_option("--seed", args->seed, "Seed for weights and data")->capture_default_str();
-  sub->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
+  sub->add_option("--lr", args->lr, "AdamW learning rate")
+      ->capture_default_str()
+      ->check(finite_above_zero());
   sub->add_option("--log-every", args->log_every,
                   "A progress line every N steps when stderr is not a terminal")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_flag("--profile", args->profile, "Time every kernel and print time per op category");
   sub->add_option("--profile-clock", args->profile_clock,
                   "--profile's clock: wall, or cpu (process CPU time / threads: what a loaded "
@@ -822,10 +863,10 @@ Command add_benchmark_command(CLI::App& app) {
   add_comm_timeout_flag(sub, &args->comm_timeout_s);
   sub->add_option("--output", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
-  sub->footer(
-      "Several processes: mpirun -np N ljperf benchmark ... (data parallel, ZeRO 0-2 from --zero "
-      "or the DeepSpeed JSON); each rank trains its slice of every global batch, only rank 0 "
-      "prints.");
+  sub->footer("Several processes: mpirun -np N ljperf benchmark ... (data parallel, ZeRO stage " +
+              zero_stages_text() +
+              " from --zero or the DeepSpeed JSON); each rank trains its slice of every global "
+              "batch, only rank 0 prints.");
   return {sub, [args] {
             return DistSession::run(CommOptions{.timeout_seconds = args->comm_timeout_s},
                                     [&](DistSession& dist) { return run_benchmark(*args, dist); });

@@ -51,14 +51,15 @@ Status run_gpu_benchmark(const GpuBenchmark& b) {
   const double tflops = flops_per_token * tps / 1e12;
   const DeviceProfile* dev = gpu_catalog_entry(r.gpu.device_name);
   const double peak = dev != nullptr ? dev->peak_bf16_flops * world : 0;
-  // The predictor's peak for this GPU and run (bf16 graph, ZeRO 0, one GPU).
+  // The predictor's peak per GPU for this run (bf16 graph, the run's ZeRO over its ranks).
   double predicted = 0;
   if (dev != nullptr) {
     PlanRequest req;
     req.model = cfg.model;
     req.device = *dev;
     req.coeffs = default_coefficients();
-    req.zero = ZeroSetup::for_model(cfg.model, cfg.step.data_parallel.zero.stage, world);
+    req.gpus = world;
+    req.zero = cfg.step.data_parallel.zero;
     req.micro_batch = cfg.batch;
     req.seq_len = cfg.seq_len;
     req.compile = cfg.step.graph.compile;

@@ -1,6 +1,7 @@
 #include "cli/device_choice.h"
 
 #include "backends/cuda/cuda.h"
+#include "train/capabilities.h"
 
 namespace lj::cli {
 
@@ -50,7 +51,8 @@ void add_device_flag(CLI::App* sub, std::string* device) {
   sub->add_option("--device", *device,
                   "auto, cpu or cuda; auto is cuda when ljperf was built with CUDA and a GPU is "
                   "present, else cpu. cuda: one GPU per process (under mpirun, the local rank's; "
-                  "gradients over NCCL, ZeRO 0-1; bf16 or f32, not fp16)")
+                  "gradients over NCCL). cuda takes " +
+                      capability_summary(TrainDevice::cuda))
       ->capture_default_str();
 }
 

@@ -25,6 +25,7 @@
 #include "plan/host_peak.h"
 #include "runtime/host.h"
 #include "runtime/launch_env.h"
+#include "train/capabilities.h"
 
 namespace lj::cli {
 namespace {
@@ -116,7 +117,11 @@ Section cpu_section(const HostInfo& h, json* facts) {
                      {"avx2", h.avx2},
                      {"fma", h.fma},
                      {"avx512f", h.avx512f},
-                     {"peak_fp32_gflops", peak_gflops},
+                     // The measured peak MFU divides by (null until measured); the nominal one
+                     // (cores x clock x FLOPs per cycle, assumed) beside it, named as such.
+                     {"peak_fp32_gflops", cached ? json(cached->flops / 1e9) : json(nullptr)},
+                     {"peak_fp32_gflops_threads", cached ? json(cached->threads) : json(nullptr)},
+                     {"nominal_peak_fp32_gflops", peak_gflops},
                      {"omp_threads", omp_threads},
                      {"mem_total_bytes", h.mem_total_bytes},
                      {"mem_available_bytes", h.mem_available_bytes}};
@@ -214,6 +219,7 @@ Section gpu_section(const GpuProbe& g, json* facts) {
                                      {"error", cuda_probe.error}};
   if (g.driver_version.empty() && g.gpu_count() == 0 && g.nvidia_smi_error.empty()) {
     s.add(CheckLevel::ok, "no NVIDIA GPU found; the CPU backend will be used");
+    s.add(CheckLevel::ok, "for GPU hosts, the image's driver rule: " + cuda_driver_rule());
     for (CheckLine& l : cuda_runtime_lines(cuda_probe)) s.add(std::move(l));
     s.add(cuda_backend_check(backend("cuda"), 0));
     return s;
@@ -320,8 +326,28 @@ Section deepspeed_section(const DoctorArgs& a) {
           "no --deepspeed file given (in yours, leave "
           "zero_optimization.stage3_prefetch_bucket_size empty or \"auto\")");
   } else {
-    s.add(deepspeed_file_advice(a.deepspeed));
+    for (CheckLine& l : deepspeed_file_advice(a.deepspeed)) s.add(std::move(l));
   }
+  return s;
+}
+
+// What each device trains with (train/capabilities.h), the table every refusal reads; facts
+// carry it whole ("capabilities": one object per entry).
+Section capability_section(json* facts) {
+  Section s{"Capabilities"};
+  for (const TrainDevice d : {TrainDevice::cpu, TrainDevice::cuda}) {
+    s.add(CheckLevel::ok, fmt::format("{}: {}", train_device_name(d), capability_summary(d)));
+  }
+  json rows = json::array();
+  for (const Capability& c : capabilities()) {
+    rows.push_back({{"device", train_device_name(c.device)},
+                    {"feature", c.feature},
+                    {"value", c.value},
+                    {"supported", c.supported},
+                    {"why", c.why},
+                    {"hint", c.hint}});
+  }
+  (*facts)["capabilities"] = rows;
   return s;
 }
 
@@ -357,6 +383,7 @@ Status run_doctor(const DoctorArgs& a) {
   sections.push_back(gpu_section(gpus, &facts));
   sections.push_back(nccl_section(a, gpus, &facts));
   sections.push_back(deepspeed_section(a));
+  sections.push_back(capability_section(&facts));
   std::map<CheckLevel, int> counts{
       {CheckLevel::ok, 0}, {CheckLevel::warn, 0}, {CheckLevel::fail, 0}};
   for (const Section& s : sections) {

@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda.h"
 #include "core/check.h"
 #include "dist/build_info.h"
+#include "train/capabilities.h"
 
 namespace lj::cli {
 namespace {
@@ -13,10 +14,10 @@ namespace {
 const BackendStatus kBackends[] = {
     {"cpu", "training on the CPU (oneDNN GEMMs, OpenMP)", "", BackendState::built},
     {"cuda",
-     "training and benchmarks on NVIDIA GPUs (one per rank, NCCL, ZeRO 0-1, CUDA graphs; fp16 "
-     "and ZeRO 2-3: not yet)",
+     "training and benchmarks on NVIDIA GPUs (one per rank, NCCL, CUDA graphs; what runs there: "
+     "the capabilities section)",
      "LJ_CUDA", cuda::built_with_cuda() ? BackendState::built : BackendState::not_built},
-    {"mpi", "multi-process training on the CPU (data parallel, ZeRO stages 0-2)", "LJ_MPI",
+    {"mpi", "multi-process training on the CPU (data parallel with ZeRO)", "LJ_MPI",
      built_with_mpi() ? BackendState::built : BackendState::not_built},
 };
 
@@ -79,7 +80,9 @@ CheckLine mpi_backend_check(const BackendStatus& mpi, int world_size) {
   switch (mpi.state) {
     case BackendState::built:
       return {CheckLevel::ok,
-              "MPI backend: built (data-parallel training, ZeRO stages 0-2; stage 3 not yet)", ""};
+              "MPI backend: built (data-parallel training, ZeRO stages " +
+                  supported_values(TrainDevice::cpu, "zero") + ")",
+              ""};
     case BackendState::not_built:
       if (!many) return {CheckLevel::ok, "MPI backend: not built into this ljperf", ""};
       return {CheckLevel::fail,

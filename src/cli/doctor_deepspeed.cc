@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/deepspeed_config.h"
+
 namespace lj::cli {
 
 CheckLine stage3_prefetch_advice(std::string_view json_text, const std::string& src) {
@@ -28,9 +30,11 @@ CheckLine stage3_prefetch_advice(std::string_view json_text, const std::string& 
   }
   const auto v = zo->find("stage3_prefetch_bucket_size");
   if (v == zo->end() || v->is_null()) return {CheckLevel::ok, src + ": " + key + " is empty", ""};
-  if (v->is_string() && (v->get<std::string>() == "auto" || v->get<std::string>().empty())) {
-    return {CheckLevel::ok, src + ": " + key + " is " + v->dump() + " (resolved as 0.9·hidden²)",
-            ""};
+  if (v->is_string() && v->get<std::string>() == "auto") {
+    return {CheckLevel::ok, src + ": " + key + " is \"auto\" (resolved as int(0.9·hidden²))", ""};
+  }
+  if (v->is_string() && v->get<std::string>().empty()) {
+    return {CheckLevel::ok, src + ": " + key + " is empty (DeepSpeed's default, 50000000)", ""};
   }
   if (v->is_number()) {
     return {CheckLevel::warn, src + ": " + key + " is set to " + v->dump(),
@@ -42,15 +46,36 @@ CheckLine stage3_prefetch_advice(std::string_view json_text, const std::string& 
           advice};
 }
 
-CheckLine deepspeed_file_advice(const std::string& path) {
+std::vector<CheckLine> deepspeed_parse_lines(const std::string& json_text, const std::string& src) {
+  // The sizes "auto" needs a model for; benchmark and train resolve them for theirs. Only the
+  // file's problems are reported here, never values.
+  RunSettings run;
+  run.hidden_size = 4096;
+  const StatusOr<DeepSpeedConfig> ds = parse_deepspeed_config(json_text, src, run);
+  if (!ds.ok()) return {{CheckLevel::fail, ds.status().message(), ds.status().hint()}};
+  std::vector<CheckLine> lines;
+  for (const std::string& w : ds->warnings) {
+    lines.push_back({CheckLevel::warn, w, "benchmark and train warn about it too"});
+  }
+  if (lines.empty()) {
+    lines.push_back(
+        {CheckLevel::ok, src + ": every key is one ljperf reads, as benchmark does", ""});
+  }
+  return lines;
+}
+
+std::vector<CheckLine> deepspeed_file_advice(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
-    return {CheckLevel::fail, "cannot read DeepSpeed config " + path + ": " + std::strerror(errno),
-            "check the --deepspeed path"};
+    return {{CheckLevel::fail, "cannot read DeepSpeed config " + path + ": " + std::strerror(errno),
+             "check the --deepspeed path"}};
   }
   std::ostringstream text;
   text << f.rdbuf();
-  return stage3_prefetch_advice(text.str(), path);
+  std::vector<CheckLine> lines{stage3_prefetch_advice(text.str(), path)};
+  if (lines[0].level == CheckLevel::fail) return lines;  // not JSON: one line says so
+  for (CheckLine& l : deepspeed_parse_lines(text.str(), path)) lines.push_back(std::move(l));
+  return lines;
 }
 
 }  // namespace lj::cli

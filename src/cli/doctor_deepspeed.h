@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/doctor_check.h"
 
@@ -15,7 +16,12 @@ namespace lj::cli {
 // string or type.
 CheckLine stage3_prefetch_advice(std::string_view json_text, const std::string& src);
 
-// The same for a file; a file that cannot be read is a fail line.
-CheckLine deepspeed_file_advice(const std::string& path);
+// The file read by the parser benchmark and train use (io/deepspeed_config.h): its error as a
+// fail line, each of its warnings (unknown keys, doubtful values) as a warn line, else one ok.
+std::vector<CheckLine> deepspeed_parse_lines(const std::string& json_text, const std::string& src);
+
+// Both for a file: the prefetch advice, then the parser's lines; a file that cannot be read is
+// one fail line.
+std::vector<CheckLine> deepspeed_file_advice(const std::string& path);
 
 }  // namespace lj::cli

@@ -1,6 +1,8 @@
 // The doctor's GPU rules and probe; see doctor_gpu.h.
 #include "cli/doctor_gpu.h"
 
+#include <fmt/format.h>
+
 #include <sys/wait.h>
 
 #include <cctype>
@@ -95,6 +97,15 @@ CheckLine cuda_driver_check(int driver_major, std::string_view cuda_version) {
           "no driver requirement known for CUDA " + std::string(cuda_version) +
               " (the image's release note lists CUDA " + known + ")",
           "see NVIDIA's CUDA compatibility table for the driver it needs"};
+}
+
+std::string cuda_driver_rule() {
+  std::string s;
+  for (const CudaDriverRequirement& r : kCudaDriverRequirements) {
+    s += (s.empty() ? "" : ", ") +
+         fmt::format("CUDA {} needs driver >= {}", r.cuda_version, r.min_driver_major);
+  }
+  return s;
 }
 
 StatusOr<std::string> parse_nvidia_proc_version(std::string_view text) {

@@ -24,6 +24,8 @@ inline constexpr CudaDriverRequirement kCudaDriverRequirements[] = {{"13.0", 580
 // ok when a driver of major version `driver_major` runs `cuda_version` ("13.0", "12.8.0"; only
 // major.minor is compared), warn when it is too old or the version is not in the table.
 CheckLine cuda_driver_check(int driver_major, std::string_view cuda_version);
+// Every row of that table in one line: "CUDA 13.0 needs driver >= 580, CUDA 12.8 needs ...".
+std::string cuda_driver_rule();
 
 // "580.65.06" -> 580. invalid_argument when the text does not start with a number.
 StatusOr<int> parse_driver_major(std::string_view driver_version);

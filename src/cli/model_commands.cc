@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/cli.h"
 #include "cli/data_sample.h"
@@ -11,6 +12,7 @@
 #include "cli/run_config.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
+#include "train/checkpoint.h"
 #include "train/eval.h"
 #include "train/train_step.h"
 
@@ -30,6 +32,24 @@ struct EvalArgs {
   std::string precision = "f32";
 };
 
+// The weights eval scores: an HF model folder, a `ljperf train --out` folder (its latest
+// checkpoint, as `ljperf export` takes it) or one of its step folders. A preset or config.json
+// has no weights: refused, saying how to make some.
+StatusOr<std::string> eval_weights_dir(const std::string& model) {
+  namespace fs = std::filesystem;
+  const std::string latest = latest_checkpoint_dir(model);
+  if (!latest.empty()) return latest;
+  if (fs::is_directory(model)) return model;
+  if (model.ends_with(".json") || llama_preset(model).ok() || model.starts_with("deepspeed/")) {
+    return invalid_argument(
+        "--model " + model + " has no weights (a preset or config.json only sets the shape)",
+        "give an HF model folder or a `ljperf train --out` folder; `ljperf init --model " + model +
+            " --out DIR` writes freshly initialised weights");
+  }
+  return not_found("--model " + model + ": no such folder",
+                   "give an HF model folder or a `ljperf train --out` folder");
+}
+
 Status run_eval(const EvalArgs& a) {
   TokenFormat fmt;
   if (!parse_token_format(a.data_format, &fmt)) {
@@ -40,8 +60,9 @@ Status run_eval(const EvalArgs& a) {
   if (!parse_precision(a.precision, &precision)) {
     return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
   }
+  LJ_ASSIGN_OR_RETURN(const std::string weights, eval_weights_dir(a.model));
   Device dev(a.threads);
-  LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(a.model, dev));
+  LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(weights, dev));
   LJ_ASSIGN_OR_RETURN(TokenFile data, TokenFile::open(a.data, fmt));
   if (!a.tokenizer.empty()) {
     LJ_ASSIGN_OR_RETURN(std::string sample, decoded_sample(a.tokenizer, data));
@@ -82,12 +103,10 @@ struct InitArgs {
 };
 
 Status run_init(const InitArgs& a) {
-  LlamaConfig c;
-  if (a.model.find('/') != std::string::npos || a.model.ends_with(".json")) {
-    LJ_ASSIGN_OR_RETURN(c, load_hf_config(a.model));
-  } else {
-    LJ_ASSIGN_OR_RETURN(c, llama_preset(a.model));
-  }
+  // Found as benchmark and train find it: a preset, deepspeed/<preset>, a config.json or an HF
+  // folder (its config; the weights are fresh).
+  LJ_ASSIGN_OR_RETURN(const ModelRef ref, resolve_model(a.model));
+  const LlamaConfig& c = ref.config;
   Device dev(0);
   const auto specs = llama_param_specs(c);
   const auto params = init_llama_params(dev, specs, c.initializer_range, a.seed);
@@ -104,7 +123,10 @@ Command add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* sub =
       app.add_subcommand("eval", "Mean loss and perplexity of an HF model folder on a token file");
-  sub->add_option("--model", a->model, "HF model folder (config.json + safetensors)")->required();
+  sub->add_option("--model", a->model,
+                  "HF model folder (config.json + safetensors), or a `ljperf train --out` folder "
+                  "(its latest checkpoint) or one of its step folders")
+      ->required();
   sub->add_option("--data", a->data, "Token file (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")
       ->required();
   sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")
@@ -127,7 +149,9 @@ Command add_eval_command(CLI::App& app) {
 Command add_init_command(CLI::App& app) {
   auto a = std::make_shared<InitArgs>();
   CLI::App* sub = app.add_subcommand("init", "Write a freshly initialised HF model folder");
-  sub->add_option("--model", a->model, "Preset name or config.json path")->capture_default_str();
+  sub->add_option("--model", a->model,
+                  "Preset, deepspeed/<preset>, config.json, or an HF model folder (its config)")
+      ->capture_default_str();
   sub->add_option("--out", a->out, "New folder to write (must not exist)")->required();
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
   sub->add_option("--max-shard-mb", a->max_shard_mb,

@@ -2,6 +2,7 @@
 // choice, and the recommendation, for a model on a device that need not be present.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -47,6 +48,15 @@ struct PlanArgs {
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
 };
 
+// A plan in which no choice fits is an error (exit 1), after the plan is printed.
+Status nothing_fits(const PlanResult& r) {
+  if (r.best() != nullptr) return ok_status();
+  return resource_exhausted(
+      "no recompute choice fits the budget of " + format_bytes(r.budget_bytes) + " per rank",
+      "more --gpus, a higher --zero stage, a smaller --batch-size or --seq-len, or a larger "
+      "--memory-limit");
+}
+
 Status run_plan(const PlanArgs& a) {
   // Under a launcher (mpirun -np N ljperf plan ...) the plan is for that world: --gpus defaults
   // to its size, and rank 0 alone prints it (the plan needs no communicator).
@@ -64,15 +74,11 @@ Status run_plan(const PlanArgs& a) {
   req.gpus = gpus;
   const bool host = req.device.kind == DeviceKind::cpu;
   const int stage = a.zero >= 0 ? a.zero : (!host && gpus > 1 ? 3 : 0);
-  req.zero = ZeroSetup::for_model(req.model, stage, gpus);
-  if (host) {
-    // The process baseline measured on this host (cached; probed once).
-    LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs));
-    // As `ljperf benchmark` runs without a DeepSpeed JSON: DeepSpeed's code defaults.
-    const ZeroConfig defaults;
-    req.zero.reduce_bucket_size = defaults.reduce_bucket_size;
-    req.zero.allgather_bucket_size = defaults.allgather_bucket_size;
-  }
+  // GPUs: the `deepspeed/` recipe's sizes (HF's "auto" for this model); the host: as
+  // `ljperf benchmark` runs without a DeepSpeed JSON, DeepSpeed's code defaults.
+  req.zero = host ? ZeroConfig::defaults(stage) : ZeroConfig::hf_auto(stage, req.model.hidden_size);
+  // The process baseline measured on this host (cached; probed once).
+  if (host) LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs));
   if (a.precision != "auto") {
     DType p;
     if (!parse_precision(a.precision, &p)) {
@@ -87,7 +93,10 @@ Status run_plan(const PlanArgs& a) {
     req.precision = host ? p : DType::f32;
   }
   req.micro_batch = a.batch_size;
-  req.seq_len = a.seq_len;
+  // Not given: 2048, or the model's context when that is shorter (small's 1024).
+  req.seq_len = a.given("--seq-len")
+                    ? a.seq_len
+                    : std::min<int64_t>(a.seq_len, req.model.max_position_embeddings);
   req.compile = a.compile;
   req.tune_batch = a.tune_batch;
   req.exhaustive = a.exhaustive;
@@ -103,12 +112,7 @@ Status run_plan(const PlanArgs& a) {
     run.hidden_size = req.model.hidden_size;
     run.micro_batch.assign(a.batch_size, a.given("--batch-size"));
     LJ_ASSIGN_OR_RETURN(DeepSpeedConfig ds, load_deepspeed_config(a.deepspeed, run));
-    req.zero.stage = static_cast<int>(ds.zero.stage);
-    req.zero.reduce_bucket_size = ds.zero.reduce_bucket_size;
-    req.zero.allgather_bucket_size = ds.zero.allgather_bucket_size;
-    req.zero.stage3_prefetch_bucket_size = ds.zero.stage3_prefetch_bucket_size;
-    req.zero.stage3_max_live_parameters = ds.zero.stage3_max_live_parameters;
-    req.zero.stage3_param_persistence_threshold = ds.zero.stage3_param_persistence_threshold;
+    req.zero = ds.zero;
     // The run's DeepSpeed mapping (apply_deepspeed), of which a plan needs the micro-batch; a
     // --batch-size flag wins here as it does in the file's resolution.
     StepSettings from_ds;
@@ -169,18 +173,13 @@ Status run_plan(const PlanArgs& a) {
     }
     if (measured) j["measured"] = measurement_json(req, *measured);
     fmt::print("{}\n", j.dump(2));
-    return ok_status();
+    return nothing_fits(r);
   }
   fmt::print("{}", format_plan(req, r));
   if (req.rates) fmt::print("{}{}", contention_note(*req.rates), stale_note);
   if (measured) fmt::print("{}", format_measurement(req, *measured));
-  if (r.best() == nullptr) {
-    fmt::print(
-        "hint: more --gpus, a higher --zero stage, a smaller --batch-size or --seq-len, "
-        "or a larger --memory-limit\n");
-  }
   fmt::print("planned in {} ({} dry runs)\n", format_seconds(wall), r.dry_runs);
-  return ok_status();
+  return nothing_fits(r);
 }
 
 }  // namespace
@@ -207,10 +206,14 @@ Command add_plan_command(CLI::App& app) {
                   "launcher's world size under mpirun, else 1)")
       ->capture_default_str();
   sub->add_option("--zero", a->zero,
-                  "ZeRO stage 0-3 (default: 3 with several GPUs, else 0; the host trains 0-2)");
+                  "ZeRO stage 0-3 (default: 3 with several GPUs, else 0; runs take " +
+                      zero_stages_text() + ")");
   sub->add_option("--batch-size", a->batch_size, "Micro-batch size per rank")
       ->capture_default_str();
-  sub->add_option("--seq-len", a->seq_len, "Sequence length")->capture_default_str();
+  sub->add_option("--seq-len", a->seq_len,
+                  "Sequence length (default: 2048, or the model's max_position_embeddings when "
+                  "shorter)")
+      ->capture_default_str();
   sub->add_option("--precision", a->precision,
                   "host: f32, bf16 or fp16 (mixed: f32 master weights, gradients and Adam states, "
                   "16-bit activations; docs/memory.md); GPUs: bf16. auto: f32 on the host, bf16 "

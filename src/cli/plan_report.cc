@@ -35,8 +35,8 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
   const int64_t L = req.model.num_hidden_layers;
   const bool gpu = req.device.kind == DeviceKind::gpu;
   std::string s = fmt::format(
-      "ljperf plan: {} ({:.2f}B params, {} layers) on {}{}, {}micro-batch {} x seq {}, {}{}\n",
-      req.model.name, static_cast<double>(req.model.num_params()) / 1e9, L,
+      "ljperf plan: {} ({} params, {} layers) on {}{}, {}micro-batch {} x seq {}, {}{}\n",
+      req.model.name, format_params(req.model.num_params()), L,
       gpu ? fmt::format("{} x ", req.gpus) : "", req.device.name,
       gpu ? fmt::format("ZeRO-{}, ", req.zero.stage) : "", req.micro_batch, req.seq_len,
       gpu                            ? "bf16"

@@ -8,8 +8,10 @@
 #include <filesystem>
 
 #include "backends/cpu/onednn_info.h"
+#include "cli/flag_checks.h"
 #include "models/hf_config.h"
 #include "plan/budget.h"
+#include "train/capabilities.h"
 
 namespace lj::cli {
 
@@ -122,14 +124,7 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
   d.backend = backend;
   if (ds) {
     // The file's resolution already let the flag win; its lines say where each value came from.
-    d.zero.stage = static_cast<int>(ds->zero.stage);
-    d.zero.reduce_bucket_size = ds->zero.reduce_bucket_size;
-    d.zero.allgather_bucket_size = ds->zero.allgather_bucket_size;
-    d.zero.overlap_comm = ds->zero.overlap_comm;
-    d.zero.stage3_prefetch_bucket_size = ds->zero.stage3_prefetch_bucket_size;
-    d.zero.stage3_param_persistence_threshold = ds->zero.stage3_param_persistence_threshold;
-    d.zero.stage3_max_live_parameters = ds->zero.stage3_max_live_parameters;
-    d.zero.stage3_max_reuse_distance = ds->zero.stage3_max_reuse_distance;
+    d.zero = ds->zero;
     const auto origin = [&](const std::string& key) {
       for (const auto& l : ds->resolved) {
         if (l.key == key) return ds->source + ": " + l.origin;
@@ -142,11 +137,9 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
     d.overlap_origin = origin("zero_optimization.overlap_comm");
     return d;
   }
-  d.zero.stage = static_cast<int>(run.zero_stage.value);
+  d.zero = ZeroConfig::defaults(static_cast<int>(run.zero_stage.value));
   d.stage_origin = run.zero_stage.from_flag ? "flag" : "default";
   d.reduce_bucket_origin = d.allgather_bucket_origin = "DeepSpeed default";
-  // DeepSpeed's code default: overlap_comm is true for stage 3 only.
-  d.zero.overlap_comm = d.zero.stage == 3;
   d.overlap_origin = "DeepSpeed default (true for stage 3 only)";
   return d;
 }
@@ -182,10 +175,15 @@ Status check_zero_supported(const ZeroConfig& zero) {
   return zero.validate();
 }
 
+std::string zero_stages_text() {
+  return "cpu: " + supported_values(TrainDevice::cpu, "zero") +
+         "; cuda: " + supported_values(TrainDevice::cuda, "zero");
+}
+
 void add_zero_flag(CLI::App* sub, int* zero) {
   sub->add_option("--zero", *zero,
-                  "ZeRO stage 0-3 across the ranks of mpirun (wins over the DeepSpeed JSON's "
-                  "zero_optimization.stage)")
+                  "ZeRO stage across the ranks of mpirun (" + zero_stages_text() +
+                      "; wins over the DeepSpeed JSON's zero_optimization.stage)")
       ->check(CLI::Range(0, 3));
 }
 
@@ -194,7 +192,7 @@ void add_comm_timeout_flag(CLI::App* sub, double* seconds) {
                   "Under mpirun: seconds a collective may wait for the other ranks before the job "
                   "ends (a rank died or hangs; PyTorch's default 600; 0: wait forever)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_at_least_zero());
 }
 
 void add_optimization_flags(CLI::App* sub, bool* compile, bool* ckpt_opt, std::string* memory_limit,

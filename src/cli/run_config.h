@@ -74,9 +74,11 @@ struct DataParallelSettings {
 DataParallelSettings resolve_data_parallel(const RunSettings& run,
                                            const std::optional<DeepSpeedConfig>& ds, int world_size,
                                            int rank, const std::string& backend);
-// What ljperf's data parallelism cannot run: ZeRO stage 3 (parameters sharded too) is not
-// implemented yet; unimplemented with the hint to use stage 2. Also invalid bucket sizes.
+// Invalid ZeRO settings (a stage outside 0-3, bucket sizes below 1); what a device runs is
+// train/capabilities.h's.
 Status check_zero_supported(const ZeroConfig& zero);
+// The ZeRO stages each device runs, from train/capabilities.h: "cpu: 0, 1, 2, 3; cuda: 0, 1".
+std::string zero_stages_text();
 // --zero N on a command that trains (benchmark; train); -1 when not given.
 void add_zero_flag(CLI::App* sub, int* zero);
 // --comm-timeout SECONDS on a command that runs under mpirun (benchmark; train): CommOptions::

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -62,8 +63,19 @@ Status run_tokenize(const TokenizeArgs& a) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  // The folder of --out, made when missing (as the help's data/corpus.bin example needs on a
+  // fresh checkout) and removed again when the run fails: a failure leaves nothing behind.
+  namespace fs = std::filesystem;
+  const fs::path out_dir = fs::path(a.out).parent_path();
+  std::error_code ec;
+  const bool made_dir = !out_dir.empty() && !fs::exists(out_dir, ec);
+  if (made_dir && !fs::create_directories(out_dir, ec)) {
+    return io_error("cannot create the folder of --out " + a.out + ": " + ec.message(),
+                    "check --out and permissions");
+  }
   auto r = tok::tokenize_corpus(*tokenizer, o);
   progress.finish();
+  if (!r.ok() && made_dir) fs::remove_all(out_dir, ec);
   if (!r.ok()) return r.status();
   const double mb = static_cast<double>(r->text_bytes) / 1e6;
   const char* width = r->wide ? "uint32" : "uint16";

@@ -2,7 +2,7 @@
 // logs to the console (torchtitan's line), DIR/metrics.jsonl and TensorBoard (DIR/tb), and
 // `ljperf export`: a checkpoint to an HF model folder.
 //
-// Under mpirun every rank runs this same code (cli/dist_session.h): data parallel with ZeRO 0-2
+// Under mpirun every rank runs this same code (cli/dist_session.h): data parallel with ZeRO 0-3
 // (--zero or the DeepSpeed JSON), only rank 0 prints and writes the logs, every rank writes its
 // checkpoint shard and rank 0 commits (train/sharded_checkpoint.h). Each rank resolves and loads
 // on its own; then every rank is ready or all stop (DistSession::agree) before the first
@@ -19,6 +19,7 @@
 #include "cli/data_sample.h"
 #include "cli/device_choice.h"
 #include "cli/dist_session.h"
+#include "cli/flag_checks.h"
 #include "cli/mfu_peak.h"
 #include "cli/plan_report.h"
 #include "cli/report.h"
@@ -362,9 +363,13 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
                       choose_device(a.device, probe_device_host("ljperf train",
                                                                 /*runs_on_cuda=*/true)));
   Device dev(a.threads);
-  StatusOr<PreparedTrain> prepared = prepare_train(a, dist, dev);
+  // Checkpoint optimization plans the host's memory: refused on the GPU before it runs.
+  StatusOr<PreparedTrain> prepared =
+      device == RunDevice::cuda && checkpoint_optimization_requested(a.ckpt_opt)
+          ? StatusOr<PreparedTrain>(require_capability(TrainDevice::cuda, "ckpt-opt", "on"))
+          : prepare_train(a, dist, dev);
   if (prepared.ok() && device == RunDevice::cuda) {
-    // What the GPU step refuses (fp16, ZeRO 2-3), before any rank starts NCCL.
+    // What the GPU step refuses (train/capabilities.h), before any rank starts NCCL.
     TrainStepConfig step = a.t.step;
     step.data_parallel = dist.data_parallel(prepared->r.dp.zero);
     if (Status s = check_gpu_step_config(step); !s.ok()) prepared = s;
@@ -478,41 +483,66 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--tokenizer", a->tokenizer,
                   "tokenizer.json (or its folder): print the first tokens of the data as text");
   sub->add_option("--val-every", a->t.val_every, "Evaluate every N steps (0: never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_option("--val-batches", a->t.val_batches, "Batches per evaluation")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(1));
   sub->add_option("--out", a->out, "Output folder: checkpoints, metrics.jsonl, tb/")->required();
-  sub->add_option("--steps", a->t.steps, "Optimizer steps in total")->capture_default_str();
-  sub->add_option("--batch-size", a->t.batch_size, "Micro-batch size")->capture_default_str();
-  sub->add_option("--seq-len", a->t.seq_len, "Sequence length")->capture_default_str();
+  sub->add_option("--steps", a->t.steps, "Optimizer steps in total")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--batch-size", a->t.batch_size, "Micro-batch size")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--seq-len", a->t.seq_len, "Sequence length")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
   sub->add_option("--grad-accum", a->t.grad_accum, "Micro-batches per optimizer step")
-      ->capture_default_str();
-  sub->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
-  sub->add_option("--min-lr", a->min_lr, "Final learning rate")->capture_default_str();
-  sub->add_option("--warmup-steps", a->warmup_steps, "Linear warmup steps")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--lr", a->lr, "Peak learning rate")
+      ->capture_default_str()
+      ->check(finite_above_zero());
+  sub->add_option("--min-lr", a->min_lr, "Final learning rate")
+      ->capture_default_str()
+      ->check(finite_at_least_zero());
+  sub->add_option("--warmup-steps", a->warmup_steps, "Linear warmup steps")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_option("--decay", a->decay, "cosine, linear or constant")->capture_default_str();
-  sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay")->capture_default_str();
+  sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay")
+      ->capture_default_str()
+      ->check(finite_at_least_zero());
   sub->add_option("--grad-clip", a->grad_clip, "Global gradient-norm clip (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_at_least_zero());
   sub->add_option("--checkpoint-every", a->t.checkpoint_every,
                   "Checkpoint every N steps (0: at the end only)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_option("--keep-last", a->t.keep_last, "Checkpoints to keep (0: all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_option("--max-bad-steps", a->t.max_bad_steps,
                   "Abort after this many non-finite steps in a row")
-      ->capture_default_str();
-  sub->add_option("--log-every", a->log_every, "Console line every N steps")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--log-every", a->log_every, "Console line every N steps")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   add_device_flag(sub, &a->device);
-  sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  sub->add_option("--threads", a->threads, "CPU threads (0: all)")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
   add_optimization_flags(sub, &a->compile, &a->ckpt_opt, &a->memory_limit, &a->recompute);
   add_zero_flag(sub, &a->zero);
   add_comm_timeout_flag(sub, &a->comm_timeout_s);
-  sub->footer(
-      "Several processes: mpirun -np N ljperf train ... (data parallel, ZeRO 0-2 from --zero or "
-      "the DeepSpeed JSON; --grad-accum is per rank). Only rank 0 prints and writes the logs; "
-      "checkpoints are sharded and resume at any world size.");
+  sub->footer("Several processes: mpirun -np N ljperf train ... (data parallel, ZeRO stage " +
+              zero_stages_text() +
+              " from --zero or the DeepSpeed JSON; --grad-accum is per rank). Only rank 0 prints "
+              "and writes the logs; checkpoints are sharded and resume at any world size.");
   return {sub, [a] {
             // First, before MPI's and OpenMP's threads exist: they inherit the blocked signals.
             // Never destroyed: a signal during the exit (MPI_Finalize included) still only sets

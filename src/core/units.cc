@@ -44,6 +44,17 @@ StatusOr<double> parse_bytes(const std::string& text) {
                           "use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB");
 }
 
+std::string format_params(int64_t params) {
+  const auto p = static_cast<double>(params);
+  char buf[32];
+  if (p >= 1e9) {
+    std::snprintf(buf, sizeof(buf), "%.2fB", p / 1e9);
+  } else {
+    std::snprintf(buf, sizeof(buf), p >= 1e7 ? "%.1fM" : "%.2fM", p / 1e6);
+  }
+  return buf;
+}
+
 std::string format_bytes(double bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

@@ -23,6 +23,8 @@ StatusOr<double> parse_bytes(const std::string& text);
 
 // "512 B", "3.2 KiB", "14.9 GiB".
 std::string format_bytes(double bytes);
+// A parameter count as people write it: "0.85M", "23.7M", "8.03B".
+std::string format_params(int64_t params);
 // "850 us", "12.3 ms", "4.50 s", "2 min 05 s".
 std::string format_seconds(double seconds);
 

@@ -8,19 +8,6 @@
 
 namespace lj {
 
-Status ZeroConfig::validate() const {
-  if (stage < 0 || stage > 3) {
-    return invalid_argument("ZeRO stage " + std::to_string(stage) + " does not exist",
-                            "zero_optimization.stage is 0, 1, 2 or 3");
-  }
-  if (reduce_bucket_size < 1 || allgather_bucket_size < 1) {
-    return invalid_argument("ZeRO bucket sizes must be at least 1 element (reduce_bucket_size " +
-                            std::to_string(reduce_bucket_size) + ", allgather_bucket_size " +
-                            std::to_string(allgather_bucket_size) + ")");
-  }
-  return ok_status();
-}
-
 FlatLayout::FlatLayout(std::vector<int64_t> numels, int world_size)
     : numels_(std::move(numels)), world_size_(world_size) {
   LJ_CHECK(world_size >= 1) << world_size;

@@ -1,6 +1,7 @@
-// ZeRO stages 0-2 as DeepSpeed means them, over a Communicator: the data layout and the
-// collectives. The optimizer arithmetic stays in train/ (train/zero_optimizer.h applies AdamW to
-// the shard these functions describe), because dist/ sits below train/ (DESIGN.md).
+// ZeRO stages 0-3 as DeepSpeed means them (core/zero_config.h), over a Communicator: the data
+// layout and the collectives. The optimizer arithmetic stays in train/ (train/zero_optimizer.h
+// applies AdamW to the shard these functions describe), because dist/ sits below train/
+// (DESIGN.md).
 //
 // The flat vector: every parameter, in parameter order, laid end to end (numel elements), then
 // padded with zeros to a multiple of the world size as DeepSpeed pads (numel_padded). Rank r owns
@@ -31,32 +32,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/zero_config.h"
 #include "dist/communicator.h"
 #include "runtime/tensor.h"
 
 namespace lj {
-
-struct ZeroConfig {
-  int stage = 0;                                // 0, 1, 2 or 3
-  int64_t reduce_bucket_size = 500'000'000;     // elements per gradient collective
-  int64_t allgather_bucket_size = 500'000'000;  // elements per parameter all-gather
-  // DeepSpeed's overlap_comm: a gradient bucket's reduction runs while backward goes on (its
-  // wait as late as passes/collectives/grad_sync.h allows); false: it blocks where it starts.
-  // DeepSpeed's code default is true only for stage 3 (the CLI resolves that).
-  bool overlap_comm = false;
-  // Stage 3 (DeepSpeed's code defaults): elements gathered ahead of their use, and parameters
-  // below this many elements gathered once per step (kept from forward through backward).
-  int64_t stage3_prefetch_bucket_size = 50'000'000;
-  int64_t stage3_param_persistence_threshold = 100'000;
-  // Elements of gathered parameters alive at once, beyond which nothing more is prefetched
-  // (the gather a use needs still runs); and the distance, in elements of parameters gathered in
-  // between, within which a parameter's next use keeps its gather instead of freeing it
-  // (passes/collectives/param_gather.h).
-  int64_t stage3_max_live_parameters = 1'000'000'000;
-  int64_t stage3_max_reuse_distance = 1'000'000'000;
-  // invalid_argument for a stage outside 0-3 or a bucket size below 1.
-  Status validate() const;
-};
 
 // Data parallelism for a training step: none when comm is null (one process, as before).
 struct DataParallel {

@@ -54,15 +54,16 @@ Status write_file_atomic(const std::string& path, const std::function<Status(Fil
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return io_error("cannot create " + tmp + ": " + std::strerror(errno),
+    return io_error("cannot create " + path + ": " + std::strerror(errno),
                     "check that the directory exists and is writable");
   }
-  FileWriter w(fd, tmp);
+  // Errors name the user's path: the temporary beside it is this function's business.
+  FileWriter w(fd, path);
   Status s = fill(w);
-  if (s.ok() && ::fsync(fd) != 0) s = io_error("fsync of " + tmp + ": " + std::strerror(errno));
-  if (::close(fd) != 0 && s.ok()) s = io_error("closing " + tmp + ": " + std::strerror(errno));
+  if (s.ok() && ::fsync(fd) != 0) s = io_error("fsync of " + path + ": " + std::strerror(errno));
+  if (::close(fd) != 0 && s.ok()) s = io_error("closing " + path + ": " + std::strerror(errno));
   if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = io_error("renaming " + tmp + " to " + path + ": " + std::strerror(errno));
+    s = io_error("cannot put " + path + " in place: " + std::strerror(errno));
   }
   if (!s.ok()) {
     std::remove(tmp.c_str());

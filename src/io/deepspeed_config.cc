@@ -68,6 +68,8 @@ struct Resolver {
     } else if (f.present) {
       v = f.value;
       origin = "file";
+    } else if (*f.unset_as != '\0') {
+      origin = std::string(f.unset_as) + " in the file: " + fallback_origin;
     }
     note(key, text(v), origin);
     return v;
@@ -345,11 +347,13 @@ struct Resolver {
   Status zero(const Raw& raw) {
     DsZero& z = out->zero;
     const std::string d = "DeepSpeed default";
-    z.stage = pick("zero_optimization.stage", raw.stage, &run.zero_stage, int64_t{0}, d);
-    if (z.stage < 0 || z.stage > 3) {
-      return key_error(src, "zero_optimization.stage", "must be 0, 1, 2 or 3, got " + text(z.stage),
+    const int64_t stage =
+        pick("zero_optimization.stage", raw.stage, &run.zero_stage, int64_t{0}, d);
+    if (stage < 0 || stage > 3) {
+      return key_error(src, "zero_optimization.stage", "must be 0, 1, 2 or 3, got " + text(stage),
                        "3 partitions parameters, gradients and optimizer states");
     }
+    z.stage = static_cast<int>(stage);
     const int64_t h = run.hidden_size;
     if ((raw.reduce_bucket.is_auto || raw.prefetch_bucket.is_auto || raw.persistence.is_auto) &&
         h <= 0) {
@@ -357,8 +361,9 @@ struct Resolver {
                        "\"auto\" bucket sizes need the model's hidden size",
                        "choose the model before the DeepSpeed config");
     }
-    const int64_t h2 = h * h, prefetch = static_cast<int64_t>(0.9 * static_cast<double>(h2)),
-                  persist = 10 * h;
+    const int64_t h2 = ZeroConfig::auto_reduce_bucket(h),
+                  prefetch = ZeroConfig::auto_prefetch_bucket(h),
+                  persist = ZeroConfig::auto_persistence_threshold(h);
     z.reduce_bucket_size = pick("zero_optimization.reduce_bucket_size", raw.reduce_bucket, nullptr,
                                 int64_t{500'000'000}, d, &h2, "auto: hidden_size^2");
     z.allgather_bucket_size = pick("zero_optimization.allgather_bucket_size", raw.allgather_bucket,

@@ -15,6 +15,9 @@
 //   stage3_prefetch_bucket_size = int(0.9 hidden^2), stage3_param_persistence_threshold =
 //   10 hidden (sizes count elements). "auto" on any other key is an error: neither HF nor
 //   DeepSpeed resolves it.
+// - null means not given (DeepSpeed's default), as in DeepSpeed's pydantic models; so does ""
+//   on a key that takes "auto" (the seed image's note: leave stage3_prefetch_bucket_size empty or
+//   "auto"). describe() says which ("empty in the file: DeepSpeed default").
 // - zero_optimization.stage: --zero wins over the file (RunSettings::zero_stage).
 // - Flags win over the file. The caller marks a flag the user gave with RunValue::set_flag();
 //   plain values are ljperf's defaults, used only for "auto". describe() names each value's origin.
@@ -44,6 +47,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/zero_config.h"
 
 namespace lj {
 
@@ -130,16 +134,10 @@ struct DsScheduler {
   double lr_for_step(int64_t step) const { return lr_at(step - 1); }
 };
 
-struct DsZero {
-  int64_t stage = 0;                         // 0-3, DeepSpeed's meaning
-  int64_t reduce_bucket_size = 500'000'000;  // elements
-  int64_t allgather_bucket_size = 500'000'000;
-  int64_t stage3_prefetch_bucket_size = 50'000'000;
-  int64_t stage3_param_persistence_threshold = 100'000;
-  int64_t stage3_max_live_parameters = 1'000'000'000;
-  int64_t stage3_max_reuse_distance = 1'000'000'000;
+// The zero_optimization block: ljperf's ZeRO settings (core/zero_config.h, the one type the
+// run, the planner and the collectives read) and the keys it accepts without their effect.
+struct DsZero : ZeroConfig {
   int64_t sub_group_size = 1'000'000'000;
-  bool overlap_comm = false;  // default: true only for stage 3
   bool contiguous_gradients = true;
   bool reduce_scatter = true;
   bool allgather_partitions = true;

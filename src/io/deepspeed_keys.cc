@@ -238,7 +238,14 @@ const char* expected(std::vector<double>*) {
 template <class T>
 Status read_value(const json& v, const KeySpec& k, const std::string& src, const std::string& path,
                   FileValue<T>* out) {
-  if (v.is_null()) return ok_status();  // null = not given, as in DeepSpeed's pydantic models
+  if (v.is_null()) {  // null = not given, as in DeepSpeed's pydantic models
+    out->unset_as = "null";
+    return ok_status();
+  }
+  if (k.auto_ok && v.is_string() && v.get<std::string>().empty()) {  // "left empty"
+    out->unset_as = "empty";
+    return ok_status();
+  }
   if (v.is_string() && v.get<std::string>() == "auto") {
     if (!k.auto_ok) {
       return key_error(src, path, "\"auto\" is not resolved for this key",

@@ -20,6 +20,9 @@ struct FileValue {
   bool present = false;  // given, "auto" included
   bool is_auto = false;
   T value{};
+  // Not given although the key is there: "null", or "empty" ("" where "auto" is allowed, as the
+  // seed image's note allows for stage3_prefetch_bucket_size); "" when the key is absent.
+  const char* unset_as = "";
 };
 
 struct KeySpec;

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 namespace lj {
@@ -40,6 +41,27 @@ StatusOr<uint64_t> complete_lines_bytes(const std::string& path, uint64_t size_b
 }
 
 }  // namespace
+
+Status JsonlWriter::check_appendable(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) {
+    return not_found(flag + " " + path + ": folder " + dir.string() + " does not exist",
+                     "create it first, or give another " + flag);
+  }
+  if (fs::exists(p, ec) && !fs::is_regular_file(p, ec)) {
+    return invalid_argument(flag + " " + path + " is not a regular file", "give a .jsonl file");
+  }
+  const bool exists = fs::exists(p, ec);
+  if (::access((exists ? p : dir).c_str(), W_OK) != 0) {
+    return io_error(flag + " " + path + ": " + (exists ? "the file" : "folder " + dir.string()) +
+                        " is not writable (" + std::strerror(errno) + ")",
+                    "check its permissions, or give another " + flag);
+  }
+  return ok_status();
+}
 
 StatusOr<JsonlWriter> JsonlWriter::open(const std::string& path, bool append) {
   LJ_ASSIGN_OR_RETURN(AppendFile file, AppendFile::open(path, append ? AppendFile::Mode::append

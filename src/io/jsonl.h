@@ -18,6 +18,10 @@ class JsonlWriter {
  public:
   // append = false starts an empty file; append = true keeps complete existing lines.
   static StatusOr<JsonlWriter> open(const std::string& path, bool append);
+  // Whether open(path, true) could write there, checked without creating or touching the file:
+  // its folder exists and is writable, and the file, if there, is a writable regular file. A run
+  // checks its output before its work (`flag` names it in the error).
+  static Status check_appendable(const std::string& path, const std::string& flag);
 
   // `json_line` is one serialized JSON value with no newline in it; '\n' is added here.
   Status write(std::string_view json_line);

@@ -71,7 +71,7 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
     if (options.loss_scaling)
       inputs.push_back(Tensor::empty(dev, DType::f32, {}, MemCategory::workspace));
   };
-  if (options.grad_sync.stage == 3) {
+  if (options.grad_sync.enabled() && options.grad_sync.zero.stage == 3) {
     // ZeRO-3: the graph takes this rank's shard of the parameters, and gathers them itself; the
     // pass that adds the shard input runs after the loss scale was added, so the shard is last.
     loss_scale();

@@ -26,9 +26,8 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   req.rates = plan_host_rates(parallel.threads, /*may_probe=*/false);
   req.measure_gemm_classes = false;
   req.gpus = parallel.world_size;
-  req.zero = ZeroSetup::for_model(model, parallel.zero.stage, parallel.world_size);
-  req.zero.reduce_bucket_size = parallel.zero.reduce_bucket_size;
-  req.zero.allgather_bucket_size = parallel.zero.allgather_bucket_size;
+  req.rank = parallel.rank;
+  req.zero = parallel.zero;
   req.micro_batch = micro_batch;
   req.seq_len = seq_len;
   req.compile = compile;
@@ -76,20 +75,10 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
   PreparedRun r;
   r.graph.options = graph;
   r.graph.options.dtype = DType::f32;  // the CPU trains in f32
-  if (parallel.world_size > 1 && parallel.zero.stage >= 0 && parallel.zero.stage <= 3) {
-    // The gradient collectives in the graph, as TrainStep builds it (train_step.h
-    // grad_sync_options).
-    GradSyncOptions& gs = r.graph.options.grad_sync;
-    gs.stage = parallel.zero.stage;
-    gs.world_size = parallel.world_size;
-    gs.rank = parallel.rank;
-    gs.reduce_bucket_size = parallel.zero.reduce_bucket_size;
-    gs.overlap = parallel.zero.overlap_comm;
-    gs.prefetch_bucket_size = parallel.zero.stage3_prefetch_bucket_size;
-    gs.persistence_threshold = parallel.zero.stage3_param_persistence_threshold;
-    gs.max_live_parameters = parallel.zero.stage3_max_live_parameters;
-    gs.max_reuse_distance = parallel.zero.stage3_max_reuse_distance;
-  }
+  // The gradient collectives in the graph, as TrainStep builds it (train_step.h
+  // grad_sync_options).
+  r.graph.options.grad_sync =
+      GradSyncOptions::for_world(parallel.zero, parallel.world_size, parallel.rank);
   const auto t0 = std::chrono::steady_clock::now();
   LJ_ASSIGN_OR_RETURN(r.graph.ids,
                       build_train_graph(model, r.graph.options, &r.graph.graph, &r.graph.passes));
@@ -113,9 +102,10 @@ StatusOr<PreparedRun> prepare_host_run(const LlamaConfig& model, int64_t micro_b
     r.predicted.times = r.figures.times;
   } else {
     const int64_t psi = model.num_params();
-    const int64_t local = parallel.world_size > 1 && parallel.zero.stage >= 1
-                              ? (psi + parallel.world_size - 1) / parallel.world_size
-                              : psi;
+    const int64_t local =
+        parallel.world_size > 1 && parallel.zero.shards(ZeroSharded::optimizer_states)
+            ? (psi + parallel.world_size - 1) / parallel.world_size
+            : psi;
     r.predicted.step_seconds =
         r.figures.compute_seconds + optimizer_seconds(local, req.device, req.coeffs.cpu_eff);
   }

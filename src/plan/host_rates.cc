@@ -1,5 +1,7 @@
 #include "plan/host_rates.h"
 
+#include <atomic>
+
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -573,7 +575,8 @@ std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
   // Contended rates: the caller says so beside its figures (contention_note), after the request
   // has been checked, so that bad input gets its error alone.
   if (!may_probe) {
-    if (!c) {
+    static std::atomic<bool> said{false};  // once per process: a search asks many times
+    if (!c && !said.exchange(true)) {
       LJ_LOG(info) << "no measured host rates in " << host_rates_cache_path()
                    << "; step times from the roofline (ljperf calibrate --device measures them)";
     }

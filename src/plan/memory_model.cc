@@ -16,19 +16,6 @@ ModelStates zero_model_states(int64_t num_params, int stage, int64_t world) {
   return s;
 }
 
-ZeroSetup ZeroSetup::for_model(const LlamaConfig& m, int stage, int64_t world) {
-  ZeroSetup z;
-  z.stage = stage;
-  z.world = world;
-  const int64_t h = m.hidden_size;
-  z.reduce_bucket_size = h * h;
-  z.allgather_bucket_size = 500'000'000;  // DeepSpeed default
-  z.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * static_cast<double>(h * h));
-  z.stage3_max_live_parameters = 1'000'000'000;  // DeepSpeed default
-  z.stage3_param_persistence_threshold = 10 * h;
-  return z;
-}
-
 double MemoryPrediction::get(const std::string& name) const {
   for (const auto& i : items) {
     if (i.name == name) return i.bytes;
@@ -37,11 +24,12 @@ double MemoryPrediction::get(const std::string& name) const {
 }
 
 MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& model,
-                                    const ZeroSetup& zero, const PredictorCoefficients& coeffs) {
+                                    const ZeroConfig& zero, int64_t world,
+                                    const PredictorCoefficients& coeffs) {
   const MemoryStats& s = f.stats;
   const auto at = [&](MemCategory c) { return static_cast<double>(s.at_peak(c)); };
   const int64_t psi = model.num_params();
-  const ModelStates st = zero_model_states(psi, zero.stage, zero.world);
+  const ModelStates st = zero_model_states(psi, zero.stage, world);
   const GpuMemoryCoefficients& c = coeffs.gpu_memory;
   MemoryPrediction p;
   double transient = 0, grads_live = 0, buckets = 0, gathered = 0;
@@ -59,7 +47,7 @@ MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& mo
     buckets = 2.0 * static_cast<double>(zero.reduce_bucket_size);  // bf16 gradient bucket
     if (zero.stage == 2) buckets += 2.0 * static_cast<double>(zero.allgather_bucket_size);
   }
-  if (zero.stage == 3 && zero.world > 1) {
+  if (zero.stage == 3 && world > 1) {
     // Gathered parameters in flight: the largest layer being computed plus the prefetch
     // bucket, bounded by stage3_max_live_parameters; small tensors persist unpartitioned.
     const auto specs = llama_param_specs(model);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/zero_config.h"
 #include "models/config.h"
 #include "plan/coefficients.h"
 #include "plan/graph_figures.h"
@@ -24,20 +25,6 @@ struct ModelStates {
   double total() const { return params + grads + optimizer; }
 };
 ModelStates zero_model_states(int64_t num_params, int stage, int64_t world);
-
-// DeepSpeed's zero_optimization sizes that set buffer memory (elements).
-struct ZeroSetup {
-  int stage = 0;
-  int64_t world = 1;
-  int64_t reduce_bucket_size = 0;
-  int64_t allgather_bucket_size = 0;
-  int64_t stage3_prefetch_bucket_size = 0;
-  int64_t stage3_max_live_parameters = 0;
-  int64_t stage3_param_persistence_threshold = 0;
-  // HF's "auto" values for a model (reduce bucket hidden², prefetch 0.9·hidden², persistence
-  // 10·hidden) and DeepSpeed's defaults for the rest.
-  static ZeroSetup for_model(const LlamaConfig& m, int stage, int64_t world);
-};
 
 struct MemoryItem {
   std::string name;
@@ -67,6 +54,7 @@ std::vector<double> cpu_memory_features(const GraphFigures& f, const LlamaConfig
 // states. Stage 0/1 keep every gradient until the step (the dry run's peak has them); stage 2/3
 // stream them out through the reduce bucket (the dry run's transient peak).
 MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& model,
-                                    const ZeroSetup& zero, const PredictorCoefficients& coeffs);
+                                    const ZeroConfig& zero, int64_t world,
+                                    const PredictorCoefficients& coeffs);
 
 }  // namespace lj

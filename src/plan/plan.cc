@@ -18,23 +18,27 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
     o.autocast = req.precision;
     o.loss_scaling = req.precision == DType::f16;
   }
+  // The host's ranks run the gradient collectives (and stage 3's gathers) in the graph, as
+  // TrainStep builds it: the dry run prices their buffers.
+  if (!gpu)
+    o.grad_sync = GradSyncOptions::for_world(req.zero, static_cast<int>(req.gpus), req.rank);
   const Efficiency& eff = gpu ? req.coeffs.gpu_eff : req.coeffs.cpu_eff;
   // The CPU's ranks hold f32 AdamW states, sharded by ZeRO stage (graph_figures.h).
-  LJ_ASSIGN_OR_RETURN(
-      GraphFigures f,
-      graph_figures(req.model, micro_batch, req.seq_len, o,
-                    DryRunOptions{.with_adam_states = !gpu,
-                                  .device = &req.device,
-                                  .eff = eff,
-                                  .world_size = static_cast<int>(req.gpus),
-                                  .zero = ZeroConfig{req.zero.stage, req.zero.reduce_bucket_size,
-                                                     req.zero.allgather_bucket_size},
-                                  .rates = gpu ? nullptr : req.rates.get(),
-                                  .measure_gemm_classes = req.measure_gemm_classes,
-                                  .cuda_workspace = gpu}));
+  LJ_ASSIGN_OR_RETURN(GraphFigures f,
+                      graph_figures(req.model, micro_batch, req.seq_len, o,
+                                    DryRunOptions{.with_adam_states = !gpu,
+                                                  .device = &req.device,
+                                                  .eff = eff,
+                                                  .world_size = static_cast<int>(req.gpus),
+                                                  .rank = req.rank,
+                                                  .zero = req.zero,
+                                                  .rates = gpu ? nullptr : req.rates.get(),
+                                                  .measure_gemm_classes = req.measure_gemm_classes,
+                                                  .cuda_workspace = gpu}));
   Pricing p;
   const int64_t psi = req.model.num_params();
-  const int64_t local = req.zero.stage >= 1 ? (psi + req.gpus - 1) / req.gpus : psi;
+  const int64_t local =
+      req.zero.shards(ZeroSharded::optimizer_states) ? (psi + req.gpus - 1) / req.gpus : psi;
   if (!gpu) {
     // Collectives on the host are not priced yet (no link model for shared memory or networks).
     p.memory = predict_cpu_memory(f, req.model, req.coeffs);
@@ -43,7 +47,7 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
     p.times = f.times;
     return p;
   }
-  p.memory = predict_gpu_memory(f, req.model, req.zero, req.coeffs);
+  p.memory = predict_gpu_memory(f, req.model, req.zero, req.gpus, req.coeffs);
   const double compute = f.compute_seconds + optimizer_seconds(local, req.device, eff);
   const double link = req.device.link_bandwidth * req.coeffs.comm_efficiency;
   const double comm = link > 0 ? zero_comm_bytes(psi, req.zero.stage, req.gpus) / link : 0.0;
@@ -54,9 +58,12 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
 
 StatusOr<PlanResult> make_plan(PlanRequest req) {
   LJ_RETURN_IF_ERROR(req.model.validate());
-  if (req.gpus < 1) return invalid_argument("--gpus must be at least 1");
+  if (req.gpus < 1)
+    return invalid_argument("--gpus must be at least 1", "the data-parallel ranks: 1 or more");
   if (req.zero.stage < 0 || req.zero.stage > 3)
     return invalid_argument("--zero must be 0, 1, 2 or 3");
+  if (req.rank < 0 || req.rank >= req.gpus)
+    return invalid_argument("the rank priced is not a rank");
   if (req.micro_batch < 1 || req.seq_len < 1)
     return invalid_argument("--batch-size and --seq-len must be positive");
   if (req.seq_len > req.model.max_position_embeddings) {
@@ -65,17 +72,11 @@ StatusOr<PlanResult> make_plan(PlanRequest req) {
                                 std::to_string(req.model.max_position_embeddings),
                             "use a shorter --seq-len");
   }
-  if (req.device.kind == DeviceKind::cpu && req.zero.stage == 3) {
-    return unimplemented("ZeRO stage 3 is not implemented yet in ljperf's CPU training",
-                         "use --zero 2 (gradients and optimizer states sharded) with --device "
-                         "host, or a GPU --device");
-  }
   if (req.recompute_layers > req.model.num_hidden_layers) {
     return invalid_argument("--recompute-layers " + std::to_string(req.recompute_layers) +
                             " is above the model's " + std::to_string(req.model.num_hidden_layers) +
                             " layers");
   }
-  req.zero.world = req.gpus;
   PlanResult r;
   r.budget_bytes =
       budget_or_default(req.budget_bytes, req.device.memory_bytes, "the device's memory").bytes;

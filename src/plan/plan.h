@@ -24,7 +24,8 @@ struct PlanRequest {
   DeviceProfile device;
   PredictorCoefficients coeffs;
   int64_t gpus = 1;  // data-parallel ranks
-  ZeroSetup zero;    // stage and bucket sizes (world = gpus)
+  int rank = 0;      // the rank priced on the host (MPI's temporaries differ by rank)
+  ZeroConfig zero;   // stage and bucket sizes, over `gpus` ranks
   int64_t micro_batch = 1;
   int64_t seq_len = 0;
   bool compile = false;

@@ -3,27 +3,24 @@
 #include <string>
 
 #include "core/units.h"
+#include "train/capabilities.h"
 #include "train/gpu_train.h"
 
 namespace lj {
 
 Status check_gpu_step_config(const TrainStepConfig& c) {
+  // The settings a user chooses, against the capability table (train/capabilities.h).
+  constexpr TrainDevice gpu = TrainDevice::cuda;
   if (c.loss_scale.enabled || c.graph.autocast == DType::f16) {
-    return unimplemented("--device cuda: fp16 with loss scaling does not run on the GPU yet",
-                         "use --precision bf16 (no loss scaling needed), or --device cpu");
+    LJ_RETURN_IF_ERROR(require_capability(gpu, "precision", "fp16"));
   }
-  const int stage = c.data_parallel.zero.stage;
-  if (c.data_parallel.comm != nullptr && stage >= 2) {
-    return unimplemented(
-        "--device cuda: ZeRO stage " + std::to_string(stage) +
-            " does not run on the GPU yet (stages 0 and 1 do: stage 2 needs backward's "
-            "reduce-scatter into the optimizer's shard, stage 3 the graph's parameter gathers)",
-        "use --zero 1 (or zero_optimization.stage 1), or --device cpu");
+  if (c.data_parallel.comm != nullptr) {
+    LJ_RETURN_IF_ERROR(require_capability(gpu, "zero", std::to_string(c.data_parallel.zero.stage)));
   }
-  if (c.profile) {
-    return unimplemented("--device cuda: --profile times CPU kernels only",
-                         "drop --profile, or use --device cpu");
-  }
+  LJ_RETURN_IF_ERROR(
+      require_capability(gpu, "recompute", recompute_policy_name(c.graph.recompute.policy)));
+  if (c.graph.compile) LJ_RETURN_IF_ERROR(require_capability(gpu, "compile", "on"));
+  if (c.profile) LJ_RETURN_IF_ERROR(require_capability(gpu, "profile", "on"));
   if (c.graph.compile && !c.static_memory_plan) {
     return unimplemented("--device cuda: a compiled run always uses the static memory plan",
                          "drop the caching-allocator check, or use --device cpu");

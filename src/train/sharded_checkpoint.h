@@ -1,10 +1,10 @@
-// Checkpoints of a data-parallel run (ZeRO stages 0-2, dist/zero.h), written by every rank and
+// Checkpoints of a data-parallel run (ZeRO stages 0-3, dist/zero.h), written by every rank and
 // resumable at any world size, as DeepSpeed's universal checkpoints are. A sharded step folder:
 //   model.safetensors                      parameters, full, f32, HF names (rank 0)
 //   config.json                            the model's HF config (rank 0)
 //   optimizer-rank-RRRRR-of-WWWWW.safetensors
 //                                          AdamW m and v ("m", "v": 1-D f32) for one flat element
-//                                          range; stages 1/2: each rank its shard, stage 0: rank 0
+//                                          range; stages 1-3: each rank its shard, stage 0: rank 0
 //                                          all of [0, numel)
 //   manifest.json                          what is where (below); written last, by rank 0
 // So the folder is also an HF model folder: `ljperf export`/`eval` read model.safetensors as is.
@@ -13,8 +13,9 @@
 // holds every parameter (only optimizer states and, at 2, gradients are sharded), so rank 0 has
 // them without a gather; one whole file keeps the step folder an HF folder and needs no
 // resharding on load. DeepSpeed stages 1/2 do the same (mp_rank_00_model_states.pt). The
-// optimizer states (8 bytes per parameter against 4) are the part that is sharded. Stage 3 will
-// need per-rank parameter slices.
+// optimizer states (8 bytes per parameter against 4) are the part that is sharded. Stage 3 holds
+// only a shard of the parameters: they are gathered whole for the save (TrainStep::gather_params)
+// and freed after, so the files are the same at every stage.
 //
 // manifest.json: {"format": "ljperf-sharded-checkpoint", "version": 1, "step", "world_size",
 // "zero_stage", "flat_layout": {"numel", "numel_padded", "padding", "shard_numel"},

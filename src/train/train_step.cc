@@ -216,18 +216,8 @@ StatusOr<EvalResult> TrainStep::evaluate(const TokenFile& data, const EvalOption
 }
 
 GradSyncOptions grad_sync_options(const DataParallel& dp) {
-  GradSyncOptions o;
-  if (dp.comm == nullptr) return o;
-  o.stage = dp.zero.stage;
-  o.world_size = dp.comm->world_size();
-  o.rank = dp.comm->rank();
-  o.reduce_bucket_size = dp.zero.reduce_bucket_size;
-  o.overlap = dp.zero.overlap_comm;
-  o.prefetch_bucket_size = dp.zero.stage3_prefetch_bucket_size;
-  o.persistence_threshold = dp.zero.stage3_param_persistence_threshold;
-  o.max_live_parameters = dp.zero.stage3_max_live_parameters;
-  o.max_reuse_distance = dp.zero.stage3_max_reuse_distance;
-  return o;
+  if (dp.comm == nullptr) return {};
+  return GradSyncOptions::of(dp.zero, dp.comm->world_size(), dp.comm->rank());
 }
 
 std::string TrainStep::compile_log() const {

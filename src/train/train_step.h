@@ -34,7 +34,7 @@ struct TrainStepConfig {
   // (codegen/kernel_cache.h: LJ_KERNEL_CACHE, LJ_CXX).
   std::shared_ptr<codegen::KernelCache> kernel_cache;
   // Several processes (dist/zero.h): gradients averaged across data_parallel.comm's ranks and
-  // ZeRO stage 0-2 sharding. Null comm: one process, exactly as without it. Every rank passes the
+  // ZeRO stage 0-3 sharding. Null comm: one process, exactly as without it. Every rank passes the
   // same config and seed (parameters start equal everywhere) and its own micro-batches
   // (dist/batch_shard.h); step() then returns the loss and gradient norm over all ranks.
   DataParallel data_parallel;

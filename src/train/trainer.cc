@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <sstream>
 
 #include "core/units.h"
 #include "dist/batch_shard.h"
@@ -27,6 +29,41 @@ std::string fingerprint(const LlamaConfig& m, const TrainerConfig& c) {
          std::to_string(m.num_key_value_heads) + " D" + std::to_string(m.head_dim) + " V" +
          std::to_string(m.vocab_size) + " B" + std::to_string(c.batch_size) + " T" +
          std::to_string(c.seq_len) + " A" + std::to_string(c.grad_accum * world);
+}
+
+// What differs between two fingerprints, in words: "sequence length 128 in the checkpoint, 64
+// in this run; ...". The letters are the checkpoint's format; users read the names.
+std::string fingerprint_difference(const std::string& checkpoint, const std::string& run) {
+  static const std::pair<char, const char*> kNames[] = {
+      {'L', "layers"},
+      {'C', "hidden size"},
+      {'F', "intermediate size"},
+      {'H', "attention heads"},
+      {'G', "key-value heads"},
+      {'D', "head dim"},
+      {'V', "vocabulary"},
+      {'B', "micro-batch"},
+      {'T', "sequence length"},
+      {'A', "micro-batches per step over all ranks"}};
+  const auto fields = [](const std::string& fp) {
+    std::map<char, std::string> m;
+    std::istringstream words(fp);
+    std::string w;
+    while (words >> w) {
+      if (!w.empty()) m[w[0]] = w.substr(1);
+    }
+    return m;
+  };
+  const auto a = fields(checkpoint), b = fields(run);
+  std::string s;
+  for (const auto& [key, name] : kNames) {
+    const auto x = a.find(key), y = b.find(key);
+    const std::string cx = x == a.end() ? "?" : x->second, cy = y == b.end() ? "?" : y->second;
+    if (cx == cy) continue;
+    s += (s.empty() ? "" : "; ") + std::string(name) + " " + cx + " in the checkpoint, " + cy +
+         " in this run";
+  }
+  return s.empty() ? checkpoint + " against " + run : s;
 }
 
 void copy_into(std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
@@ -187,10 +224,10 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
     auto resumed = load_latest_checkpoint(c.out_dir, trainer->param_specs(), dev);
     if (resumed.ok()) {
       if (resumed->state.fingerprint != state.fingerprint) {
-        return invalid_argument("the checkpoint in " + c.out_dir + " is from another run (" +
-                                    resumed->state.fingerprint + "; this run is " +
-                                    state.fingerprint + ")",
-                                "use a new --out folder, or the same model and batch settings");
+        return invalid_argument(
+            "the checkpoint in " + c.out_dir + " is from another run: " +
+                fingerprint_difference(resumed->state.fingerprint, state.fingerprint),
+            "use a new --out folder, or the same model and batch settings");
       }
       state = resumed->state;
       LJ_RETURN_IF_ERROR(restore(*trainer, *resumed));
@@ -214,11 +251,11 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
           flat_layout_of(trainer->param_specs(), comm->world_size()), comm->rank(), dev);
       LJ_RETURN_IF_ERROR(agreed(resumed.status()).with_context("resuming from " + step_dir));
       if (resumed->state.fingerprint != state.fingerprint) {
-        return invalid_argument("the checkpoint in " + c.out_dir + " is from another run (" +
-                                    resumed->state.fingerprint + "; this run is " +
-                                    state.fingerprint + ")",
-                                "use a new --out folder, or the same model and global batch "
-                                "(micro-batch x accumulation x ranks)");
+        return invalid_argument(
+            "the checkpoint in " + c.out_dir + " is from another run: " +
+                fingerprint_difference(resumed->state.fingerprint, state.fingerprint),
+            "use a new --out folder, or the same model and global batch (micro-batch x "
+            "accumulation x ranks)");
       }
       state = resumed->state;
       LJ_RETURN_IF_ERROR(restore(*trainer, *resumed));

@@ -24,15 +24,12 @@
 
 #include "dist/consistency.h"
 #include "io/tokens.h"
+#include "train/capabilities.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/train_step.h"
 
 namespace lj {
-
-// Where the steps run: the CPU (train/train_step.h) or one GPU per rank (train/gpu_train.h).
-// The rest of the loop, and the checkpoints, are the same for both.
-enum class TrainDevice { cpu, cuda };
 
 struct TrainerConfig {
   std::string out_dir;

@@ -1,7 +1,7 @@
-# `mpirun -np 2 ljperf benchmark` as a user runs it: data parallel with ZeRO 0, 1 and 2. Checks:
+# `mpirun -np 2 ljperf benchmark` as a user runs it: data parallel with ZeRO 0, 1, 2 and 3. Checks:
 # exit 0, one summary (only rank 0 prints), losses equal to one process with --grad-accum 2 (the
 # same global batches), one result record with world_size, stage and per-rank figures, and each
-# rank's optimizer memory at stage 1/2 below stage 0. Bad input: --zero 3 is a clear error.
+# rank's optimizer memory at stage 1/2 below stage 0. Bad input: --zero 4 is a clear error.
 # Skips (prints "SKIP: ...", which CTest reports as skipped) without mpirun or an MPI build.
 # Usage: bash dist_benchmark_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"

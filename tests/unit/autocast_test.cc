@@ -131,7 +131,8 @@ TEST(Autocast, RunsAfterPatternFusionAndBeforeAutodiff) {
   eager.low_weight_copies = false;  // casts at the point of use
   EXPECT_EQ(pipeline_pass_names(eager), (std::vector<std::string>{"autocast", "autodiff"}));
   eager.low_weight_copies = true;
-  eager.grad_sync.stage = 3;  // the graph gathers f32 parameters: no copies
+  eager.grad_sync = GradSyncOptions::of(ZeroConfig::defaults(3), 2,
+                                        0);  // the graph gathers f32 parameters: no copies
   EXPECT_EQ(pipeline_pass_names(eager),
             (std::vector<std::string>{"autocast", "autodiff", "grad_sync"}));
 }

@@ -175,17 +175,38 @@ TEST(DeepSpeedStage3Prefetch, Advice) {
 }
 
 TEST(DeepSpeedStage3Prefetch, Files) {
-  const CheckLine missing = deepspeed_file_advice("/nonexistent/ds.json");
-  EXPECT_EQ(missing.level, CheckLevel::fail);
-  EXPECT_NE(missing.text.find("/nonexistent/ds.json"), std::string::npos) << missing.text;
+  const std::vector<CheckLine> missing = deepspeed_file_advice("/nonexistent/ds.json");
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_EQ(missing[0].level, CheckLevel::fail);
+  EXPECT_NE(missing[0].text.find("/nonexistent/ds.json"), std::string::npos) << missing[0].text;
   const std::string path =
       (std::filesystem::temp_directory_path() / "lj_doctor_rules_ds.json").string();
   {
     std::ofstream f(path);
     f << R"({"zero_optimization": {"stage3_prefetch_bucket_size": 1000}})";
   }
-  EXPECT_EQ(deepspeed_file_advice(path).level, CheckLevel::warn);
+  const std::vector<CheckLine> lines = deepspeed_file_advice(path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].level, CheckLevel::warn);
+  EXPECT_EQ(lines[1].level, CheckLevel::ok) << lines[1].text;
   std::remove(path.c_str());
+}
+
+// The doctor reads a file with the parser benchmark uses: what benchmark warns about or refuses,
+// the doctor does too.
+TEST(DeepSpeedStage3Prefetch, ParserLines) {
+  const std::vector<CheckLine> unknown =
+      deepspeed_parse_lines(R"({"zero_optimization": {"stage": 3, "stag3_typo": 1}})", "ds.json");
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0].level, CheckLevel::warn);
+  EXPECT_NE(unknown[0].text.find("stag3_typo"), std::string::npos) << unknown[0].text;
+  const std::vector<CheckLine> refused = deepspeed_parse_lines(
+      R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})", "ds.json");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].level, CheckLevel::fail);
+  EXPECT_NE(refused[0].text.find("offload_optimizer"), std::string::npos) << refused[0].text;
+  EXPECT_EQ(deepspeed_parse_lines(R"({"zero_optimization": {"stage": 3}})", "ds.json")[0].level,
+            CheckLevel::ok);
 }
 
 TEST(HostProbes, FindOnPathAndIsa) {
@@ -248,7 +269,7 @@ TEST(Backends, MpiRowSaysWhetherThisBinaryHasIt) {
   built.state = BackendState::built;
   const CheckLine four = mpi_backend_check(built, 4);
   EXPECT_EQ(four.level, CheckLevel::ok);
-  EXPECT_TRUE(mentions(four, "ZeRO stages 0-2; stage 3 not yet")) << four.text;
+  EXPECT_TRUE(mentions(four, "ZeRO stages 0, 1, 2, 3")) << four.text;
   // Not built: a binary launched as several processes is told the flag; one process is fine.
   BackendStatus off = mpi;
   off.state = BackendState::not_built;

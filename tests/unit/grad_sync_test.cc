@@ -17,7 +17,7 @@ namespace lj {
 namespace {
 
 TEST(GradBuckets, WholeParametersFromTheLastBackwardsWithEachRanksShardPart) {
-  GradSyncOptions o{.stage = 2, .world_size = 2, .rank = 0, .reduce_bucket_size = 50};
+  GradSyncOptions o = GradSyncOptions::of({.stage = 2, .reduce_bucket_size = 50}, 2, 0);
   // 100 elements, shards [0, 50) and [50, 100). From the end: 40 alone (40 + 30 > 50), then
   // 30 + 20 = 50, then 10.
   const std::vector<int64_t> numels{10, 20, 30, 40};
@@ -32,9 +32,9 @@ TEST(GradBuckets, WholeParametersFromTheLastBackwardsWithEachRanksShardPart) {
   EXPECT_EQ(r1[1], (GradBucket{1, 3, 10, 60, 0, 10}));
   EXPECT_EQ(r1[2], (GradBucket{0, 1, 0, 10, 0, 0}));
   // A parameter above the size is a bucket of its own; one huge bucket takes everything.
-  o.reduce_bucket_size = 5;
+  o.zero.reduce_bucket_size = 5;
   EXPECT_EQ(grad_buckets(numels, o).size(), 4u);
-  o.reduce_bucket_size = 500'000'000;
+  o.zero.reduce_bucket_size = 500'000'000;
   EXPECT_EQ(grad_buckets(numels, o).size(), 1u);
 }
 
@@ -59,8 +59,8 @@ Placed tiny_graph(GradSyncOptions gs) {
 }
 
 TEST(GradSyncPass, EachStartFollowsItsBucketsLastGradientWhileBackwardGoesOn) {
-  const GradSyncOptions gs{
-      .stage = 0, .world_size = 2, .rank = 0, .reduce_bucket_size = 20000, .overlap = true};
+  const GradSyncOptions gs =
+      GradSyncOptions::of({.stage = 0, .reduce_bucket_size = 20000, .overlap_comm = true}, 2, 0);
   const Placed p = tiny_graph(gs);
   ASSERT_TRUE(verify(p.g).ok());
   ASSERT_GT(p.starts.size(), 3u);
@@ -98,7 +98,7 @@ TEST(GradSyncPass, EachStartFollowsItsBucketsLastGradientWhileBackwardGoesOn) {
 }
 
 TEST(GradSyncPass, WithoutOverlapEachWaitFollowsItsStart) {
-  const Placed p = tiny_graph({.stage = 1, .world_size = 3, .reduce_bucket_size = 20000});
+  const Placed p = tiny_graph(GradSyncOptions::of({.stage = 1, .reduce_bucket_size = 20000}, 3, 0));
   ASSERT_FALSE(p.starts.empty());
   for (size_t k = 0; k < p.starts.size(); ++k) EXPECT_EQ(p.waits[k], p.starts[k] + 1);
 }
@@ -108,8 +108,8 @@ TEST(GradSyncPass, StageTwoKeepsOnlyTokensAndSizesTheReceiveByRank) {
   int64_t numel = 0;
   for (const ParamSpec& s : llama_param_specs(*model)) numel += numel_of(s.dims);
   for (int rank : {0, 1, 2}) {
-    const Placed p = tiny_graph(
-        {.stage = 2, .world_size = 3, .rank = rank, .reduce_bucket_size = 30000, .overlap = true});
+    const Placed p = tiny_graph(GradSyncOptions::of(
+        {.stage = 2, .reduce_bucket_size = 30000, .overlap_comm = true}, 3, rank));
     ASSERT_TRUE(verify(p.g).ok());
     int64_t recv = 0, sent = 0;
     for (size_t i : p.starts) {
@@ -132,11 +132,11 @@ TEST(GradSyncPass, StageTwoKeepsOnlyTokensAndSizesTheReceiveByRank) {
 TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) {
   const auto specs = llama_param_specs(*llama_preset("tiny"));
   for (bool overlap : {false, true}) {
-    GradSyncOptions gs{
-        .stage = 3, .world_size = 2, .rank = 1, .reduce_bucket_size = 20000, .overlap = overlap};
-    gs.prefetch_bucket_size = 10000;
-    gs.persistence_threshold = 100;  // the norms (64 elements) are gathered once
-    gs.max_reuse_distance = 0;       // no other parameter keeps its forward gather
+    GradSyncOptions gs = GradSyncOptions::of(
+        {.stage = 3, .reduce_bucket_size = 20000, .overlap_comm = overlap}, 2, 1);
+    gs.zero.stage3_prefetch_bucket_size = 10000;
+    gs.zero.stage3_param_persistence_threshold = 100;  // the norms (64 elements) are gathered once
+    gs.zero.stage3_max_reuse_distance = 0;  // no other parameter keeps its forward gather
     const Placed p = tiny_graph(gs);
     ASSERT_TRUE(verify(p.g).ok()) << verify(p.g).to_string();
     // What the caller feeds: data, rope tables and the shard; no parameter.
@@ -161,7 +161,7 @@ TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) 
       EXPECT_EQ(fwd[k], 1) << specs[k].name;
       // Small ones keep their forward gather; the embedding's gradient (a scatter-add of the
       // output's gradient) does not read the table, so backward does not gather it.
-      const bool small = numel_of(specs[k].dims) < gs.persistence_threshold;
+      const bool small = numel_of(specs[k].dims) < gs.zero.stage3_param_persistence_threshold;
       const bool unread = specs[k].name == "model.embed_tokens.weight";
       EXPECT_EQ(bwd[k], small || unread ? 0 : 1) << specs[k].name;
     }
@@ -192,13 +192,13 @@ std::map<std::string, int> backward_gathers(const GradSyncOptions& gs) {
 }
 
 TEST(GradSyncPass, StageThreeKeepsAGatherWhoseReuseIsWithinTheReuseDistance) {
-  GradSyncOptions gs{.stage = 3, .world_size = 2, .rank = 0, .reduce_bucket_size = 20000};
-  gs.persistence_threshold = 100;
+  GradSyncOptions gs = GradSyncOptions::of({.stage = 3, .reduce_bucket_size = 20000}, 2, 0);
+  gs.zero.stage3_param_persistence_threshold = 100;
   // DeepSpeed's default (1e9) is beyond the whole model: nothing is gathered again.
   for (const auto& [name, n] : backward_gathers(gs)) EXPECT_EQ(n, 0) << name;
   // Distance 1: only a parameter with no gather between its last forward use and its first
   // backward use keeps its gather: the LM head (last in forward, first in backward).
-  gs.max_reuse_distance = 1;
+  gs.zero.stage3_max_reuse_distance = 1;
   const auto bwd = backward_gathers(gs);
   EXPECT_EQ(bwd.at("lm_head.weight"), 0);
   EXPECT_EQ(bwd.at("model.layers.0.self_attn.q_proj.weight"), 1);
@@ -207,9 +207,9 @@ TEST(GradSyncPass, StageThreeKeepsAGatherWhoseReuseIsWithinTheReuseDistance) {
 
 TEST(GradSyncPass, StageThreePrefetchesOnlyWithinMaxLiveParameters) {
   for (int64_t max_live : {int64_t{1'000'000'000}, int64_t{1}}) {
-    GradSyncOptions gs{
-        .stage = 3, .world_size = 2, .rank = 0, .reduce_bucket_size = 20000, .overlap = true};
-    gs.max_live_parameters = max_live;
+    GradSyncOptions gs =
+        GradSyncOptions::of({.stage = 3, .reduce_bucket_size = 20000, .overlap_comm = true}, 2, 0);
+    gs.zero.stage3_max_live_parameters = max_live;
     const Placed p = tiny_graph(gs);
     ASSERT_TRUE(verify(p.g).ok());
     int prefetched = 0, waits = 0;
@@ -231,7 +231,7 @@ TEST(GradSyncPass, StageThreePrefetchesOnlyWithinMaxLiveParameters) {
 TEST(GradSyncPass, RunsLastAfterTheSchedule) {
   PipelineOptions o;
   o.compile = true;
-  o.grad_sync = {.stage = 0, .world_size = 2};
+  o.grad_sync = GradSyncOptions::of({.stage = 0}, 2, 0);
   const std::vector<std::string> names = pipeline_pass_names(o);
   EXPECT_EQ(names.back(), "grad_sync");
   EXPECT_EQ(names[names.size() - 2], "schedule");

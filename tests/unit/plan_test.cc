@@ -391,8 +391,8 @@ TEST(PlanTest, Bf16DryRunAndGpuPrediction) {
   // softmax statistics) and 512-byte rounding on other shapes.
   EXPECT_GT(ratio, 0.45);
   EXPECT_LT(ratio, 0.6);
-  const ZeroSetup z = ZeroSetup::for_model(*c, 3, 8);
-  const MemoryPrediction p = predict_gpu_memory(*f16, *c, z, m);
+  const ZeroConfig z = ZeroConfig::hf_auto(3, c->hidden_size);
+  const MemoryPrediction p = predict_gpu_memory(*f16, *c, z, 8, m);
   const ModelStates s = zero_model_states(c->num_params(), 3, 8);
   EXPECT_EQ(p.get("weights"), s.params);
   EXPECT_EQ(p.get("grads"), s.grads);
@@ -453,9 +453,9 @@ TEST(PlanTest, HostPlanIsPerRankByZeroStage) {
   req.seq_len = 32;
   req.gpus = 3;
   const RecomputeConfig none;
-  double optimizer[3] = {};
-  for (int stage : {0, 1, 2}) {
-    req.zero = ZeroSetup::for_model(*c, stage, 3);
+  double optimizer[4] = {};
+  for (int stage : {0, 1, 2, 3}) {
+    req.zero = ZeroConfig::hf_auto(stage, c->hidden_size);
     auto p = price_choice(req, none, 1);
     ASSERT_TRUE(p.ok()) << p.status().message();
     optimizer[stage] = p->memory.get("optimizer");
@@ -464,7 +464,7 @@ TEST(PlanTest, HostPlanIsPerRankByZeroStage) {
   const int64_t shard = (psi + 2) / 3;  // ceil(psi / 3): the padding
   // m and v, each rounded up to the allocator's 512 bytes per block.
   EXPECT_GE(optimizer[0], 8.0 * static_cast<double>(psi));
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     EXPECT_GE(optimizer[stage], 8.0 * static_cast<double>(shard)) << stage;
     EXPECT_LE(optimizer[stage], 8.0 * static_cast<double>(shard) + 2 * 512) << stage;
   }
@@ -495,7 +495,7 @@ TEST(PlanTest, MixedPrecisionModelStatesAreSixteenBytesPerParameter) {
   req.device = *find_device("host", req.coeffs);
   req.micro_batch = 2;
   req.seq_len = 64;
-  req.zero = ZeroSetup::for_model(*c, 0, 1);
+  req.zero = ZeroConfig::defaults(0);
   const RecomputeConfig none;
   double activations_f32 = 0;
   for (DType precision : {DType::f32, DType::bf16, DType::f16}) {
@@ -549,6 +549,33 @@ TEST(PlanTest, MixedPrecisionModelStatesAreSixteenBytesPerParameter) {
   }
 }
 
+// ZeRO-3 on the host (the seed's DeepSpeed recipe with checkpoint optimization): each rank
+// holds its shard of the parameters, and the dry run prices the gathers the graph runs.
+TEST(PlanTest, HostPlansZero3PerRank) {
+  auto c = llama_preset("tiny");
+  ASSERT_TRUE(c.ok());
+  PlanRequest req;
+  req.model = *c;
+  req.coeffs = default_coefficients();
+  req.device = *find_device("host", req.coeffs);
+  req.micro_batch = 1;
+  req.seq_len = 64;
+  req.gpus = 4;
+  double weights[4] = {};
+  for (int stage : {2, 3}) {
+    req.zero = ZeroConfig::hf_auto(stage, c->hidden_size);
+    const auto plan = make_plan(req);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    ASSERT_NE(plan->best(), nullptr);
+    weights[stage] = plan->best()->memory.get("weights");
+  }
+  const auto psi = static_cast<double>(c->num_params());
+  EXPECT_GE(weights[2], 4.0 * psi);  // every parameter in f32
+  // Stage 3: the f32 shard (a quarter) plus the gathered parameters in flight, below the whole.
+  EXPECT_LT(weights[3], 0.9 * weights[2]);
+  EXPECT_GE(weights[3], psi);
+}
+
 TEST(PlanTest, BadRequests) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
@@ -559,12 +586,13 @@ TEST(PlanTest, BadRequests) {
   req.micro_batch = 1;
   req.seq_len = 64;
   req.gpus = 4;
-  req.zero = ZeroSetup::for_model(*c, 3, 4);
-  const auto three = make_plan(req);  // the host trains ZeRO 0-2 across processes
-  EXPECT_EQ(three.status().code(), StatusCode::unimplemented);
-  EXPECT_NE(three.status().hint().find("--zero 2"), std::string::npos) << three.status().hint();
+  req.zero = ZeroConfig::defaults(4);
+  EXPECT_EQ(make_plan(req).status().code(), StatusCode::invalid_argument);  // no stage 4
+  req.zero = ZeroConfig::defaults(0);
+  req.rank = 4;
+  EXPECT_EQ(make_plan(req).status().code(), StatusCode::invalid_argument);  // 4 ranks: 0-3
+  req.rank = 0;
   req.gpus = 1;
-  req.zero = ZeroSetup::for_model(*c, 0, 1);
   req.seq_len = 100000;
   EXPECT_FALSE(make_plan(req).ok());  // above max_position_embeddings
   req.seq_len = 64;

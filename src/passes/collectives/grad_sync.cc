@@ -11,7 +11,7 @@ namespace lj {
 std::vector<GradBucket> grad_buckets(const std::vector<int64_t>& numels,
                                      const GradSyncOptions& options) {
   LJ_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size);
-  LJ_CHECK(options.reduce_bucket_size >= 1) << options.reduce_bucket_size;
+  LJ_CHECK(options.zero.reduce_bucket_size >= 1) << options.zero.reduce_bucket_size;
   std::vector<int64_t> begin(numels.size() + 1, 0);
   for (size_t i = 0; i < numels.size(); ++i) begin[i + 1] = begin[i] + numels[i];
   const int64_t world = options.world_size;
@@ -21,7 +21,7 @@ std::vector<GradBucket> grad_buckets(const std::vector<int64_t>& numels,
   auto end = static_cast<int64_t>(numels.size());
   while (end > 0) {
     int64_t first = end - 1;  // a bucket takes at least one parameter
-    while (first > 0 && begin[end] - begin[first - 1] <= options.reduce_bucket_size) --first;
+    while (first > 0 && begin[end] - begin[first - 1] <= options.zero.reduce_bucket_size) --first;
     GradBucket b;
     b.param_begin = first;
     b.param_end = end;
@@ -39,7 +39,7 @@ std::vector<GradBucket> grad_buckets(const std::vector<int64_t>& numels,
 
 StatusOr<bool> GradSyncPass::run(Graph& g) {
   if (!options_.enabled()) return false;
-  const int stage = options_.stage;
+  const int stage = options_.zero.stage;
   if (stage < 0 || stage > 3) {
     return invalid_argument("grad_sync: ZeRO stage " + std::to_string(stage) +
                             " has no gradient collectives here");
@@ -145,11 +145,11 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
   for (size_t i = 0; i < old_nodes; ++i) {
     nodes.push_back(g.node(static_cast<NodeId>(i)));
     while (next < order.size() && ready[order[next]] == i) {
-      if (options_.overlap) {
+      if (options_.zero.overlap_comm) {
         while (waited + kMaxBucketsInFlight <= next) emit_wait(waited++);
       }
       nodes.push_back(g.node(start_of[next]));
-      if (!options_.overlap) emit_wait(waited++);
+      if (!options_.zero.overlap_comm) emit_wait(waited++);
       ++next;
     }
   }

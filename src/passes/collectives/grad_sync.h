@@ -29,24 +29,27 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/zero_config.h"
 #include "passes/pass.h"
 
 namespace lj {
 
+// Where the gradient collectives run: rank `rank` of `world_size`, with the run's ZeRO settings
+// (core/zero_config.h: the stage, reduce_bucket_size, overlap_comm and stage 3's sizes, which
+// param_gather.h reads). Off (the default): one process, no collectives (the pass does nothing).
 struct GradSyncOptions {
-  int stage = -1;  // ZeRO stage 0-3; -1: one process, no collectives (the pass does nothing)
+  ZeroConfig zero;
   int world_size = 1;
   int rank = 0;
-  int64_t reduce_bucket_size = 500'000'000;  // elements per bucket
-  bool overlap = false;                      // DeepSpeed's overlap_comm
-  // Stage 3 (param_gather.h): elements gathered ahead of their use, and the size below which a
-  // parameter is gathered once per step (its forward gather serves backward too).
-  int64_t prefetch_bucket_size = 50'000'000;
-  int64_t persistence_threshold = 100'000;
-  // DeepSpeed's stage3_max_live_parameters and stage3_max_reuse_distance (param_gather.h).
-  int64_t max_live_parameters = 1'000'000'000;
-  int64_t max_reuse_distance = 1'000'000'000;
-  bool enabled() const { return stage >= 0; }
+  bool on = false;
+  static GradSyncOptions of(const ZeroConfig& zero, int world_size, int rank) {
+    return GradSyncOptions{zero, world_size, rank, true};
+  }
+  // The host's ranks as benchmark and train run them: collectives only with several.
+  static GradSyncOptions for_world(const ZeroConfig& zero, int world_size, int rank) {
+    return world_size > 1 ? of(zero, world_size, rank) : GradSyncOptions{};
+  }
+  bool enabled() const { return on; }
   bool operator==(const GradSyncOptions&) const = default;
 };
 

@@ -75,21 +75,21 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
   std::vector<bool> keep(params.size(), false);
   for (size_t p = 0; p < params.size(); ++p) {
     if (first[0][p] == kNone || first[1][p] == kNone) continue;
-    if (numels[p] < o.persistence_threshold) {
+    if (numels[p] < o.zero.stage3_param_persistence_threshold) {
       keep[p] = true;
       continue;
     }
     // The gathers between: parameters whose gather (first use in a phase) falls after p's last
     // forward use and before p's first backward use.
     int64_t between = 0;
-    for (size_t q = 0; q < params.size() && between < o.max_reuse_distance; ++q) {
+    for (size_t q = 0; q < params.size() && between < o.zero.stage3_max_reuse_distance; ++q) {
       if (q == p) continue;
       for (int ph = 0; ph < 2; ++ph) {
         const size_t f = first[ph][q];
         if (f != kNone && f > last[0][p] && f < first[1][p]) between += numels[q];
       }
     }
-    keep[p] = between < o.max_reuse_distance;
+    keep[p] = between < o.zero.stage3_max_reuse_distance;
   }
 
   std::vector<Fetch> fetches[2];
@@ -180,7 +180,7 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
     std::stable_sort(fs.begin(), fs.end(),
                      [](const Fetch& a, const Fetch& b) { return a.first_use < b.first_use; });
     starts_after_wait[ph].assign(fs.size(), {});
-    if (!o.overlap) continue;
+    if (!o.zero.overlap_comm) continue;
     const size_t phase_first = ph == 0 ? 0 : bwd_start;
     // Alive where gather k would start if the window began at j: after the wait of j - 1, or
     // at the phase's start.
@@ -192,12 +192,13 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
       size_t j = k;  // the earliest gather in the window ending at k
       // DeepSpeed's stage3_max_live_parameters: no prefetch past it (the gather its use needs
       // still runs, right before the use).
-      if (live_if_from(j) + window > o.max_live_parameters) {
+      if (live_if_from(j) + window > o.zero.stage3_max_live_parameters) {
         fs[k].on_demand = true;
         continue;
       }
-      while (j > 0 && window + numels[fs[j - 1].param] <= o.prefetch_bucket_size &&
-             live_if_from(j - 1) + window + numels[fs[j - 1].param] <= o.max_live_parameters) {
+      while (j > 0 && window + numels[fs[j - 1].param] <= o.zero.stage3_prefetch_bucket_size &&
+             live_if_from(j - 1) + window + numels[fs[j - 1].param] <=
+                 o.zero.stage3_max_live_parameters) {
         window += numels[fs[j - 1].param];
         --j;
       }
@@ -229,7 +230,7 @@ Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector
         std::vector<Fetch>& fs = fetches[q];
         while (next[q] < fs.size() && fs[next[q]].first_use == i) {
           const Fetch& f = fs[next[q]];
-          if (!o.overlap || f.on_demand) nodes.push_back(g.node(f.start));
+          if (!o.zero.overlap_comm || f.on_demand) nodes.push_back(g.node(f.start));
           nodes.push_back(g.node(f.wait));
           for (NodeId s : starts_after_wait[q][next[q]]) nodes.push_back(g.node(s));
           ++next[q];

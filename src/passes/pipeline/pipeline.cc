@@ -42,7 +42,8 @@ Stages assemble(const PipelineOptions& options) {
   if (options.autocast != DType::f32) st.before_autodiff.add(make_autocast_pass(options.autocast));
   // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
   PassManager& pm = st.after_autodiff;
-  if (options.autocast != DType::f32 && options.low_weight_copies && options.grad_sync.stage != 3) {
+  if (options.autocast != DType::f32 && options.low_weight_copies &&
+      !(options.grad_sync.enabled() && options.grad_sync.zero.stage == 3)) {
     pm.add(std::make_unique<MasterWeightsPass>());
   }
   if (options.compile) {
