@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/json_read.h"
 #include "core/units.h"
 
 namespace lj::cli {
@@ -28,8 +29,16 @@ StatusOr<double> number_at(const Json& j, const std::string& path, const std::st
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
-  if (!v->is_number()) return invalid_argument(source + ": '" + path + "' is not a number");
-  return v->get<double>();
+  const std::optional<double> x = json_number_if(*v);
+  if (!x) return invalid_argument(source + ": '" + path + "' is not a number");
+  return *x;
+}
+
+// The member `key` of `j` (at `at`): `fallback` when absent or null, an error naming it when it
+// has another type.
+template <class T>
+StatusOr<T> optional_at(const Json& j, const char* key, const T& fallback, const JsonWhere& at) {
+  return json_read_or<T>(json_member(j, key), fallback, at / key);
 }
 
 std::string speedup_text(double x) {
@@ -41,8 +50,9 @@ std::vector<double> numbers_at(const Json& j, const std::string& key) {
   std::vector<double> v;
   if (!j.is_object() || !j.contains(key) || !j[key].is_array()) return v;
   for (const Json& x : j[key]) {
-    if (!x.is_number()) return {};
-    v.push_back(x.get<double>());
+    const std::optional<double> d = json_number_if(x);
+    if (!d) return {};
+    v.push_back(*d);
   }
   return v;
 }
@@ -125,14 +135,20 @@ StatusOr<AblationRun> run_from_benchmark_record(const std::string& line, const s
   r.seq_len = static_cast<int64_t>(t);
   r.grad_accum = static_cast<int64_t>(ga);
   r.threads = static_cast<int>(th);
-  r.model = j["config"].value("model", "");
-  r.recompute = j["config"].value("recompute", "");
-  r.world_size = static_cast<int>(j["config"].value("world_size", int64_t{1}));
-  if (r.world_size == 1 && j.contains("host") && j["host"].is_object()) {
-    const Json& host = j["host"];
-    const std::string src = host.value("peak_flops_source", "");
-    if (src.find("measured") != std::string::npos)
-      r.measured_peak_flops = host.value("peak_flops", 0.0);
+  const JsonWhere at{source};
+  const Json& config_json = json_member(j, "config");
+  LJ_ASSIGN_OR_RETURN(r.model, optional_at<std::string>(config_json, "model", "", at / "config"));
+  LJ_ASSIGN_OR_RETURN(r.recompute,
+                      optional_at<std::string>(config_json, "recompute", "", at / "config"));
+  LJ_ASSIGN_OR_RETURN(r.world_size, optional_at<int>(config_json, "world_size", 1, at / "config"));
+  if (r.world_size == 1 && json_member(j, "host").is_object()) {
+    const Json& host = json_member(j, "host");
+    LJ_ASSIGN_OR_RETURN(const std::string src,
+                        optional_at<std::string>(host, "peak_flops_source", "", at / "host"));
+    if (src.find("measured") != std::string::npos) {
+      LJ_ASSIGN_OR_RETURN(r.measured_peak_flops,
+                          optional_at<double>(host, "peak_flops", 0.0, at / "host"));
+    }
   }
   if (r.world_size > 1) {
     // Memory per rank: the largest rank's; comm: the mean over ranks (rank order arrays).
@@ -153,7 +169,8 @@ StatusOr<AblationRun> run_from_benchmark_record(const std::string& line, const s
     r.peak_rss_bytes = *std::max_element(rss.begin(), rss.end());
     r.comm_s = mean_of(comm);
     r.comm_exposed_s = mean_of(exposed);
-    r.overlap_comm = sum.value("overlap_comm", false);
+    LJ_ASSIGN_OR_RETURN(r.overlap_comm,
+                        optional_at<bool>(sum, "overlap_comm", false, at / "summary"));
   }
   return r;
 }
@@ -177,24 +194,29 @@ StatusOr<std::vector<AblationRun>> runs_from_peer_lines(const std::string& text,
       return invalid_argument(where + " is not a JSON object",
                               "one JSON object per line, as bench/peers/peer_train.py prints");
     }
-    if (!j.contains("peer") || !j["peer"].is_string() || j["peer"].get<std::string>().empty()) {
+    const std::string* peer = json_string_if(json_member(j, "peer"));
+    if (peer == nullptr || peer->empty()) {
       return invalid_argument(where + " has no \"peer\" name",
                               "one JSON object per line, as bench/peers/peer_train.py prints");
     }
     AblationRun r;
-    r.config = j["peer"].get<std::string>();
+    r.config = *peer;
     LJ_ASSIGN_OR_RETURN(r.tokens_per_s, number_at(j, "tokens_per_s", where));
     LJ_ASSIGN_OR_RETURN(r.peak_rss_bytes, number_at(j, "peak_rss_bytes", where));
     if (!(r.tokens_per_s > 0) || !(r.peak_rss_bytes > 0)) {
       return invalid_argument(where + ": tokens_per_s and peak_rss_bytes must be positive");
     }
-    r.round = j.contains("round") && j["round"].is_number_integer() ? j["round"].get<int>()
-                                                                    : ++rounds[r.config];
-    r.model = j.value("model", "");
-    r.micro_batch = j.value("batch_size", int64_t{0});
-    r.seq_len = j.value("seq_len", int64_t{0});
-    r.threads = j.value("threads", 0);
-    r.step_s_p50 = j.value("step_s_p50", 0.0);
+    const JsonWhere at{where};
+    if (json_member(j, "round").is_number_integer()) {
+      LJ_ASSIGN_OR_RETURN(r.round, json_read<int>(json_member(j, "round"), at / "round"));
+    } else {
+      r.round = ++rounds[r.config];
+    }
+    LJ_ASSIGN_OR_RETURN(r.model, optional_at<std::string>(j, "model", "", at));
+    LJ_ASSIGN_OR_RETURN(r.micro_batch, optional_at<int64_t>(j, "batch_size", 0, at));
+    LJ_ASSIGN_OR_RETURN(r.seq_len, optional_at<int64_t>(j, "seq_len", 0, at));
+    LJ_ASSIGN_OR_RETURN(r.threads, optional_at<int>(j, "threads", 0, at));
+    LJ_ASSIGN_OR_RETURN(r.step_s_p50, optional_at<double>(j, "step_s_p50", 0.0, at));
     runs.push_back(std::move(r));
   }
   if (runs.empty()) return invalid_argument(source + " holds no peer result");
@@ -525,29 +547,37 @@ StatusOr<std::vector<AblationRun>> runs_from_results_json(const std::string& tex
   }
   std::vector<AblationRun> runs;
   for (const Json& row : j["rows"]) {
-    if (row.value("kind", "") != "ljperf" || !row.value("available", false)) continue;
-    if (!row.contains("runs") || !row["runs"].is_array()) continue;
+    const std::string* kind = json_string_if(json_member(row, "kind"));
+    if (kind == nullptr || *kind != "ljperf" ||
+        !json_bool_if(json_member(row, "available")).value_or(false))
+      continue;
+    if (!json_member(row, "runs").is_array()) continue;
     for (const Json& x : row["runs"]) {
       AblationRun r;
-      r.config = row.value("name", "");
+      const std::string* name = json_string_if(json_member(row, "name"));
+      r.config = name != nullptr ? *name : "";
       const std::string where = source + " (" + r.config + ")";
+      const JsonWhere at{where};
       LJ_ASSIGN_OR_RETURN(r.tokens_per_s, number_at(x, "tokens_per_s", where));
       LJ_ASSIGN_OR_RETURN(r.peak_rss_bytes, number_at(x, "peak_rss_bytes", where));
-      r.round = x.value("round", 1);
-      r.predicted_peak_rss_bytes = x.value("predicted_peak_rss_bytes", 0.0);
-      r.step_s_p50 = x.value("step_s_p50", 0.0);
-      r.recompute = x.value("recompute", "");
-      r.model = x.value("model", "");
-      r.micro_batch = x.value("micro_batch", int64_t{0});
-      r.seq_len = x.value("seq_len", int64_t{0});
-      r.grad_accum = x.value("grad_accum", int64_t{0});
-      r.threads = x.value("threads", 0);
-      r.flops_per_token = x.value("flops_per_token", 0.0);
-      r.world_size = x.value("world_size", 1);
-      r.measured_peak_flops = x.value("measured_peak_flops", 0.0);
-      r.comm_s = x.value("comm_s_per_step", 0.0);
-      r.comm_exposed_s = x.value("comm_exposed_s_per_step", 0.0);
-      r.overlap_comm = x.value("overlap_comm", false);
+      LJ_ASSIGN_OR_RETURN(r.round, optional_at<int>(x, "round", 1, at));
+      LJ_ASSIGN_OR_RETURN(r.predicted_peak_rss_bytes,
+                          optional_at<double>(x, "predicted_peak_rss_bytes", 0.0, at));
+      LJ_ASSIGN_OR_RETURN(r.step_s_p50, optional_at<double>(x, "step_s_p50", 0.0, at));
+      LJ_ASSIGN_OR_RETURN(r.recompute, optional_at<std::string>(x, "recompute", "", at));
+      LJ_ASSIGN_OR_RETURN(r.model, optional_at<std::string>(x, "model", "", at));
+      LJ_ASSIGN_OR_RETURN(r.micro_batch, optional_at<int64_t>(x, "micro_batch", 0, at));
+      LJ_ASSIGN_OR_RETURN(r.seq_len, optional_at<int64_t>(x, "seq_len", 0, at));
+      LJ_ASSIGN_OR_RETURN(r.grad_accum, optional_at<int64_t>(x, "grad_accum", 0, at));
+      LJ_ASSIGN_OR_RETURN(r.threads, optional_at<int>(x, "threads", 0, at));
+      LJ_ASSIGN_OR_RETURN(r.flops_per_token, optional_at<double>(x, "flops_per_token", 0.0, at));
+      LJ_ASSIGN_OR_RETURN(r.world_size, optional_at<int>(x, "world_size", 1, at));
+      LJ_ASSIGN_OR_RETURN(r.measured_peak_flops,
+                          optional_at<double>(x, "measured_peak_flops", 0.0, at));
+      LJ_ASSIGN_OR_RETURN(r.comm_s, optional_at<double>(x, "comm_s_per_step", 0.0, at));
+      LJ_ASSIGN_OR_RETURN(r.comm_exposed_s,
+                          optional_at<double>(x, "comm_exposed_s_per_step", 0.0, at));
+      LJ_ASSIGN_OR_RETURN(r.overlap_comm, optional_at<bool>(x, "overlap_comm", false, at));
       runs.push_back(std::move(r));
     }
   }

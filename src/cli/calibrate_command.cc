@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/report.h"
+#include "core/json_read.h"
 #include "core/units.h"
 #include "plan/calibrate.h"
 #include "plan/host_baseline.h"
@@ -46,16 +47,21 @@ StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>&
       ++n;
       if (line.empty()) continue;
       const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.contains("plan") || !j["plan"].contains("features") ||
-          !j.contains("summary") || !j["summary"].contains("peak_rss_bytes")) {
+      const std::string hint = "rerun the benchmark with this ljperf (benchmark --output)";
+      const Json& features = json_member(json_member(j, "plan"), "features");
+      const Json& rss = json_member(json_member(j, "summary"), "peak_rss_bytes");
+      if (j.is_discarded() || features.is_null() || rss.is_null()) {
         return invalid_argument(fmt::format("{}:{}: not a benchmark record with plan features and "
                                             "peak_rss_bytes",
                                             path, n),
-                                "rerun the benchmark with this ljperf (benchmark --output)");
+                                hint);
       }
+      const JsonWhere at{fmt::format("{}:{}", path, n), "", hint};
       MemoryRecord r;
-      r.features = j["plan"]["features"].get<std::vector<double>>();
-      r.measured_bytes = j["summary"]["peak_rss_bytes"].get<double>();
+      LJ_ASSIGN_OR_RETURN(r.features,
+                          json_read<std::vector<double>>(features, at / "plan" / "features"));
+      LJ_ASSIGN_OR_RETURN(r.measured_bytes,
+                          json_read<double>(rss, at / "summary" / "peak_rss_bytes"));
       recs.push_back(std::move(r));
     }
   }

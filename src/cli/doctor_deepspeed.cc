@@ -1,6 +1,8 @@
 // The doctor's stage3_prefetch_bucket_size rule; see doctor_deepspeed.h.
 #include "cli/doctor_deepspeed.h"
 
+#include "core/json_read.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -30,10 +32,11 @@ CheckLine stage3_prefetch_advice(std::string_view json_text, const std::string& 
   }
   const auto v = zo->find("stage3_prefetch_bucket_size");
   if (v == zo->end() || v->is_null()) return {CheckLevel::ok, src + ": " + key + " is empty", ""};
-  if (v->is_string() && v->get<std::string>() == "auto") {
+  const std::string* text = json_string_if(*v);
+  if (text != nullptr && *text == "auto") {
     return {CheckLevel::ok, src + ": " + key + " is \"auto\" (resolved as int(0.9·hidden²))", ""};
   }
-  if (v->is_string() && v->get<std::string>().empty()) {
+  if (text != nullptr && text->empty()) {
     return {CheckLevel::ok, src + ": " + key + " is empty (DeepSpeed's default, 50000000)", ""};
   }
   if (v->is_number()) {

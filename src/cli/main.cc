@@ -1,10 +1,12 @@
 // ljperf: train Llama-family models and measure how fast they train.
 #include <cstdio>
+#include <exception>
 #include <vector>
 
 #include "cli/cli.h"
 #include "cli/dist_session.h"
 #include "cli/doctor.h"
+#include "cli/run_guarded.h"
 #include "core/log.h"
 #include "plan/host_baseline.h"
 #include "runtime/malloc_policy.h"
@@ -13,7 +15,9 @@
 #define LJ_VERSION "dev"
 #endif
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_main(int argc, char** argv) {
   // First: every later allocation is priced by the planner under these thresholds.
   lj::pin_malloc_thresholds();
   lj::init_log_level_from_env();
@@ -39,10 +43,24 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : commands) {
     if (!c.app->parsed()) continue;
-    const lj::Status s = c.run();
+    const lj::Status s = lj::cli::run_guarded(c.run);
     if (s.ok()) return 0;
     lj::cli::print_error(s);
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Commands run under run_guarded; this catches what escapes the setup and the parse.
+  try {
+    return run_main(argc, argv);
+  } catch (const std::exception& e) {
+    lj::cli::print_error(lj::cli::escaped_exception(e.what()));
+  } catch (...) {
+    lj::cli::print_error(lj::cli::escaped_exception("an exception that is not a std::exception"));
+  }
+  return 1;
 }

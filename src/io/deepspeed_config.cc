@@ -11,6 +11,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "core/checked_math.h"
 #include "io/deepspeed_keys.h"
 
 namespace lj {
@@ -118,21 +119,46 @@ struct Resolver {
       return ok_status();
     };
     const std::string ws = "world_size " + text(w);
+    // A product of the batch sizes, or an error naming `key` when it overflows int64 (the
+    // file's integers can be anything up to 2^63 - 1).
+    auto product = [&](std::initializer_list<int64_t> factors, const std::string& factors_text,
+                       const char* key, int64_t* out) -> Status {
+      const std::optional<int64_t> p = checked_product<int64_t>(factors);
+      if (!p) {
+        return key_error(src, key, factors_text + " overflows a 64-bit integer",
+                         formula + "; give batch sizes that fit");
+      }
+      *out = *p;
+      return ok_status();
+    };
+    // micro x accum x world; an overflow names the larger of micro and accum.
+    auto micro_accum_world = [&](int64_t* out) {
+      return product({m.v, a.v, w},
+                     "train_micro_batch_size_per_gpu " + text(m.v) +
+                         " x gradient_accumulation_steps " + text(a.v) + " x " + ws,
+                     m.v >= a.v ? "train_micro_batch_size_per_gpu" : "gradient_accumulation_steps",
+                     out);
+    };
     if (t.set && m.set && a.set) {
-      if (t.v != m.v * a.v * w) {
+      int64_t mxaxw = 0;
+      LJ_RETURN_IF_ERROR(micro_accum_world(&mxaxw));
+      if (t.v != mxaxw) {
         return key_error(src, "train_batch_size",
                          text(t.v) + " (" + t.origin + ") != train_micro_batch_size_per_gpu " +
                              text(m.v) + " (" + m.origin + ") x gradient_accumulation_steps " +
-                             text(a.v) + " (" + a.origin + ") x " + ws + " = " +
-                             text(m.v * a.v * w),
+                             text(a.v) + " (" + a.origin + ") x " + ws + " = " + text(mxaxw),
                          formula + "; give two of the three, or set train_batch_size to \"auto\"");
       }
     } else if (t.set && m.set) {
-      LJ_RETURN_IF_ERROR(divide("train / (micro x world)", m.v * w,
-                                "train_micro_batch_size_per_gpu " + text(m.v) + " x " + ws, &a));
+      const std::string mxw = "train_micro_batch_size_per_gpu " + text(m.v) + " x " + ws;
+      int64_t den = 0;
+      LJ_RETURN_IF_ERROR(product({m.v, w}, mxw, "train_micro_batch_size_per_gpu", &den));
+      LJ_RETURN_IF_ERROR(divide("train / (micro x world)", den, mxw, &a));
     } else if (t.set && a.set) {
-      LJ_RETURN_IF_ERROR(divide("train / (accum x world)", a.v * w,
-                                "gradient_accumulation_steps " + text(a.v) + " x " + ws, &m));
+      const std::string axw = "gradient_accumulation_steps " + text(a.v) + " x " + ws;
+      int64_t den = 0;
+      LJ_RETURN_IF_ERROR(product({a.v, w}, axw, "gradient_accumulation_steps", &den));
+      LJ_RETURN_IF_ERROR(divide("train / (accum x world)", den, axw, &m));
     } else if (t.set) {
       a = {true, 1, "DeepSpeed default (only train_batch_size given)"};
       LJ_RETURN_IF_ERROR(divide("train / world", w, ws, &m));
@@ -143,7 +169,9 @@ struct Resolver {
       }
       if (!m.set) m = {true, 1, "DeepSpeed default"};
       if (!a.set) a = {true, 1, "DeepSpeed default"};
-      t = {true, m.v * a.v * w,
+      int64_t mxaxw = 0;
+      LJ_RETURN_IF_ERROR(micro_accum_world(&mxaxw));
+      t = {true, mxaxw,
            raw.train_batch.is_auto ? "auto: micro x accum x world"
                                    : "inferred: micro x accum x world"};
     }

@@ -2,6 +2,8 @@
 // config file that reads honoured keys into Raw. See deepspeed_config.h for the rules.
 #include "io/deepspeed_keys.h"
 
+#include "core/json_read.h"
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -186,36 +188,38 @@ const std::vector<KeySpec>& key_table() {
 
 bool convert(const json& v, int64_t* out) {
   if (v.is_number_integer()) {
-    *out = v.get<int64_t>();
-    return true;
+    const std::optional<int64_t> i = json_int_if(v);  // none above 2^63 - 1
+    if (i) *out = *i;
+    return i.has_value();
   }
   if (!v.is_number_float()) return false;
-  const double d = v.get<double>();  // 5e8 is an integer to DeepSpeed too
+  const double d = *json_number_if(v);  // 5e8 is an integer to DeepSpeed too
   if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) return false;
   *out = static_cast<int64_t>(d);
   return true;
 }
 bool convert(const json& v, double* out) {
-  if (!v.is_number()) return false;
-  *out = v.get<double>();
-  return true;
+  const std::optional<double> d = json_number_if(v);
+  if (d) *out = *d;
+  return d.has_value();
 }
 bool convert(const json& v, bool* out) {
-  if (!v.is_boolean()) return false;
-  *out = v.get<bool>();
-  return true;
+  const std::optional<bool> b = json_bool_if(v);
+  if (b) *out = *b;
+  return b.has_value();
 }
 bool convert(const json& v, std::string* out) {
-  if (!v.is_string()) return false;
-  *out = v.get<std::string>();
-  return true;
+  const std::string* s = json_string_if(v);
+  if (s != nullptr) *out = *s;
+  return s != nullptr;
 }
 bool convert(const json& v, std::vector<double>* out) {
   if (!v.is_array()) return false;
   out->clear();
   for (const json& e : v) {
-    if (!e.is_number()) return false;
-    out->push_back(e.get<double>());
+    const std::optional<double> d = json_number_if(e);
+    if (!d) return false;
+    out->push_back(*d);
   }
   return true;
 }
@@ -242,11 +246,12 @@ Status read_value(const json& v, const KeySpec& k, const std::string& src, const
     out->unset_as = "null";
     return ok_status();
   }
-  if (k.auto_ok && v.is_string() && v.get<std::string>().empty()) {  // "left empty"
+  const std::string* text = json_string_if(v);
+  if (k.auto_ok && text != nullptr && text->empty()) {  // "left empty"
     out->unset_as = "empty";
     return ok_status();
   }
-  if (v.is_string() && v.get<std::string>() == "auto") {
+  if (text != nullptr && *text == "auto") {
     if (!k.auto_ok) {
       return key_error(src, path, "\"auto\" is not resolved for this key",
                        "give a value; HF's Trainer fills \"auto\" only for batch sizes, "

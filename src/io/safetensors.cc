@@ -9,6 +9,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/checked_math.h"
+#include "core/json_read.h"
 #include "io/atomic_file.h"
 
 namespace lj {
@@ -34,10 +36,6 @@ int st_dtype_size(const std::string& name) {
 Status bad(const std::string& what) {
   return invalid_argument("invalid safetensors file: " + what,
                           "the file is corrupt or not a safetensors file");
-}
-
-bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) {
-  return __builtin_mul_overflow(a, b, out);
 }
 
 }  // namespace
@@ -93,9 +91,9 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
     if (name == "__metadata__") {
       if (!v.is_object()) return bad("__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string())
-          return bad("__metadata__ value of '" + m.key() + "' is not a string");
-        h.metadata[m.key()] = m.value().get<std::string>();
+        const std::string* s = json_string_if(m.value());
+        if (s == nullptr) return bad("__metadata__ value of '" + m.key() + "' is not a string");
+        h.metadata[m.key()] = *s;
       }
       continue;
     }
@@ -105,8 +103,9 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
     }
     SafetensorsEntry e;
     e.name = name;
-    if (!v["dtype"].is_string()) return bad("tensor '" + name + "' has a non-string dtype");
-    e.dtype_name = v["dtype"].get<std::string>();
+    const std::string* dtype = json_string_if(v["dtype"]);
+    if (dtype == nullptr) return bad("tensor '" + name + "' has a non-string dtype");
+    e.dtype_name = *dtype;
     e.dtype_size = st_dtype_size(e.dtype_name);
     if (e.dtype_size == 0)
       return bad("tensor '" + name + "' has unknown dtype '" + e.dtype_name + "'");
@@ -117,25 +116,29 @@ StatusOr<SafetensorsHeader> parse_safetensors(std::span<const uint8_t> bytes) {
     }
     uint64_t elems = 1;
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned())
+      const std::optional<uint64_t> x = json_uint_if(d);
+      if (!x)
         return bad("tensor '" + name + "' shape holds a value that is not a non-negative integer");
-      const uint64_t x = d.get<uint64_t>();
-      if (x > static_cast<uint64_t>(INT64_MAX) || mul_overflows(elems, x, &elems)) {
+      const std::optional<uint64_t> product = checked_mul(elems, *x);
+      if (*x > static_cast<uint64_t>(INT64_MAX) || !product) {
         return bad("tensor '" + name + "' shape overflows");
       }
-      e.shape.push_back(static_cast<int64_t>(x));
+      elems = *product;
+      e.shape.push_back(static_cast<int64_t>(*x));
     }
     const auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-        !off[1].is_number_unsigned()) {
+    const bool pair = off.is_array() && off.size() == 2;
+    const std::optional<uint64_t> begin = pair ? json_uint_if(off[0]) : std::nullopt;
+    const std::optional<uint64_t> end = pair ? json_uint_if(off[1]) : std::nullopt;
+    if (!begin || !end) {
       return bad("tensor '" + name + "' data_offsets is not two non-negative integers");
     }
-    e.begin = off[0].get<uint64_t>();
-    e.end = off[1].get<uint64_t>();
+    e.begin = *begin;
+    e.end = *end;
     if (e.end < e.begin) return bad("tensor '" + name + "' data_offsets end before they begin");
-    uint64_t want = 0;
-    if (mul_overflows(elems, static_cast<uint64_t>(e.dtype_size), &want))
-      return bad("tensor '" + name + "' size overflows");
+    const std::optional<uint64_t> size = checked_mul(elems, static_cast<uint64_t>(e.dtype_size));
+    if (!size) return bad("tensor '" + name + "' size overflows");
+    const uint64_t want = *size;
     if (e.end - e.begin != want) {
       return bad("tensor '" + name + "' holds " + std::to_string(e.end - e.begin) + " bytes but " +
                  e.dtype_name + " shape needs " + std::to_string(want));

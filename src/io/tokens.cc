@@ -11,6 +11,8 @@
 #include <fstream>
 #include <vector>
 
+#include "core/checked_math.h"
+
 namespace lj {
 namespace {
 
@@ -68,11 +70,13 @@ StatusOr<int> megatron_token_width(const std::string& idx_path) {
                                " is not supported (uint16 or int32)");
   }
   // 12 bytes per sequence (int32 length, int64 offset) and 8 per document.
-  uint64_t seq_bytes = 0, doc_bytes = 0, want = 0;
-  if (__builtin_mul_overflow(sequences, uint64_t{12}, &seq_bytes) ||
-      __builtin_mul_overflow(documents, uint64_t{8}, &doc_bytes) ||
-      __builtin_add_overflow(seq_bytes, doc_bytes, &want) ||
-      __builtin_add_overflow(want, uint64_t{kMegatronIdxHeaderBytes}, &want) || want != idx_bytes) {
+  const std::optional<uint64_t> seq_bytes = checked_mul(sequences, uint64_t{12});
+  const std::optional<uint64_t> doc_bytes = checked_mul(documents, uint64_t{8});
+  const std::optional<uint64_t> data_bytes =
+      seq_bytes && doc_bytes ? checked_add(*seq_bytes, *doc_bytes) : std::nullopt;
+  const std::optional<uint64_t> want =
+      data_bytes ? checked_add(*data_bytes, uint64_t{kMegatronIdxHeaderBytes}) : std::nullopt;
+  if (!want || *want != idx_bytes) {
     return bad(idx_path, "the header says " + std::to_string(sequences) + " sequences and " +
                              std::to_string(documents) + " documents, which do not fit its " +
                              std::to_string(idx_bytes) + " bytes (truncated index?)");

@@ -1,5 +1,6 @@
 #include "models/hf_config.h"
 
+#include "core/json_read.h"
 #include "core/text_file.h"
 
 #include <nlohmann/json.hpp>
@@ -15,18 +16,20 @@ Status bad(const std::string& src, const std::string& what, const std::string& h
 
 Status get_int(const json& j, const std::string& src, const char* key, int64_t* out,
                bool required) {
-  if (!j.contains(key) || j[key].is_null()) {
-    return required ? bad(src, std::string("missing '") + key + "'") : ok_status();
-  }
-  if (!j[key].is_number_integer()) return bad(src, std::string("'") + key + "' is not an integer");
-  *out = j[key].get<int64_t>();
+  const json& v = json_member(j, key);
+  if (v.is_null()) return required ? bad(src, std::string("missing '") + key + "'") : ok_status();
+  const std::optional<int64_t> i = json_int_if(v);
+  if (!i) return bad(src, std::string("'") + key + "' is not an integer");
+  *out = *i;
   return ok_status();
 }
 
 Status get_num(const json& j, const std::string& src, const char* key, double* out) {
-  if (!j.contains(key) || j[key].is_null()) return ok_status();
-  if (!j[key].is_number()) return bad(src, std::string("'") + key + "' is not a number");
-  *out = j[key].get<double>();
+  const json& v = json_member(j, key);
+  if (v.is_null()) return ok_status();
+  const std::optional<double> d = json_number_if(v);
+  if (!d) return bad(src, std::string("'") + key + "' is not a number");
+  *out = *d;
   return ok_status();
 }
 
@@ -35,7 +38,7 @@ Status parse_rope(const json& r, const std::string& src, LlamaConfig* c) {
   if (!r.is_object()) return bad(src, "rope scaling block is not an object");
   std::string type = "default";
   for (const char* key : {"rope_type", "type"}) {
-    if (r.contains(key) && r[key].is_string()) type = r[key].get<std::string>();
+    if (const std::string* t = json_string_if(json_member(r, key))) type = *t;
   }
   LJ_RETURN_IF_ERROR(get_num(r, src, "rope_theta", &c->rope_theta));
   if (type == "default") return ok_status();
@@ -68,9 +71,10 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
     bool llama = false;
     std::string names;
     for (const auto& a : j["architectures"]) {
-      if (!a.is_string()) continue;
-      names += (names.empty() ? "" : ", ") + a.get<std::string>();
-      llama = llama || a.get<std::string>() == "LlamaForCausalLM";
+      const std::string* name = json_string_if(a);
+      if (name == nullptr) continue;
+      names += (names.empty() ? "" : ", ") + *name;
+      llama = llama || *name == "LlamaForCausalLM";
     }
     if (!llama)
       return unimplemented(src + ": architecture " + names + " is not supported",
@@ -98,22 +102,24 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
   if (c.num_attention_heads <= 0) return bad(src, "num_attention_heads must be positive");
   c.head_dim = c.hidden_size / c.num_attention_heads;
   LJ_RETURN_IF_ERROR(get_int(j, src, "head_dim", &c.head_dim, false));
-  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
-    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  if (const std::optional<bool> tie = json_bool_if(json_member(j, "tie_word_embeddings"))) {
+    c.tie_word_embeddings = *tie;
   }
   if (j.contains("rope_parameters")) LJ_RETURN_IF_ERROR(parse_rope(j["rope_parameters"], src, &c));
   if (j.contains("rope_scaling")) LJ_RETURN_IF_ERROR(parse_rope(j["rope_scaling"], src, &c));
   for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>()) {
+    if (json_bool_if(json_member(j, key)).value_or(false)) {
       return unimplemented(src + ": '" + key + "' = true is not supported",
                            "Llama 3 has no biases");
     }
   }
   // transformers v4 writes torch_dtype, v5 dtype; "auto" or absent: f32.
   for (const char* key : {"torch_dtype", "dtype"}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    if (!j[key].is_string()) return bad(src, std::string("'") + key + "' is not a string");
-    const std::string name = j[key].get<std::string>();
+    const json& v = json_member(j, key);
+    if (v.is_null()) continue;
+    const std::string* dtype = json_string_if(v);
+    if (dtype == nullptr) return bad(src, std::string("'") + key + "' is not a string");
+    const std::string name = *dtype;
     DType t = DType::f32;
     if (name != "auto" &&
         (!parse_dtype(name, &t) || !(t == DType::f32 || t == DType::bf16 || t == DType::f16))) {

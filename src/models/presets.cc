@@ -1,6 +1,9 @@
 #include <cmath>
 #include <numbers>
+#include <optional>
 
+#include "core/check.h"
+#include "core/checked_math.h"
 #include "models/config.h"
 
 namespace lj {
@@ -74,22 +77,45 @@ StatusOr<LlamaConfig> llama_preset(const std::string& name) {
   return c;
 }
 
+namespace {
+
+// The parameter count (with the input embedding or without it), or nothing when a product of
+// the config's sizes overflows int64 (validate() refuses such a config).
+std::optional<int64_t> param_count(const LlamaConfig& c, bool with_embedding) {
+  const int64_t C = c.hidden_size, D = c.head_dim;
+  const auto q = checked_product<int64_t>({C, c.num_attention_heads, D, 2});
+  const auto kv = checked_product<int64_t>({C, c.num_key_value_heads, D, 2});
+  const auto mlp = checked_product<int64_t>({3, C, c.intermediate_size});
+  const auto embed = checked_mul(c.vocab_size, C);
+  if (!q || !kv || !mlp || !embed) return std::nullopt;
+  std::optional<int64_t> per_layer = checked_add(*q, *kv);
+  if (per_layer) per_layer = checked_add(*per_layer, *mlp);
+  if (per_layer) per_layer = checked_add(*per_layer, 2 * C);
+  std::optional<int64_t> n = per_layer ? checked_mul(c.num_hidden_layers, *per_layer) : per_layer;
+  if (n) n = checked_add(*n, C);       // final norm
+  if (n) n = checked_add(*n, *embed);  // LM head
+  if (n && with_embedding && !c.tie_word_embeddings) n = checked_add(*n, *embed);
+  return n;
+}
+
+}  // namespace
+
 int64_t LlamaConfig::num_params_without_embedding() const {
-  const int64_t C = hidden_size, D = head_dim;
-  const int64_t attn = C * num_attention_heads * D * 2 + C * num_key_value_heads * D * 2;
-  const int64_t mlp = 3 * C * intermediate_size;
-  const int64_t per_layer = attn + mlp + 2 * C;
-  return num_hidden_layers * per_layer + C + vocab_size * C;  // + final norm + LM head
+  const std::optional<int64_t> n = param_count(*this, false);
+  LJ_CHECK(n.has_value()) << "model '" << name << "': sizes overflow (validate() refuses them)";
+  return *n;
 }
 
 double LlamaConfig::flops_per_token(int64_t seq_len) const {
   return 6.0 * static_cast<double>(num_params_without_embedding()) +
-         12.0 * static_cast<double>(num_hidden_layers * num_attention_heads * head_dim * seq_len);
+         12.0 * static_cast<double>(num_hidden_layers * num_attention_heads * head_dim) *
+             static_cast<double>(seq_len);
 }
 
 int64_t LlamaConfig::num_params() const {
-  const int64_t embed = vocab_size * hidden_size;
-  return num_params_without_embedding() + (tie_word_embeddings ? 0 : embed);
+  const std::optional<int64_t> n = param_count(*this, true);
+  LJ_CHECK(n.has_value()) << "model '" << name << "': sizes overflow (validate() refuses them)";
+  return *n;
 }
 
 Status LlamaConfig::validate() const {
@@ -107,6 +133,8 @@ Status LlamaConfig::validate() const {
                std::to_string(num_key_value_heads) + ")");
   }
   if (head_dim % 2 != 0) return bad("head_dim must be even for rotary embeddings");
+  if (!param_count(*this, true))
+    return bad("the sizes overflow a 64-bit parameter count (vocab_size x hidden_size, ...)");
   if (rms_norm_eps <= 0) return bad("rms_norm_eps must be positive");
   if (rope_theta <= 0) return bad("rope_theta must be positive");
   return ok_status();

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/json_read.h"
 #include "core/text_file.h"
 #include "io/atomic_file.h"
 
@@ -31,18 +32,23 @@ json eff_to_json(const Efficiency& e) {
   return json{{"compute", c}, {"bandwidth", e.bandwidth}};
 }
 
-Status eff_from_json(const json& j, const std::string& where, Efficiency* e) {
-  if (!j.is_object() || !j.contains("compute") || !j["compute"].is_object())
-    return invalid_argument(where + ": needs an object with \"compute\" and \"bandwidth\"");
+Status eff_from_json(const Json& j, const JsonWhere& at, Efficiency* e) {
+  const Json& compute = json_member(j, "compute");
+  if (!compute.is_object())
+    return invalid_argument(at.name() + ": needs an object with \"compute\" and \"bandwidth\"",
+                            at.hint);
   for (int i = 0; i < kPlanOpCategories; ++i) {
     const char* name = category_name(static_cast<OpCategory>(i));
-    const double v = j["compute"].value(name, 0.0);
-    if (v < 0 || v > 1) return invalid_argument(where + ".compute." + name + " must be in [0, 1]");
+    LJ_ASSIGN_OR_RETURN(const double v, json_read_or<double>(json_member(compute, name), 0.0,
+                                                             at / "compute" / name));
+    if (v < 0 || v > 1)
+      return invalid_argument(at.name() + ".compute." + name + " must be in [0, 1]", at.hint);
     e->compute[static_cast<size_t>(i)] = v;
   }
-  e->bandwidth = j.value("bandwidth", 1.0);
+  LJ_ASSIGN_OR_RETURN(e->bandwidth,
+                      json_read_or<double>(json_member(j, "bandwidth"), 1.0, at / "bandwidth"));
   if (e->bandwidth <= 0 || e->bandwidth > 1)
-    return invalid_argument(where + ".bandwidth must be in (0, 1]");
+    return invalid_argument(at.name() + ".bandwidth must be in (0, 1]", at.hint);
   return ok_status();
 }
 
@@ -73,43 +79,61 @@ std::string PredictorCoefficients::to_json() const {
 
 StatusOr<PredictorCoefficients> parse_coefficients(const std::string& text,
                                                    const std::string& source) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   const std::string hint = "rewrite it with ljperf calibrate --device, or delete it";
   if (j.is_discarded() || !j.is_object())
     return invalid_argument("coefficients file " + source + " is not a JSON object", hint);
-  const std::string format = j.value("format", "");
+  const std::string* format_field = json_string_if(json_member(j, "format"));
+  const std::string format = format_field != nullptr ? *format_field : "";
   if (format != kFormat && format != kFormatV1)
     return invalid_argument(
         "coefficients file " + source + " has no \"format\": \"" + kFormat + "\"", hint);
   PredictorCoefficients m;
   m.source = source;
-  try {
-    const json& h = j.at("host");
-    m.host.cpu = h.value("cpu", "");
-    m.host.threads = h.value("threads", 0);
-    m.host.gemm_flops = h.at("gemm_flops").get<double>();
-    m.host.mem_bandwidth = h.at("mem_bandwidth").get<double>();
-    m.host.baseline_rss_bytes = h.at("baseline_rss_bytes").get<double>();
-    const json& c = j.at("cpu_memory");
-    m.cpu_memory.reserved_factor = c.at("reserved_factor").get<double>();
-    m.cpu_memory.per_node_bytes = c.value("per_node_bytes", 0.0);
-    m.cpu_memory.per_param_bytes = c.value("per_param_bytes", 0.0);
-    m.cpu_memory.gemm_pack_bytes = c.value("gemm_pack_bytes", 0.0);
-    m.cpu_memory.gemm_buffer_factor = c.value("gemm_buffer_factor", 1.0);
-    m.fitted_records = c.value("fitted_records", 0);
-    const json& g = j.at("gpu_memory");
-    m.gpu_memory.cuda_context_bytes = g.at("cuda_context_bytes").get<double>();
-    m.gpu_memory.fragmentation = g.at("fragmentation").get<double>();
-    m.gpu_memory.workspace_bytes = g.at("workspace_bytes").get<double>();
-    LJ_RETURN_IF_ERROR(
-        eff_from_json(j.at("cpu_efficiency"), source + ": cpu_efficiency", &m.cpu_eff));
-    LJ_RETURN_IF_ERROR(
-        eff_from_json(j.at("gpu_efficiency"), source + ": gpu_efficiency", &m.gpu_eff));
-    m.comm_efficiency = j.at("comm").at("efficiency").get<double>();
-    m.comm_overlap = j.at("comm").at("overlap").get<bool>();
-  } catch (const json::exception& e) {
-    return invalid_argument("coefficients file " + source + ": " + e.what(), hint);
-  }
+  const JsonWhere at{"coefficients file " + source, "", hint};
+  // The number `key` of the object `o` (at `where`): required, or `fallback` when absent.
+  const auto number = [](const Json& o, const char* key, const JsonWhere& where, double* out) {
+    LJ_ASSIGN_OR_RETURN(*out, json_read<double>(json_member(o, key), where / key));
+    return ok_status();
+  };
+  const auto number_or = [](const Json& o, const char* key, double fallback, const JsonWhere& where,
+                            double* out) {
+    LJ_ASSIGN_OR_RETURN(*out, json_read_or<double>(json_member(o, key), fallback, where / key));
+    return ok_status();
+  };
+  const Json& h = json_member(j, "host");
+  LJ_RETURN_IF_ERROR(json_need_object(h, at / "host"));
+  LJ_ASSIGN_OR_RETURN(m.host.cpu,
+                      json_read_or<std::string>(json_member(h, "cpu"), "", at / "host" / "cpu"));
+  LJ_ASSIGN_OR_RETURN(m.host.threads,
+                      json_read_or<int>(json_member(h, "threads"), 0, at / "host" / "threads"));
+  LJ_RETURN_IF_ERROR(number(h, "gemm_flops", at / "host", &m.host.gemm_flops));
+  LJ_RETURN_IF_ERROR(number(h, "mem_bandwidth", at / "host", &m.host.mem_bandwidth));
+  LJ_RETURN_IF_ERROR(number(h, "baseline_rss_bytes", at / "host", &m.host.baseline_rss_bytes));
+  const Json& c = json_member(j, "cpu_memory");
+  const JsonWhere cm = at / "cpu_memory";
+  LJ_RETURN_IF_ERROR(json_need_object(c, cm));
+  LJ_RETURN_IF_ERROR(number(c, "reserved_factor", cm, &m.cpu_memory.reserved_factor));
+  LJ_RETURN_IF_ERROR(number_or(c, "per_node_bytes", 0.0, cm, &m.cpu_memory.per_node_bytes));
+  LJ_RETURN_IF_ERROR(number_or(c, "per_param_bytes", 0.0, cm, &m.cpu_memory.per_param_bytes));
+  LJ_RETURN_IF_ERROR(number_or(c, "gemm_pack_bytes", 0.0, cm, &m.cpu_memory.gemm_pack_bytes));
+  LJ_RETURN_IF_ERROR(number_or(c, "gemm_buffer_factor", 1.0, cm, &m.cpu_memory.gemm_buffer_factor));
+  LJ_ASSIGN_OR_RETURN(m.fitted_records, json_read_or<int>(json_member(c, "fitted_records"), 0,
+                                                          cm / "fitted_records"));
+  const Json& g = json_member(j, "gpu_memory");
+  const JsonWhere gm = at / "gpu_memory";
+  LJ_RETURN_IF_ERROR(json_need_object(g, gm));
+  LJ_RETURN_IF_ERROR(number(g, "cuda_context_bytes", gm, &m.gpu_memory.cuda_context_bytes));
+  LJ_RETURN_IF_ERROR(number(g, "fragmentation", gm, &m.gpu_memory.fragmentation));
+  LJ_RETURN_IF_ERROR(number(g, "workspace_bytes", gm, &m.gpu_memory.workspace_bytes));
+  LJ_RETURN_IF_ERROR(
+      eff_from_json(json_member(j, "cpu_efficiency"), at / "cpu_efficiency", &m.cpu_eff));
+  LJ_RETURN_IF_ERROR(
+      eff_from_json(json_member(j, "gpu_efficiency"), at / "gpu_efficiency", &m.gpu_eff));
+  const Json& comm = json_member(j, "comm");
+  LJ_RETURN_IF_ERROR(number(comm, "efficiency", at / "comm", &m.comm_efficiency));
+  LJ_ASSIGN_OR_RETURN(m.comm_overlap,
+                      json_read<bool>(json_member(comm, "overlap"), at / "comm" / "overlap"));
   if (format == kFormatV1 && source != "embedded defaults") {
     const PredictorCoefficients d = default_coefficients();
     m.cpu_memory = d.cpu_memory;

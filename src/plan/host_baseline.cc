@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_info.h"
+#include "core/json_read.h"
 #include "core/log.h"
 #include "core/text_file.h"
 #include "plan/host_cache.h"
@@ -40,9 +41,9 @@ std::string binary_identity() {
 // oneDNN's ISA is part of the key: its JIT kernels are part of the baseline, and an
 // AVX2-limited oneDNN (DNNL_MAX_CPU_ISA) on the same CPU holds about 2 MiB less of them.
 bool same_key(const nlohmann::json& e, const HostInfo& h, int threads, const std::string& bin) {
-  return e.value("cpu", "") == h.cpu_model && e.value("hostname", "") == h.hostname &&
-         e.value("threads", 0) == threads && e.value("binary", "") == bin &&
-         e.value("isa", "") == cpu::onednn_info().cpu_isa;
+  return cache_entry_has(e, "cpu", h.cpu_model) && cache_entry_has(e, "hostname", h.hostname) &&
+         cache_entry_has(e, "threads", int64_t{threads}) && cache_entry_has(e, "binary", bin) &&
+         cache_entry_has(e, "isa", cpu::onednn_info().cpu_isa);
 }
 
 // Runs `ljperf benchmark` on the tiny preset in a child and reads its record.
@@ -86,14 +87,19 @@ StatusOr<double> probe(int threads) {
   if (!ran || !text.ok())
     return internal_error("baseline probe: the child ljperf benchmark --model tiny failed");
   const auto j = nlohmann::json::parse(*text, nullptr, false);
-  try {
-    const double rss = j.at("summary").at("peak_rss_bytes").get<double>();
-    // The child priced itself with baseline 0: the rest of its peak is the baseline.
-    const double priced = j.at("plan").at("predicted_peak_rss_bytes").get<double>();
-    return rss - priced;
-  } catch (const nlohmann::json::exception& e) {
-    return internal_error(std::string("baseline probe: unexpected record: ") + e.what());
-  }
+  const JsonWhere at{"the probe's record"};
+  const auto unexpected = [](const Status& s) {
+    return internal_error("baseline probe: unexpected record: " + s.message());
+  };
+  const StatusOr<double> rss = json_read<double>(
+      json_member(json_member(j, "summary"), "peak_rss_bytes"), at / "summary" / "peak_rss_bytes");
+  if (!rss.ok()) return unexpected(rss.status());
+  // The child priced itself with baseline 0: the rest of its peak is the baseline.
+  const StatusOr<double> priced =
+      json_read<double>(json_member(json_member(j, "plan"), "predicted_peak_rss_bytes"),
+                        at / "plan" / "predicted_peak_rss_bytes");
+  if (!priced.ok()) return unexpected(priced.status());
+  return *rss - *priced;
 }
 
 }  // namespace
@@ -120,8 +126,9 @@ StatusOr<HostBaseline> host_baseline(int threads, bool remeasure, bool may_probe
   nlohmann::json entries = read_host_cache(path, kFormat);
   if (!remeasure) {
     for (const auto& e : entries) {
-      if (same_key(e, h, b.threads, bin) && e.value("bytes", 0.0) > 0) {
-        b.bytes = e["bytes"].get<double>();
+      const double bytes = json_number_if(json_member(e, "bytes")).value_or(0.0);
+      if (same_key(e, h, b.threads, bin) && bytes > 0) {
+        b.bytes = bytes;
         b.cached = true;
         b.measured = true;
         return b;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/json_read.h"
 #include "core/text_file.h"
 #include "io/atomic_file.h"
 
@@ -21,10 +22,20 @@ nlohmann::json read_host_cache(const std::string& path, const std::string& forma
   auto text = read_text_file(path);
   if (!text.ok()) return nlohmann::json::array();
   auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("format", "") != format ||
-      !j.contains("entries") || !j["entries"].is_array())
+  if (j.is_discarded() || !cache_entry_has(j, "format", format) ||
+      !json_member(j, "entries").is_array())
     return nlohmann::json::array();
   return j["entries"];
+}
+
+bool cache_entry_has(const nlohmann::json& e, const char* key, const std::string& want) {
+  const std::string* s = json_string_if(json_member(e, key));
+  return s != nullptr && *s == want;
+}
+
+bool cache_entry_has(const nlohmann::json& e, const char* key, int64_t want) {
+  const std::optional<int64_t> i = json_int_if(json_member(e, key));
+  return i.has_value() && *i == want;
 }
 
 void write_host_cache(const std::string& path, const std::string& format,

@@ -16,6 +16,11 @@ std::string host_cache_path(const std::string& file);
 // The entries of the cache at `path` when its format is `format`; else an empty array.
 nlohmann::json read_host_cache(const std::string& path, const std::string& format);
 
+// Whether the entry `e` holds `key` equal to `want`; a missing or mistyped field (a damaged
+// cache) never matches.
+bool cache_entry_has(const nlohmann::json& e, const char* key, const std::string& want);
+bool cache_entry_has(const nlohmann::json& e, const char* key, int64_t want);
+
 // Writes `entries` without those `same` matches, plus `entry`, atomically (best effort).
 void write_host_cache(const std::string& path, const std::string& format,
                       const nlohmann::json& entries,

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "core/json_read.h"
 #include "plan/host_cache.h"
 #include "runtime/host.h"
 #include "runtime/peak_probe.h"
@@ -17,8 +18,9 @@ namespace {
 constexpr const char* kFormat = "ljperf host peak 2";
 
 bool same_key(const nlohmann::json& e, const HostInfo& h, int threads, DType dtype) {
-  return e.value("cpu", "") == h.cpu_model && e.value("hostname", "") == h.hostname &&
-         e.value("threads", 0) == threads && e.value("dtype", "") == dtype_name(dtype);
+  return cache_entry_has(e, "cpu", h.cpu_model) && cache_entry_has(e, "hostname", h.hostname) &&
+         cache_entry_has(e, "threads", int64_t{threads}) &&
+         cache_entry_has(e, "dtype", dtype_name(dtype));
 }
 
 }  // namespace
@@ -44,9 +46,11 @@ HostPeak blank_peak(const HostInfo& h, DType dtype, int threads) {
 
 std::optional<HostPeak> find_cached(const nlohmann::json& entries, const HostInfo& h, HostPeak p) {
   for (const auto& e : entries) {
-    if (same_key(e, h, p.threads, p.dtype) && e.value("flops", 0.0) > 0) {
-      p.flops = e["flops"].get<double>();
-      p.isa = e.value("isa", "");
+    const double flops = json_number_if(json_member(e, "flops")).value_or(0.0);
+    if (same_key(e, h, p.threads, p.dtype) && flops > 0) {
+      p.flops = flops;
+      const std::string* isa = json_string_if(json_member(e, "isa"));
+      p.isa = isa != nullptr ? *isa : "";
       p.cached = true;
       return p;
     }

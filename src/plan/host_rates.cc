@@ -14,6 +14,7 @@
 #include "backends/cpu/adamw_kernel.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn_info.h"
+#include "core/json_read.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "graph/builder.h"
@@ -295,8 +296,9 @@ double measure_optimizer(int threads) {
 // The ISA oneDNN's GEMMs run is part of the key: DNNL_MAX_CPU_ISA=AVX2 on an AVX-512 host (or
 // a oneDNN that does not know the CPU) halves the GEMM rates on the same CPU model.
 bool same_key(const nlohmann::json& e, const HostInfo& h, int threads) {
-  return e.value("cpu", "") == h.cpu_model && e.value("hostname", "") == h.hostname &&
-         e.value("threads", 0) == threads && e.value("isa", "") == cpu::onednn_info().cpu_isa;
+  return cache_entry_has(e, "cpu", h.cpu_model) && cache_entry_has(e, "hostname", h.hostname) &&
+         cache_entry_has(e, "threads", int64_t{threads}) &&
+         cache_entry_has(e, "isa", cpu::onednn_info().cpu_isa);
 }
 
 }  // namespace
@@ -485,32 +487,65 @@ nlohmann::json host_rates_to_json(const HostRates& r) {
                                                             : nlohmann::json(r.other_cpu_share)}};
 }
 
+namespace {
+
+// The array `key` of `j`, each element read by `read`.
+template <class T, class Read>
+Status read_samples(const nlohmann::json& j, const char* key, const JsonWhere& at, Read read,
+                    std::vector<T>* out) {
+  const nlohmann::json& a = json_member(j, key);
+  LJ_RETURN_IF_ERROR(json_need_array(a, at / key));
+  for (size_t i = 0; i < a.size(); ++i) {
+    LJ_ASSIGN_OR_RETURN(T sample, read(a[i], (at / key)[i]));
+    out->push_back(sample);
+  }
+  return ok_status();
+}
+
+StatusOr<GemmSample> gemm_sample(const nlohmann::json& s, const JsonWhere& at) {
+  GemmSample g;
+  LJ_ASSIGN_OR_RETURN(g.m, json_read<int64_t>(json_member(s, "m"), at / "m"));
+  LJ_ASSIGN_OR_RETURN(g.n, json_read<int64_t>(json_member(s, "n"), at / "n"));
+  LJ_ASSIGN_OR_RETURN(g.k, json_read<int64_t>(json_member(s, "k"), at / "k"));
+  LJ_ASSIGN_OR_RETURN(g.ta, json_read<bool>(json_member(s, "ta"), at / "ta"));
+  LJ_ASSIGN_OR_RETURN(g.tb, json_read<bool>(json_member(s, "tb"), at / "tb"));
+  LJ_ASSIGN_OR_RETURN(g.seconds, json_read<double>(json_member(s, "seconds"), at / "seconds"));
+  return g;
+}
+
+StatusOr<BandwidthSample> bandwidth_sample(const nlohmann::json& s, const JsonWhere& at) {
+  BandwidthSample b;
+  LJ_ASSIGN_OR_RETURN(b.bytes, json_read<double>(json_member(s, "bytes"), at / "bytes"));
+  LJ_ASSIGN_OR_RETURN(b.bytes_per_s,
+                      json_read<double>(json_member(s, "bytes_per_s"), at / "bytes_per_s"));
+  return b;
+}
+
+}  // namespace
+
 StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
   HostRates r;
-  try {
-    r.threads = j.at("threads").get<int>();
-    for (const auto& s : j.at("gemm"))
-      r.gemm.push_back({s.at("m").get<int64_t>(), s.at("n").get<int64_t>(),
-                        s.at("k").get<int64_t>(), s.at("ta").get<bool>(), s.at("tb").get<bool>(),
-                        s.at("seconds").get<double>()});
-    r.attention_forward_flops = j.at("attention_forward_flops").get<double>();
-    r.attention_backward_flops = j.at("attention_backward_flops").get<double>();
-    for (const auto& s : j.at("pointwise"))
-      r.pointwise.push_back({s.at("bytes").get<double>(), s.at("bytes_per_s").get<double>()});
-    for (const auto& s : j.at("pointwise_hot"))
-      r.pointwise_hot.push_back({s.at("bytes").get<double>(), s.at("bytes_per_s").get<double>()});
-    r.movement_bandwidth = j.at("movement_bandwidth").get<double>();
-    r.reduction_bandwidth = j.at("reduction_bandwidth").get<double>();
-    r.loss_bandwidth = j.at("loss_bandwidth").get<double>();
-    r.optimizer_bandwidth = j.at("optimizer_bandwidth").get<double>();
-    r.kernel_seconds = j.at("kernel_seconds").get<double>();
-    r.probe_seconds = j.value("probe_seconds", 0.0);
-    if (j.contains("other_cpu_share") && j.at("other_cpu_share").is_number())
-      r.other_cpu_share = j.at("other_cpu_share").get<double>();
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(std::string("host rates entry: ") + e.what(),
-                            "remeasure with ljperf calibrate --device");
-  }
+  const JsonWhere at{"host rates entry", "", "remeasure with ljperf calibrate --device"};
+  const auto number = [&](const char* key, double* out) -> Status {
+    LJ_ASSIGN_OR_RETURN(*out, json_read<double>(json_member(j, key), at / key));
+    return ok_status();
+  };
+  LJ_ASSIGN_OR_RETURN(r.threads, json_read<int>(json_member(j, "threads"), at / "threads"));
+  LJ_RETURN_IF_ERROR(read_samples(j, "gemm", at, gemm_sample, &r.gemm));
+  LJ_RETURN_IF_ERROR(number("attention_forward_flops", &r.attention_forward_flops));
+  LJ_RETURN_IF_ERROR(number("attention_backward_flops", &r.attention_backward_flops));
+  LJ_RETURN_IF_ERROR(read_samples(j, "pointwise", at, bandwidth_sample, &r.pointwise));
+  LJ_RETURN_IF_ERROR(read_samples(j, "pointwise_hot", at, bandwidth_sample, &r.pointwise_hot));
+  LJ_RETURN_IF_ERROR(number("movement_bandwidth", &r.movement_bandwidth));
+  LJ_RETURN_IF_ERROR(number("reduction_bandwidth", &r.reduction_bandwidth));
+  LJ_RETURN_IF_ERROR(number("loss_bandwidth", &r.loss_bandwidth));
+  LJ_RETURN_IF_ERROR(number("optimizer_bandwidth", &r.optimizer_bandwidth));
+  LJ_RETURN_IF_ERROR(number("kernel_seconds", &r.kernel_seconds));
+  LJ_ASSIGN_OR_RETURN(r.probe_seconds, json_read_or<double>(json_member(j, "probe_seconds"), 0.0,
+                                                            at / "probe_seconds"));
+  // null when not known (JSON has no NaN): the default, NaN, stays.
+  if (const std::optional<double> share = json_number_if(json_member(j, "other_cpu_share")))
+    r.other_cpu_share = *share;
   if (!r.valid())
     return invalid_argument("host rates entry: a rate is missing or not positive",
                             "remeasure with ljperf calibrate --device");

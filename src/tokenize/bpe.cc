@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "core/json_read.h"
 #include "tokenize/component.h"
 #include "tokenize/utf8.h"
 
@@ -28,10 +29,11 @@ StatusOr<Bpe> Bpe::parse(const nlohmann::json& m) {
   LJ_ASSIGN_OR_RETURN(const std::string type, component_type(m, "model"));
   if (type != "BPE") return unsupported_component("model", type);
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (m.contains(key) && m[key].is_string() && !m[key].get<std::string>().empty())
+    const std::string* s = json_string_if(json_member(m, key));
+    if (s != nullptr && !s->empty())
       return unsupported_component("model", std::string("BPE with ") + key);
   }
-  if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() > 0)
+  if (json_number_if(json_member(m, "dropout")).value_or(0) > 0)
     return unsupported_component("model", "BPE with dropout");
   Bpe bpe;
   if (!m.contains("vocab") || !m["vocab"].is_object())
@@ -42,10 +44,11 @@ StatusOr<Bpe> Bpe::parse(const nlohmann::json& m) {
                         " entries, more than the " + std::to_string(kMaxVocab) + " allowed");
   bpe.vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= kMaxVocab)
+    const std::optional<uint64_t> v = json_uint_if(it.value());
+    if (!v || *v >= kMaxVocab)
       return invalid_argument("tokenizer.json: model.vocab[\"" + it.key() +
                               "\"] is not an id below " + std::to_string(kMaxVocab));
-    const auto id = it.value().get<uint32_t>();
+    const auto id = static_cast<uint32_t>(*v);
     bpe.vocab_[it.key()] = id;
     if (id >= bpe.id_to_token_.size()) bpe.id_to_token_.resize(id + 1);
     bpe.id_to_token_[id] = it.key();
@@ -65,14 +68,14 @@ StatusOr<Bpe> Bpe::parse(const nlohmann::json& m) {
     uint32_t rank = 0;
     for (const auto& mg : merges) {
       std::string a, b;
-      if (mg.is_string()) {  // "a b" (older files)
-        const std::string s = mg.get<std::string>();
+      if (const std::string* merge = json_string_if(mg)) {  // "a b" (older files)
+        const std::string& s = *merge;
         const size_t sp = s.find(' ');
         if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
           return invalid_argument("tokenizer.json: merge \"" + s + "\" is not two tokens");
         a = s.substr(0, sp), b = s.substr(sp + 1);
       } else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string()) {
-        a = mg[0].get<std::string>(), b = mg[1].get<std::string>();
+        a = *json_string_if(mg[0]), b = *json_string_if(mg[1]);
       } else {
         return invalid_argument("tokenizer.json: a merge is neither \"a b\" nor [\"a\", \"b\"]");
       }
@@ -85,8 +88,8 @@ StatusOr<Bpe> Bpe::parse(const nlohmann::json& m) {
       ++rank;
     }
   }
-  if (m.contains("unk_token") && m["unk_token"].is_string()) {
-    const auto it = bpe.vocab_.find(m["unk_token"].get<std::string>());
+  if (const std::string* unk = json_string_if(json_member(m, "unk_token"))) {
+    const auto it = bpe.vocab_.find(*unk);
     if (it == bpe.vocab_.end())
       return invalid_argument("tokenizer.json: model.unk_token is not in the vocab");
     bpe.unk_id_ = it->second;

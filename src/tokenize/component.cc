@@ -1,5 +1,7 @@
 #include "tokenize/component.h"
 
+#include "core/json_read.h"
+
 namespace lj::tok {
 
 Status unsupported_component(const std::string& kind, const std::string& type) {
@@ -9,31 +11,35 @@ Status unsupported_component(const std::string& kind, const std::string& type) {
 }
 
 StatusOr<std::string> component_type(const nlohmann::json& j, const std::string& kind) {
-  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
+  const std::string* type = json_string_if(json_member(j, "type"));
+  if (type == nullptr)
     return invalid_argument("tokenizer.json: a " + kind + " without a \"type\" string",
                             "the file does not look like an HF tokenizers file");
-  return j["type"].get<std::string>();
+  return *type;
 }
 
 StatusOr<std::string> get_string(const nlohmann::json& j, const char* key,
                                  const std::string& where) {
-  if (!j.contains(key) || !j[key].is_string())
+  const std::string* s = json_string_if(json_member(j, key));
+  if (s == nullptr)
     return invalid_argument("tokenizer.json: " + where + " needs a string \"" + key + "\"");
-  return j[key].get<std::string>();
+  return *s;
 }
 
 StatusOr<bool> get_bool(const nlohmann::json& j, const char* key, bool fallback,
                         const std::string& where) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean())
+  const Json& v = json_member(j, key);
+  if (v.is_null()) return fallback;
+  const std::optional<bool> b = json_bool_if(v);
+  if (!b)
     return invalid_argument("tokenizer.json: " + where + " \"" + key + "\" must be true or false");
-  return j[key].get<bool>();
+  return *b;
 }
 
 StatusOr<int64_t> get_int(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_number_integer())
-    return invalid_argument("tokenizer.json: " + where + " needs an integer \"" + key + "\"");
-  return j[key].get<int64_t>();
+  const std::optional<int64_t> i = json_int_if(json_member(j, key));
+  if (!i) return invalid_argument("tokenizer.json: " + where + " needs an integer \"" + key + "\"");
+  return *i;
 }
 
 }  // namespace lj::tok

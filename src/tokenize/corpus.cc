@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_read.h"
+
 namespace lj::tok {
 namespace {
 
@@ -129,10 +131,11 @@ Status extract_json_text(std::string_view line, const std::string& key, std::str
   if (it == j.end())
     return invalid_argument("no \"" + key + "\" key in the JSON line",
                             "name the text field with --text-key, or pass --skip-bad-lines");
-  if (!it->is_string())
+  const std::string* s = json_string_if(*it);
+  if (s == nullptr)
     return invalid_argument("\"" + key + "\" is not a string in the JSON line",
                             "name the text field with --text-key");
-  *text = it->get<std::string>();
+  *text = *s;
   return ok_status();
 }
 

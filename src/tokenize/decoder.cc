@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_read.h"
 #include "tokenize/component.h"
 #include "tokenize/normalizer.h"
 #include "tokenize/pre_tokenizer.h"
@@ -183,8 +184,8 @@ StatusOr<std::unique_ptr<Decoder>> parse_decoder(const nlohmann::json& j, int de
   if (type == "Metaspace") {
     auto d = std::make_unique<MetaspaceDecoder>();
     LJ_ASSIGN_OR_RETURN(d->replacement, get_string(j, "replacement", "decoder Metaspace"));
-    if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
-      d->strip_first = j["prepend_scheme"].get<std::string>() != "never";
+    if (const std::string* scheme = json_string_if(json_member(j, "prepend_scheme"))) {
+      d->strip_first = *scheme != "never";
     } else {
       LJ_ASSIGN_OR_RETURN(d->strip_first, get_bool(j, "add_prefix_space", true, "Metaspace"));
     }

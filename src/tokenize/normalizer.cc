@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/json_read.h"
 #include "tokenize/component.h"
 #include "tokenize/utf8.h"
 
@@ -71,14 +72,14 @@ class StripNormalizer final : public Normalizer {
 StatusOr<ReplacePattern> ReplacePattern::parse(const nlohmann::json& pattern,
                                                const std::string& where) {
   ReplacePattern p;
-  if (pattern.is_object() && pattern.contains("String") && pattern["String"].is_string()) {
-    p.literal_ = pattern["String"].get<std::string>();
+  if (const std::string* literal = json_string_if(json_member(pattern, "String"))) {
+    p.literal_ = *literal;
     if (p.literal_.empty())
       return invalid_argument("tokenizer.json: " + where + " has an empty String pattern");
     return p;
   }
-  if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
-    LJ_ASSIGN_OR_RETURN(p.regex_, Regex::compile(pattern["Regex"].get<std::string>()));
+  if (const std::string* regex = json_string_if(json_member(pattern, "Regex"))) {
+    LJ_ASSIGN_OR_RETURN(p.regex_, Regex::compile(*regex));
     return p;
   }
   return invalid_argument("tokenizer.json: " + where +

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/json_read.h"
 #include "tokenize/component.h"
 #include "tokenize/utf8.h"
 
@@ -248,12 +249,13 @@ StatusOr<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const nlohmann::json
   }
   if (type == "Split") {
     auto p = std::make_unique<SplitPreTokenizer>();
-    const auto& pat = j.contains("pattern") ? j["pattern"] : nlohmann::json();
-    if (pat.is_object() && pat.contains("Regex") && pat["Regex"].is_string()) {
-      LJ_ASSIGN_OR_RETURN(p->regex, Regex::compile(pat["Regex"].get<std::string>()));
-    } else if (pat.is_object() && pat.contains("String") && pat["String"].is_string() &&
-               !pat["String"].get<std::string>().empty()) {
-      LJ_ASSIGN_OR_RETURN(p->regex, Regex::compile(pat["String"].get<std::string>(), true));
+    const Json& pat = json_member(j, "pattern");
+    const std::string* regex = json_string_if(json_member(pat, "Regex"));
+    const std::string* literal = json_string_if(json_member(pat, "String"));
+    if (regex != nullptr) {
+      LJ_ASSIGN_OR_RETURN(p->regex, Regex::compile(*regex));
+    } else if (literal != nullptr && !literal->empty()) {
+      LJ_ASSIGN_OR_RETURN(p->regex, Regex::compile(*literal, true));
     } else {
       return invalid_argument(
           "tokenizer.json: pre_tokenizer Split needs a pattern {\"Regex\": ...} or "
@@ -283,8 +285,8 @@ StatusOr<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const nlohmann::json
     if (p->replacement.empty() || !utf8_valid(p->replacement) ||
         (next_code_point(p->replacement, &n), n != p->replacement.size()))
       return invalid_argument("tokenizer.json: Metaspace replacement must be one character");
-    if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
-      const std::string s = j["prepend_scheme"].get<std::string>();
+    if (const std::string* scheme = json_string_if(json_member(j, "prepend_scheme"))) {
+      const std::string& s = *scheme;
       if (s == "always") {
         p->prepend = MetaspacePreTokenizer::Prepend::always;
       } else if (s == "first") {

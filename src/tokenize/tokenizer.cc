@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "core/json_read.h"
 #include "core/text_file.h"
 #include "tokenize/component.h"
 #include "tokenize/utf8.h"
@@ -27,9 +28,17 @@ StatusOr<Template> parse_template(const nlohmann::json& j) {
       j.contains("special_tokens") ? j["special_tokens"] : nlohmann::json::object();
   Template t;
   bool seen_a = false;
-  for (const auto& item : j["single"]) {
+  const JsonWhere single = JsonWhere{"tokenizer.json", "post_processor"} / "single";
+  for (size_t i = 0; i < j["single"].size(); ++i) {
+    const Json& item = j["single"][i];
     if (item.contains("Sequence")) {
-      if (seen_a || !item["Sequence"].is_object() || item["Sequence"].value("id", "") != "A")
+      const Json& seq = item["Sequence"];
+      std::string id;
+      if (seq.is_object()) {
+        LJ_ASSIGN_OR_RETURN(id, json_read_or<std::string>(json_member(seq, "id"), "",
+                                                          single[i] / "Sequence" / "id"));
+      }
+      if (seen_a || id != "A")
         return unsupported_component("post_processor",
                                      "TemplateProcessing with a single template "
                                      "other than specials around one $A");
@@ -46,9 +55,10 @@ StatusOr<Template> parse_template(const nlohmann::json& j) {
       return invalid_argument("tokenizer.json: template token \"" + name +
                               "\" has no ids in special_tokens");
     for (const auto& id : specials[name]["ids"]) {
-      if (!id.is_number_unsigned() || id.get<uint64_t>() >= (1u << 24))
+      const std::optional<uint64_t> v = json_uint_if(id);
+      if (!v || *v >= (1u << 24))
         return invalid_argument("tokenizer.json: template token \"" + name + "\" has a bad id");
-      (seen_a ? t.suffix : t.prefix).push_back(id.get<uint32_t>());
+      (seen_a ? t.suffix : t.prefix).push_back(static_cast<uint32_t>(*v));
     }
   }
   if (!seen_a) return invalid_argument("tokenizer.json: the single template has no $A");

@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/json_read.h"
 #include "core/text_file.h"
 
 namespace lj {
@@ -21,25 +22,15 @@ Status damaged(const std::string& where, const std::string& what) {
 template <typename T>
 Status get_int(const json& j, const char* key, int64_t lo, int64_t hi, const std::string& where,
                T* out) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer())
+  const Json& value = json_member(j, key);
+  if (!value.is_number_integer())
     return damaged(where, std::string("missing or non-integer '") + key + "'");
-  bool in_range = false;
-  int64_t v = 0;
-  if (it->is_number_unsigned()) {
-    const uint64_t u = it->get<uint64_t>();
-    in_range = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    v = static_cast<int64_t>(u);
-  } else {
-    v = it->get<int64_t>();
-    in_range = true;
-  }
-  in_range = in_range && v >= lo && v <= hi;
-  if (!in_range) {
+  const std::optional<int64_t> v = json_int_if(value);  // none above 2^63 - 1
+  if (!v || *v < lo || *v > hi) {
     return damaged(where, std::string("'") + key + "' is out of range [" + std::to_string(lo) +
                               ", " + std::to_string(hi) + "]");
   }
-  *out = static_cast<T>(v);
+  *out = static_cast<T>(*v);
   return ok_status();
 }
 
@@ -53,22 +44,21 @@ StatusOr<TrainerState> trainer_state_from(const json& j, const std::string& wher
   LJ_RETURN_IF_ERROR(get_int(j, "data_position", 0, kMax, where, &state.data_position));
   LJ_RETURN_IF_ERROR(get_int(j, "skipped_steps", 0, kMax, where, &state.skipped_steps));
   // The seed is a uint64 written as such; a negative one is taken modulo 2^64 as before.
-  const auto seed = j.find("seed");
-  if (seed == j.end() || !seed->is_number_integer())
-    return damaged(where, "missing or non-integer 'seed'");
-  state.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
-                                          : static_cast<uint64_t>(seed->get<int64_t>());
-  const auto fp = j.find("fingerprint");
-  if (fp != j.end() && fp->is_string()) state.fingerprint = fp->get<std::string>();
+  const Json& seed = json_member(j, "seed");
+  const std::optional<uint64_t> seed_u = json_uint_if(seed);
+  const std::optional<int64_t> seed_i = json_int_if(seed);
+  if (!seed_u && !seed_i) return damaged(where, "missing or non-integer 'seed'");
+  state.seed = seed_u ? *seed_u : static_cast<uint64_t>(*seed_i);
+  if (const std::string* fp = json_string_if(json_member(j, "fingerprint")))
+    state.fingerprint = *fp;
   const auto ls = j.find("loss_scale");
   if (ls != j.end()) {
     if (!ls->is_object()) return damaged(where, "'loss_scale' is not an object");
     LossScaleState s;
-    const auto scale = ls->find("scale");
-    if (scale == ls->end() || !scale->is_number() || !(scale->get<double>() > 0) ||
-        !std::isfinite(scale->get<double>()))
+    const std::optional<double> scale = json_number_if(json_member(*ls, "scale"));
+    if (!scale || !(*scale > 0) || !std::isfinite(*scale))
       return damaged(where, "'loss_scale.scale' is missing or not a positive finite number");
-    s.scale = scale->get<double>();
+    s.scale = *scale;
     LJ_RETURN_IF_ERROR(get_int(*ls, "iter", 0, kMax, where, &s.iter));
     LJ_RETURN_IF_ERROR(get_int(*ls, "last_overflow_iter", -1, kMax, where, &s.last_overflow_iter));
     LJ_RETURN_IF_ERROR(get_int(*ls, "hysteresis_left", 0, kMax, where, &s.hysteresis_left));
@@ -85,10 +75,10 @@ bool plain_file_name(const std::string& s) {
 
 Status manifest_file(const json& j, const std::string& where, int world_size, ManifestFile* out) {
   if (!j.is_object()) return damaged(where, "a file entry is not an object");
-  const auto file = j.find("file");
-  if (file == j.end() || !file->is_string() || !plain_file_name(file->get<std::string>()))
+  const std::string* file = json_string_if(json_member(j, "file"));
+  if (file == nullptr || !plain_file_name(*file))
     return damaged(where, "a file entry's 'file' is not a file name inside the step folder");
-  out->file = file->get<std::string>();
+  out->file = *file;
   LJ_RETURN_IF_ERROR(get_int(j, "rank", 0, world_size - 1, where, &out->rank));
   LJ_RETURN_IF_ERROR(
       get_int(j, "bytes", 0, std::numeric_limits<int64_t>::max(), where, &out->bytes));

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "core/text_file.h"
 #include "io/atomic_file.h"
@@ -27,9 +28,10 @@ StatusOr<std::map<std::string, std::string>> read_index(const std::string& path)
   }
   std::map<std::string, std::string> m;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-    if (!it.value().is_string())
+    const std::string* name = json_string_if(it.value());
+    if (name == nullptr)
       return invalid_argument(path + ": weight_map value of '" + it.key() + "' is not a string");
-    const std::string shard = it.value().get<std::string>();
+    const std::string shard = *name;
     if (shard.find('/') != std::string::npos)
       return invalid_argument(path + ": shard name '" + shard + "' holds a path");
     m[it.key()] = shard;

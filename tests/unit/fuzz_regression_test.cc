@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "cli/ablation_report.h"
 #include "core/text_file.h"
 #include "io/deepspeed_config.h"
 #include "io/safetensors.h"
 #include "io/tokens.h"
 #include "models/hf_config.h"
+#include "tokenize/tokenizer.h"
 #include "train/checkpoint_files.h"
 
 namespace lj {
@@ -174,6 +176,95 @@ TEST(FuzzRegression, CheckpointJsonFieldsAreRangeChecked) {
   auto escape = parse_sharded_manifest(manifest("1", "../../etc/passwd", fmt), "m");
   ASSERT_FALSE(escape.ok());
   EXPECT_TRUE(has(escape.status(), "not a file name inside the step folder"));
+}
+
+// Finding (tokenizer, issue 33, 71 s): a TemplateProcessing item {"Sequence": {"id": 5}} made
+// nlohmann's value("id", "") throw type_error.302 out of Tokenizer::from_json: `ljperf tokenize`
+// aborted (exit 134). tests/fuzz/corpus/tokenizer/template_sequence_id_number.json.
+TEST(FuzzRegression, TokenizerTemplateIdOfAnotherTypeIsAnError) {
+  const std::string head =
+      R"({"version": "1.0", "added_tokens": [], "normalizer": null, "pre_tokenizer": null,)"
+      R"( "decoder": null, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2},)"
+      R"( "merges": ["a b"]}, "post_processor": {"type": "TemplateProcessing", "single": [)"
+      R"({"SpecialToken": {"id": "a", "type_id": 0}}, {"Sequence": {"id": )";
+  const std::string tail =
+      R"(, "type_id": 0}}], "special_tokens": {"a": {"id": "a", "ids": [0], "tokens": ["a"]}}}})";
+  auto ok = tok::Tokenizer::from_json(head + "\"A\"" + tail, "tok/tokenizer.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  auto t = tok::Tokenizer::from_json(head + "5" + tail, "tok/tokenizer.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(),
+            "tok/tokenizer.json: tokenizer.json: post_processor.single[1].Sequence.id must be a "
+            "string, got 5");
+  // The checked-in regression input of tools/fuzz.sh --replay reaches the same check.
+  auto file = read_text_file(std::string(LJ_TOKENIZE_FIXTURE_DIR) +
+                             "/../../fuzz/corpus/tokenizer/template_sequence_id_number.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto replay = tok::Tokenizer::from_json(*file, "tokenizer.json");
+  ASSERT_FALSE(replay.ok());
+  EXPECT_TRUE(has(replay.status(), "post_processor.single[1].Sequence.id must be a string"))
+      << replay.status().message();
+}
+
+// Finding (deepspeed_config, issue 33, 356 s): gradient_accumulation_steps 6666666666666662662
+// made micro x accum x world overflow int64 (undefined behaviour) before it was compared with
+// train_batch_size. tests/fuzz/corpus/deepspeed_config/batch_product_overflow.json.
+TEST(FuzzRegression, DeepSpeedBatchProductOverflowIsAnError) {
+  RunSettings run;
+  run.world_size = 2;
+  auto all3 =
+      parse_deepspeed_config(R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,)"
+                             R"( "gradient_accumulation_steps": 6666666666666662662})",
+                             "ds.json", run);
+  ASSERT_FALSE(all3.ok());
+  EXPECT_EQ(all3.status().message(),
+            "ds.json: gradient_accumulation_steps: train_micro_batch_size_per_gpu 2 x "
+            "gradient_accumulation_steps 6666666666666662662 x world_size 2 overflows a 64-bit "
+            "integer");
+  // Each product of the batch resolution: micro x world, accum x world, micro x accum x world.
+  for (
+      const char* text :
+      {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 6666666666666662662})",
+       R"({"train_batch_size": 8, "gradient_accumulation_steps": 6666666666666662662})",
+       R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4611686018427387904})"}) {
+    auto c = parse_deepspeed_config(text, "ds.json", run);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_TRUE(has(c.status(), "overflows a 64-bit integer")) << c.status().message();
+  }
+  // Sizes that fit still resolve as before.
+  auto fits = parse_deepspeed_config(
+      R"({"train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 5})", "ds.json", run);
+  ASSERT_TRUE(fits.ok()) << fits.status().message();
+  EXPECT_EQ(fits->train_batch_size, 30);
+  auto file = read_text_file(std::string(LJ_TOKENIZE_FIXTURE_DIR) +
+                             "/../../fuzz/corpus/deepspeed_config/batch_product_overflow.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto replay = parse_deepspeed_config(*file, "ds.json", run);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_TRUE(has(replay.status(), "gradient_accumulation_steps")) << replay.status().message();
+  EXPECT_TRUE(has(replay.status(), "overflows")) << replay.status().message();
+}
+
+// A config.json whose sizes multiply past int64 (vocab_size x hidden_size) is refused by
+// validate(), before num_params() would overflow.
+TEST(FuzzRegression, HfConfigSizesThatOverflowAreRefused) {
+  auto c = parse_hf_config(
+      R"({"vocab_size": 4294967296, "hidden_size": 4294967296, "intermediate_size": 2,)"
+      R"( "num_hidden_layers": 1, "num_attention_heads": 1, "head_dim": 2})",
+      "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(has(c.status(), "overflow a 64-bit parameter count")) << c.status().message();
+}
+
+// ablation --from's results.json: a field of another type threw type_error.302 out of
+// runs_from_results_json (no try/catch on that path).
+TEST(FuzzRegression, AblationResultsFieldOfAnotherTypeIsAnError) {
+  auto r = cli::runs_from_results_json(
+      R"({"rows": [{"kind": "ljperf", "available": true, "name": "c1", "runs": [)"
+      R"({"tokens_per_s": 1.0, "peak_rss_bytes": 2.0, "round": "one"}]}]})",
+      "results.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "results.json (c1): round must be a 32-bit integer, got \"one\"");
 }
 
 }  // namespace
