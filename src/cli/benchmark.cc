@@ -149,18 +149,11 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   run.zero_stage.assign(std::max(a.zero, 0), a.zero >= 0);
   LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
-  LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
   r.dp = resolve_data_parallel(run, r.ds, dist.world_size(), dist.rank(), dist.backend_name());
-  r.micro_batch = a.batch_size;
-  r.grad_accum = a.grad_accum;
-  r.precision = precision;
+  static_cast<StepSettings&>(r) = step_settings(run, r.ds);
+  LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
   r.step.seed = a.seed;
-  r.step.adamw.lr = a.lr;
   r.step.graph.compile = compile_requested(a.compile);
-  if (r.ds) apply_deepspeed(*r.ds, &r);
-  // bf16 / fp16 (--precision, DeepSpeed's bf16 / fp16 blocks): mixed precision by the autocast
-  // pass; fp16 with loss scaling.
-  apply_precision(&r);
   r.seq_len = a.seq_len;
   r.steps = a.steps;
   if (r.seq_len > r.model.config.max_position_embeddings) {

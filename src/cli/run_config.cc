@@ -75,6 +75,24 @@ void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s) {
   l.consecutive_hysteresis = ds.loss_scale.consecutive_hysteresis;
 }
 
+StepSettings step_settings(const RunSettings& run, const std::optional<DeepSpeedConfig>& ds) {
+  StepSettings s;
+  if (ds) {
+    apply_deepspeed(*ds, &s);
+  } else {
+    s.micro_batch = run.micro_batch.value;
+    s.grad_accum = run.grad_accum.value;
+    s.precision = run.precision.value;
+    s.step.grad_clip = run.grad_clip.value;
+    s.step.adamw = AdamWConfig{run.lr.value, run.beta1.value, run.beta2.value, run.eps.value,
+                               run.weight_decay.value};
+  }
+  // bf16 / fp16 (--precision, DeepSpeed's bf16 / fp16 blocks): mixed precision by the autocast
+  // pass; fp16 with loss scaling.
+  apply_precision(&s);
+  return s;
+}
+
 bool parse_precision(const std::string& name, DType* out) {
   static const std::pair<const char*, DType> kNames[] = {
       {"f32", DType::f32},   {"fp32", DType::f32},      {"float32", DType::f32},

@@ -46,6 +46,10 @@ struct StepSettings {
 // micro-batch): micro-batch, gradient accumulation, precision, clipping and AdamW's settings.
 // The flags already won inside `ds` (resolve_deepspeed).
 void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s);
+// The step's settings, taken in one place for benchmark and train: the DeepSpeed config's when
+// there is one (the flags already won inside it), else the flags and ljperf's defaults in `run`;
+// then the precision's graph (apply_precision).
+StepSettings step_settings(const RunSettings& run, const std::optional<DeepSpeedConfig>& ds);
 // --precision: f32 (fp32, float32), bf16 (bfloat16) or f16 (fp16, float16); false otherwise.
 bool parse_precision(const std::string& name, DType* out);
 // The step's graph and loss scaling for s->precision: bf16 and f16 run the autocast pass (f32

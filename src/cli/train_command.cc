@@ -121,20 +121,11 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
   r.dp = resolve_data_parallel(run, r.ds, dist.world_size(), dist.rank(), dist.backend_name());
   LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
+  r.settings = step_settings(run, r.ds);
   StepSettings& s = r.settings;
   LJ_ASSIGN_OR_RETURN(s.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
-  s.micro_batch = a.t.batch_size;
-  s.grad_accum = a.t.grad_accum;
-  s.precision = precision;
-  s.step.adamw.lr = a.lr;
-  s.step.adamw.weight_decay = a.weight_decay;
-  s.step.grad_clip = a.grad_clip;
   s.step.seed = a.seed;
   s.step.graph.compile = compile_requested(a.compile);
-  if (r.ds) apply_deepspeed(*r.ds, &s);
-  // bf16 / fp16 (--precision, DeepSpeed's bf16 / fp16 blocks): mixed precision by the autocast
-  // pass (f32 master weights, so checkpoints stay f32); fp16 with loss scaling.
-  apply_precision(&s);
   return r;
 }
 

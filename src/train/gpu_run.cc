@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/units.h"
+#include "dist/batch_shard.h"
 #include "train/capabilities.h"
 #include "train/gpu_train.h"
 
@@ -38,9 +39,11 @@ StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& cfg) {
   const int64_t rank = comm != nullptr ? comm->rank() : 0;
   GpuRunResult r;
   for (int64_t s = 0; s < cfg.steps; ++s) {
+    // This rank's slice of the global step, by the one rule the CPU's ranks follow too.
     std::vector<MicroBatch> micro;
-    for (int64_t j = 0; j < cfg.grad_accum; ++j)
-      micro.push_back(cfg.batch_fn(host, (s * world + rank) * cfg.grad_accum + j));
+    for (const int64_t index :
+         rank_micro_batches(s, cfg.grad_accum, static_cast<int>(rank), static_cast<int>(world)))
+      micro.push_back(cfg.batch_fn(host, index));
     const double t0 = now_seconds();
     LJ_ASSIGN_OR_RETURN(const StepResult sr, step->step(micro, cfg.lr));
     r.step_seconds.push_back(now_seconds() - t0);
