@@ -1,9 +1,13 @@
 #include "models/hf_config.h"
 
 #include "core/json_read.h"
+#include "core/log.h"
 #include "core/text_file.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 namespace lj {
 namespace {
@@ -31,6 +35,104 @@ Status get_num(const json& j, const std::string& src, const char* key, double* o
   if (!d) return bad(src, std::string("'") + key + "' is not a number");
   *out = *d;
   return ok_status();
+}
+
+// Every key a Llama config.json holds as transformers writes it (LlamaConfig and the
+// PretrainedConfig attributes it saves), read or not: any other key is named in a warning, with
+// the known key it is closest to, so a misspelt one (rms_norm_epsilon) is not silently ignored.
+constexpr const char* kKnownKeys[] = {"architectures",
+                                      "model_type",
+                                      "vocab_size",
+                                      "hidden_size",
+                                      "intermediate_size",
+                                      "num_hidden_layers",
+                                      "num_attention_heads",
+                                      "num_key_value_heads",
+                                      "head_dim",
+                                      "max_position_embeddings",
+                                      "rms_norm_eps",
+                                      "rope_theta",
+                                      "rope_scaling",
+                                      "rope_parameters",
+                                      "initializer_range",
+                                      "tie_word_embeddings",
+                                      "attention_bias",
+                                      "mlp_bias",
+                                      "hidden_act",
+                                      "torch_dtype",
+                                      "dtype",
+                                      "attention_dropout",
+                                      "pretraining_tp",
+                                      "use_cache",
+                                      "bos_token_id",
+                                      "eos_token_id",
+                                      "pad_token_id",
+                                      "transformers_version",
+                                      "_name_or_path",
+                                      "output_attentions",
+                                      "output_hidden_states",
+                                      "return_dict",
+                                      "is_decoder",
+                                      "is_encoder_decoder",
+                                      "id2label",
+                                      "label2id",
+                                      "tokenizer_class",
+                                      "prefix",
+                                      "sep_token_id",
+                                      "decoder_start_token_id",
+                                      "task_specific_params",
+                                      "problem_type",
+                                      "chunk_size_feed_forward",
+                                      "add_cross_attention",
+                                      "tie_encoder_decoder",
+                                      "finetuning_task",
+                                      "use_return_dict",
+                                      "quantization_config",
+                                      "_attn_implementation",
+                                      "attn_implementation",
+                                      "max_length",
+                                      "tf_legacy_loss",
+                                      "use_bfloat16",
+                                      "torchscript",
+                                      "pruned_heads",
+                                      "cross_attention_hidden_size",
+                                      "auto_map",
+                                      "keys_to_ignore_at_inference"};
+
+// Edit distance, for the nearest known key to an unknown one.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The warnings for keys no Llama config.json has.
+std::vector<std::string> unknown_key_warnings(const json& j, const std::string& src) {
+  std::vector<std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const auto known = std::find_if(std::begin(kKnownKeys), std::end(kKnownKeys),
+                                    [&](const char* k) { return key == k; });
+    if (known != std::end(kKnownKeys)) continue;
+    std::string nearest;
+    size_t best = key.size() / 3 + 1;  // closer than a third of the key: a likely misspelling
+    for (const char* k : kKnownKeys) {
+      const size_t d = edit_distance(key, k);
+      if (d < best) best = d, nearest = k;
+    }
+    out.push_back(src + ": unknown key '" + key + "' ignored" +
+                  (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)"));
+  }
+  return out;
 }
 
 Status parse_rope(const json& r, const std::string& src, LlamaConfig* c) {
@@ -62,7 +164,8 @@ Status parse_rope(const json& r, const std::string& src, LlamaConfig* c) {
 
 }  // namespace
 
-StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string& src) {
+StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string& src,
+                                      std::vector<std::string>* warnings) {
   LJ_RETURN_IF_ERROR(check_input_size(text.size(), kMaxHfConfigBytes, src));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad(src, "not valid JSON");
@@ -133,6 +236,13 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
                          "Llama uses silu");
   }
   LJ_RETURN_IF_ERROR(c.validate());
+  for (std::string& w : unknown_key_warnings(j, src)) {
+    if (warnings != nullptr) {
+      warnings->push_back(std::move(w));
+    } else {
+      LJ_LOG(warning) << w;
+    }
+  }
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/config.h"
 
@@ -14,7 +15,10 @@ namespace lj {
 // Hostile files: a config.json larger than this is refused before parsing (real ones are ~1 KiB).
 constexpr uint64_t kMaxHfConfigBytes = 16ull << 20;
 
-StatusOr<LlamaConfig> parse_hf_config(const std::string& json_text, const std::string& source_name);
+// A key no Llama config.json has (a misspelling: rms_norm_epsilon) is a warning naming the
+// nearest known key: appended to `warnings`, or logged when it is null.
+StatusOr<LlamaConfig> parse_hf_config(const std::string& json_text, const std::string& source_name,
+                                      std::vector<std::string>* warnings = nullptr);
 StatusOr<LlamaConfig> load_hf_config(const std::string& path);
 // torch_dtype's spelling: "float32", "bfloat16", "float16".
 const char* hf_dtype_name(DType t);

@@ -46,6 +46,20 @@ TEST(HfConfig, V5RopeParametersAndDerivedHeadDim) {
   EXPECT_EQ(c->num_params(), 8030261248);
 }
 
+// A misspelt key is a warning naming the nearest known key; a published config has none.
+TEST(HfConfig, UnknownKeysAreNamed) {
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(parse_hf_config(kV4, "config.json", &warnings).ok());
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  std::string typo = kV4;
+  typo.replace(typo.find("\"rms_norm_eps\""), 14, "\"rms_norm_epsilon\"");
+  ASSERT_TRUE(parse_hf_config(typo, "config.json", &warnings).ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("'rms_norm_epsilon' ignored (did you mean 'rms_norm_eps'?)"),
+            std::string::npos)
+      << warnings[0];
+}
+
 TEST(HfConfig, RoundTripThroughJson) {
   auto p = llama_preset("llama3.1-70b");
   ASSERT_TRUE(p.ok());
