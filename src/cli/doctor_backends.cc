@@ -29,8 +29,6 @@ const char* backend_state_name(BackendState state) {
       return "built";
     case BackendState::not_built:
       return "not built";
-    case BackendState::not_implemented:
-      return "not implemented";
   }
   return "?";
 }
@@ -64,13 +62,6 @@ CheckLine cuda_backend_check(const BackendStatus& cuda, int gpu_count) {
               gpu_count > 0
                   ? fmt::format("rebuild with -D{}=ON to train on the GPUs", cuda.build_flag)
                   : ""};
-    case BackendState::not_implemented:
-      return {CheckLevel::warn,
-              "CUDA backend: not implemented yet in this ljperf; GPU runs are planned (`ljperf "
-              "plan --device h100`) but not executed" +
-                  idle,
-              gpu_count > 0 ? "no build option adds it yet; ljperf benchmark and train use the CPU"
-                            : ""};
   }
   return {};
 }
@@ -90,18 +81,6 @@ CheckLine mpi_backend_check(const BackendStatus& mpi, int world_size) {
                           "train alone",
                           world_size),
               fmt::format("rebuild with -D{}=ON", mpi.build_flag)};
-    case BackendState::not_implemented:
-      if (!many) {
-        return {CheckLevel::ok,
-                "multi-process training (MPI) is not implemented yet in this ljperf; it runs as "
-                "one process",
-                ""};
-      }
-      return {CheckLevel::fail,
-              fmt::format("launched as {} processes, but multi-process training is not "
-                          "implemented yet in this ljperf: each process would train alone",
-                          world_size),
-              "run one process (without mpirun, srun or torchrun)"};
   }
   return {};
 }

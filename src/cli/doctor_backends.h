@@ -1,8 +1,7 @@
 // Which execution backends this ljperf has: the one table the doctor reads, so that when a
 // backend changes one row changes and every line about it follows. CUDA and MPI exist: their
 // rows say whether this binary was built with them (backends/cuda/cuda.h, dist/build_info.h).
-// The not_implemented state stays for a backend announced before it exists: the doctor then
-// says so plainly and never advises a build flag that does nothing.
+// What each device runs once built is train/capabilities.h's table.
 #pragma once
 
 #include <span>
@@ -14,11 +13,10 @@
 namespace lj::cli {
 
 enum class BackendState {
-  built,            // compiled into this binary and used
-  not_built,        // exists, but this binary was configured without it (the flag would add it)
-  not_implemented,  // no such backend in ljperf yet, whatever the build flags
+  built,      // compiled into this binary and used
+  not_built,  // exists, but this binary was configured without it (the flag would add it)
 };
-const char* backend_state_name(BackendState state);  // "built", "not built", "not implemented"
+const char* backend_state_name(BackendState state);  // "built", "not built"
 
 struct BackendStatus {
   std::string_view name;        // "cpu", "cuda", "mpi"

@@ -227,25 +227,11 @@ TEST(Backends, OneRowEachCpuCudaAndMpi) {
   EXPECT_EQ(backend("cpu").state, BackendState::built);
   EXPECT_EQ(backend("cuda").state,
             cuda::built_with_cuda() ? BackendState::built : BackendState::not_built);
-  EXPECT_NE(backend("mpi").state, BackendState::not_implemented);
-  EXPECT_STREQ(backend_state_name(BackendState::not_implemented), "not implemented");
+  EXPECT_STREQ(backend_state_name(BackendState::not_built), "not built");
 }
 
 bool mentions(const CheckLine& l, const std::string& s) {
   return l.text.find(s) != std::string::npos || l.hint.find(s) != std::string::npos;
-}
-
-TEST(Backends, NotImplementedSaysSoAndAdvisesNoFlag) {
-  BackendStatus cuda = backend("cuda");
-  cuda.state = BackendState::not_implemented;
-  for (int gpus : {0, 8}) {
-    const CheckLine l = cuda_backend_check(cuda, gpus);
-    EXPECT_EQ(l.level, CheckLevel::warn) << gpus;
-    EXPECT_TRUE(mentions(l, "CUDA backend: not implemented yet in this ljperf")) << l.text;
-    EXPECT_FALSE(mentions(l, "-DLJ_CUDA")) << l.text << " / " << l.hint;
-    EXPECT_EQ(mentions(l, "stay idle"), gpus > 0) << l.text;
-  }
-  EXPECT_TRUE(mentions(cuda_backend_check(cuda, 8), "the 8 GPUs here stay idle"));
 }
 
 TEST(Backends, CudaRowOnceItExists) {
@@ -276,11 +262,6 @@ TEST(Backends, MpiRowSaysWhetherThisBinaryHasIt) {
   EXPECT_EQ(mpi_backend_check(off, 4).level, CheckLevel::fail);
   EXPECT_EQ(mpi_backend_check(off, 4).hint, "rebuild with -DLJ_MPI=ON");
   EXPECT_EQ(mpi_backend_check(off, 1).level, CheckLevel::ok);
-  // A backend that does not exist never advises a flag.
-  BackendStatus none = mpi;
-  none.state = BackendState::not_implemented;
-  EXPECT_EQ(mpi_backend_check(none, 4).level, CheckLevel::fail);
-  EXPECT_FALSE(mentions(mpi_backend_check(none, 4), "-DLJ_MPI"));
 }
 
 TEST(Backends, MpiImplementationFromLauncherVersionText) {
