@@ -434,11 +434,10 @@ Status run_export(const ExportArgs& a) {
                      "give the --out folder of `ljperf train` or one of its step-N folders");
   }
   DType dtype = DType::f32;
-  if (a.dtype != "auto" &&
-      (!parse_dtype(a.dtype, &dtype) ||
-       !(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16))) {
+  // The names --precision takes (f32/fp32/float32, bf16/bfloat16, f16/fp16/float16).
+  if (a.dtype != "auto" && !parse_precision(a.dtype, &dtype)) {
     return invalid_argument("unknown --dtype '" + a.dtype + "'",
-                            "use auto (the config's torch_dtype), f32, bf16 or f16");
+                            "use auto (the config's torch_dtype), f32, bf16 or fp16");
   }
   Device dev(0);
   LJ_ASSIGN_OR_RETURN(HfModel m, load_hf_model(step_dir, dev));
@@ -552,7 +551,8 @@ Command add_export_command(CLI::App& app) {
       ->required();
   sub->add_option("--hf", a->hf_out, "New HF model folder to write")->required();
   sub->add_option("--dtype", a->dtype,
-                  "Weights written: f32, bf16 or f16 (rounded to nearest even from the f32 master "
+                  "Weights written: f32, bf16 or fp16 (the names --precision takes; rounded to "
+                  "nearest even from the f32 master "
                   "weights); auto: the config's torch_dtype")
       ->capture_default_str();
   return {sub, [a] { return run_export(*a); }};
