@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -32,6 +33,13 @@ struct JsonWhere {
   std::string file;
   std::string path;  // "" for the document's root; "model.vocab", "gemm[3].seconds"
   std::string hint;
+
+  // A constructor rather than an aggregate: GCC 12's -Wmissing-field-initializers (an error with
+  // CI's -Werror) flags a brace list that leaves the path or hint out.
+  JsonWhere(std::string file_name,
+            std::string json_path = {},  // NOLINT(google-explicit-constructor)
+            std::string hint_text = {})
+      : file(std::move(file_name)), path(std::move(json_path)), hint(std::move(hint_text)) {}
 
   JsonWhere operator/(std::string_view key) const;  // the member `key` of this value
   JsonWhere operator[](size_t index) const;         // the element `index` of this array
