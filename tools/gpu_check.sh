@@ -34,16 +34,20 @@
 #   carry:     [".gpu_bundle"]
 #   timeout_s: 420
 # The script stops itself after 400 s (its budget), before the call's 420. Device time: about
-# 60-120 s to start the machine + at most 420 s = at most about 540 s of the 900; call give_back at
-# once (a warm machine's idle time counts too). That leaves about 360 s: enough for one fresh
-# machine (none starts with under 240 s left) and one rerun of the phases that matter, e.g.
-#   command:   GPU_CHECK_ONLY="bench_1b_*" GPU_CHECK_BUDGET=200 bash tools/gpu_check.sh "$OUT"
-#   carry:     [".gpu_bundle"],  timeout_s: 220
-# (configure and build always run; GPU_CHECK_ONLY selects the other phases by name, shell patterns,
-# and the build makes only their targets). Estimate on one H200 (not yet measured): unpack 2 s,
-# configure 15 s, build 200 s (16 cores, no ccache), cuda_tests 5 s, gpu_tests 60 s, two 1B
-# benchmarks 35-40 s each: the goals' numbers by about 360 s; the budget then cuts train_cli, the
-# 8B-shaped benchmarks and the attention kernels, which a rerun can select.
+# 60-120 s to start the machine + at most 420 s = at most about 540 s of the 900, leaving about 360
+# s for one rerun. summary.txt's last line names the phases the budget cut or that failed, as a
+# GPU_CHECK_ONLY value. The rerun, best made at once, while the machine is still warm (30 s; it
+# keeps the ignored build-gpu/, so configure and build take seconds):
+#   command:   GPU_CHECK_ONLY="<the phases summary.txt names>" GPU_CHECK_BUDGET=<timeout_s - 20> \
+#              bash tools/gpu_check.sh "$OUT"
+#   carry:     [".gpu_bundle"],  timeout_s: budget_left_s - 30 (at most 360)
+# then give_back. Later, on a fresh machine (none starts with under 240 s left), the same command
+# with timeout_s = budget_left_s - 150 rebuilds from nothing (about 215 s, estimated) and has
+# room for one or two phases only. GPU_CHECK_ONLY takes shell patterns ("bench_1b_*"); configure
+# and build always run, and the build makes only the selected phases' targets.
+# Estimate on one H200 (not yet measured): unpack 2 s, configure 15 s, build 200 s (16 cores, no
+# ccache), cuda_tests 5 s, gpu_tests 60 s, two 1B benchmarks 35-40 s each: the goals' numbers by
+# about 360 s; the budget then cuts train_cli, the 8B-shaped benchmarks and the attention kernels.
 # What comes back under $OUT (6 files, flat; the limit is 8 files of 16 MiB, 2 folders deep):
 #   summary.txt    the GPU, the NCCL and bundle used, where each dependency was found, every
 #                  phase's status and seconds, the benchmark table and the goals (MET / not met)
@@ -214,18 +218,30 @@ if [ -d "$bundle" ] && compgen -G "$bundle/*.deb" >/dev/null; then
     "s#^(prefix|exec_prefix|libdir|includedir|sharedlibdir)=/usr#\\1=$prefix/usr#" {} +
   p=$prefix/usr
   multi=lib/x86_64-linux-gnu
+  # No CPATH or LIBRARY_PATH: the compiler would report those folders as its own, and CMake
+  # would then leave them out of the include flags and the RPATH, so the build would hold only
+  # while this environment lasts. The imported targets carry the prefix's paths instead.
   export CMAKE_PREFIX_PATH=$p${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
-  export CPATH=$p/include${CPATH:+:$CPATH}
-  export LIBRARY_PATH=$p/$multi:$prefix/$multi${LIBRARY_PATH:+:$LIBRARY_PATH}
   export LD_LIBRARY_PATH=$p/$multi:$prefix/$multi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PKG_CONFIG_LIBDIR=$p/$multi/pkgconfig:$p/share/pkgconfig
-  # Each package named, so a compiler without Debian's multiarch folders finds them too.
-  cmake_deps=(-Ddnnl_DIR="$p/$multi/cmake/dnnl" -Dfmt_DIR="$p/$multi/cmake/fmt"
-    -DGTest_DIR="$p/$multi/cmake/GTest" -DCLI11_DIR="$p/share/cmake/CLI11"
-    -Dnlohmann_json_DIR="$p/share/cmake/nlohmann_json" -DPKG_CONFIG_EXECUTABLE="$p/bin/pkgconf"
-    -DZLIB_INCLUDE_DIR="$p/include" -DZLIB_LIBRARY="$p/$multi/libz.so"
-    -DOpenCL_INCLUDE_DIR="$p/include" -DOpenCL_LIBRARY="$p/$multi/libOpenCL.so")
-  "$p/bin/pkgconf" --exists libpcre2-8 || die "bundle: its pkgconf does not run or finds no libpcre2-8"
+  # Each package named, so a compiler without Debian's multiarch folders finds them too; only
+  # what is there (FindZLIB and FindOpenCL take a named file on trust: a missing one must fail
+  # the configure, not the build).
+  hint() { [ -e "$3" ] && cmake_deps+=("-D$1=$2"); return 0; }  # hint VAR VALUE FILE-THAT-MUST-EXIST
+  hint dnnl_DIR "$p/$multi/cmake/dnnl" "$p/$multi/cmake/dnnl/dnnl-config.cmake"
+  hint fmt_DIR "$p/$multi/cmake/fmt" "$p/$multi/cmake/fmt/fmt-config.cmake"
+  hint GTest_DIR "$p/$multi/cmake/GTest" "$p/$multi/cmake/GTest/GTestConfig.cmake"
+  hint CLI11_DIR "$p/share/cmake/CLI11" "$p/share/cmake/CLI11/CLI11Config.cmake"
+  hint nlohmann_json_DIR "$p/share/cmake/nlohmann_json" "$p/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake"
+  hint PKG_CONFIG_EXECUTABLE "$p/bin/pkgconf" "$p/bin/pkgconf"
+  hint ZLIB_INCLUDE_DIR "$p/include" "$p/include/zlib.h"
+  hint ZLIB_LIBRARY "$p/$multi/libz.so" "$p/$multi/libz.so"
+  hint OpenCL_INCLUDE_DIR "$p/include" "$p/include/CL/cl.h"
+  hint OpenCL_LIBRARY "$p/$multi/libOpenCL.so" "$p/$multi/libOpenCL.so"
+  if [ -x "$p/bin/pkgconf" ]; then
+    "$p/bin/pkgconf" --exists libpcre2-8 ||
+      die "bundle: missing dependency libpcre2-8 (libpcre2-dev), or its pkgconf does not run"
+  fi
   note "bundle: $(find "$bundle" -name '*.deb' | wc -l) packages from $bundle unpacked into $prefix ($(du -sh "$prefix" | cut -f1))"
 else
   note "bundle: none ($bundle/*.deb absent): the build uses this machine's packages"
@@ -465,7 +481,9 @@ say "results: $results"
     echo "no python3 or jq: read results.jsonl"
   fi
   echo
-  echo "done in $(elapsed) s of the ${budget_s}s budget${failures[*]:+; failed: ${failures[*]}}"
+  echo "done in $(elapsed) s of the ${budget_s}s budget${failures[*]:+; failed or cut: ${failures[*]}}"
+  rerun=$(printf '%s\n' "${failures[@]}" | grep -vxE 'configure|build|' | paste -sd' ')
+  [ -z "$rerun" ] || echo "rerun: GPU_CHECK_ONLY=\"$rerun\""
 } >"$out/summary.txt"
 cat "$out/summary.txt"
 if [ ${#failures[@]} -gt 0 ]; then
