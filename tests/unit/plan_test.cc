@@ -439,19 +439,25 @@ TEST(PlanTest, InterpolationAgreesWithExactDryRuns) {
   EXPECT_GT(interpolated, 0);
 }
 
+// A plan request for the tiny Llama on this host: micro-batch 1, `seq_len`, `ranks` ranks.
+PlanRequest tiny_host_request(int64_t seq_len, int64_t ranks) {
+  PlanRequest req;
+  req.model = *llama_preset("tiny");
+  req.coeffs = default_coefficients();
+  req.device = *find_device("host", req.coeffs);
+  req.micro_batch = 1;
+  req.seq_len = seq_len;
+  req.gpus = ranks;
+  return req;
+}
+
 // The host's plan is per rank: with N processes, ZeRO 1 and 2 hold 1/N of AdamW's m and v
 // (the padded shard); stage 0 holds them all. (tests/dist checks the whole dry run of a rank,
 // category by category, against a real rank.)
 TEST(PlanTest, HostPlanIsPerRankByZeroStage) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
-  PlanRequest req;
-  req.model = *c;
-  req.coeffs = default_coefficients();
-  req.device = *find_device("host", req.coeffs);
-  req.micro_batch = 1;
-  req.seq_len = 32;
-  req.gpus = 3;
+  PlanRequest req = tiny_host_request(32, 3);
   const RecomputeConfig none;
   double optimizer[4] = {};
   for (int stage : {0, 1, 2, 3}) {
@@ -554,13 +560,7 @@ TEST(PlanTest, MixedPrecisionModelStatesAreSixteenBytesPerParameter) {
 TEST(PlanTest, HostPlansZero3PerRank) {
   auto c = llama_preset("tiny");
   ASSERT_TRUE(c.ok());
-  PlanRequest req;
-  req.model = *c;
-  req.coeffs = default_coefficients();
-  req.device = *find_device("host", req.coeffs);
-  req.micro_batch = 1;
-  req.seq_len = 64;
-  req.gpus = 4;
+  PlanRequest req = tiny_host_request(64, 4);
   double weights[4] = {};
   for (int stage : {2, 3}) {
     req.zero = ZeroConfig::hf_auto(stage, c->hidden_size);
