@@ -69,13 +69,18 @@ Status run_tokenize(const TokenizeArgs& a) {
   const fs::path out_dir = fs::path(a.out).parent_path();
   std::error_code ec;
   const bool made_dir = !out_dir.empty() && !fs::exists(out_dir, ec);
+  // The outermost folder this run creates: removing it removes every one it made.
+  fs::path made_top = out_dir;
+  while (made_dir && made_top.has_parent_path() && made_top.parent_path() != made_top &&
+         !fs::exists(made_top.parent_path(), ec))
+    made_top = made_top.parent_path();
   if (made_dir && !fs::create_directories(out_dir, ec)) {
     return io_error("cannot create the folder of --out " + a.out + ": " + ec.message(),
                     "check --out and permissions");
   }
   auto r = tok::tokenize_corpus(*tokenizer, o);
   progress.finish();
-  if (!r.ok() && made_dir) fs::remove_all(out_dir, ec);
+  if (!r.ok() && made_dir) fs::remove_all(made_top, ec);
   if (!r.ok()) return r.status();
   const double mb = static_cast<double>(r->text_bytes) / 1e6;
   const char* width = r->wide ? "uint32" : "uint16";
