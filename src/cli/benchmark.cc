@@ -1,6 +1,6 @@
 // `ljperf benchmark`: trains a model on seeded synthetic tokens for a number of steps and
 // reports throughput (tokens/s, TFLOP/s, MFU with torchtitan's FLOP convention), step-time
-// percentiles and peak memory by category; one JSON object per run with --output.
+// percentiles and peak memory by category; one JSON object per run with --out.
 // Before allocating anything it predicts the step's memory and refuses a run that cannot fit.
 // Under mpirun every rank trains its slice of each global batch (data parallel, ZeRO 0-3); only
 // rank 0 prints (cli/dist_session.h), and the summary adds the ranks' throughput, communication
@@ -104,13 +104,13 @@ double sum(const std::vector<double>& v) {
   return s;
 }
 
-// --warmup-steps as given (checked), else the default lowered to leave one measured step: a note
+// --skip-steps as given (checked), else the default lowered to leave one measured step: a note
 // says so (e.g. --steps 2 measures 1 step after 1 warmup step).
 StatusOr<int64_t> resolve_warmup(const BenchmarkArgs& a, std::string* note) {
-  if (a.given("--warmup-steps")) {
+  if (a.given("--skip-steps") || a.given("--warmup-steps")) {
     if (a.warmup_steps < 0 || a.warmup_steps >= a.steps) {
-      return invalid_argument("--warmup-steps must be in [0, --steps)",
-                              "e.g. --steps 12 --warmup-steps 2");
+      return invalid_argument("--skip-steps must be in [0, --steps)",
+                              "e.g. --steps 12 --skip-steps 2");
     }
     return a.warmup_steps;
   }
@@ -126,9 +126,9 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   if (a.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
   Resolved r;
-  // The results file, before any work: a run must not end on an unwritable --output.
+  // The results file, before any work: a run must not end on an unwritable --out.
   if (!a.output.empty() && dist.is_root())
-    LJ_RETURN_IF_ERROR(JsonlWriter::check_appendable(a.output, "--output"));
+    LJ_RETURN_IF_ERROR(JsonlWriter::check_appendable(a.output, "--out"));
   LJ_ASSIGN_OR_RETURN(r.warmup, resolve_warmup(a, &r.warmup_note));
   if (a.batch_size <= 0 || a.seq_len <= 0 || a.grad_accum <= 0) {
     return invalid_argument("--batch-size, --seq-len and --grad-accum must be positive");
@@ -345,9 +345,10 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
       progress.update(s + 1, r.steps);
     } else if (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == r.steps)) {
       fmt::print(stderr, "{}{}\n",
-                 torchtitan_line(StepLine{
-                     s + 1, res.loss, res.grad_norm, static_cast<double>(process_peak_rss_bytes()),
-                     static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak.flops}),
+                 torchtitan_line(StepLine{s + 1, res.loss, res.grad_norm,
+                                          static_cast<double>(process_peak_rss_bytes()),
+                                          static_cast<double>(host.mem_total_bytes), tps,
+                                          flops_per_token, peak.flops, /*lr=*/-1}),
                  s < r.warmup ? "  (warmup)" : "");
     }
   }
@@ -543,7 +544,7 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
   }
 }
 
-// One JSON object per run, appended to --output.
+// One JSON object per run, appended to --out.
 Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
                       const Device& dev, const StepLog& log, const Summary& m,
                       const PreparedRun& prepared, double compile_s,
@@ -821,12 +822,16 @@ Command add_benchmark_command(CLI::App& app) {
   sub->add_option("--grad-accum", args->grad_accum, "Micro-batches per optimizer step")
       ->capture_default_str()
       ->check(integer_at_least(1));
-  sub->add_option("--steps", args->steps, "Steps to run, warmup included")
+  sub->add_option("--steps", args->steps, "Steps to run, --skip-steps included")
       ->capture_default_str()
       ->check(integer_at_least(1));
-  sub->add_option("--warmup-steps", args->warmup_steps,
-                  "Steps excluded from the summary (default lowered to --steps - 1 for short runs)")
+  sub->add_option("--skip-steps", args->warmup_steps,
+                  "First steps left out of the summary: warmup (allocation, caches); the default "
+                  "is lowered to --steps - 1 for short runs")
       ->capture_default_str()
+      ->check(integer_at_least(0));
+  add_renamed_option(sub, "--warmup-steps", "--skip-steps",
+                     "--warmup-steps is train's learning-rate warmup", &args->warmup_steps)
       ->check(integer_at_least(0));
   sub->add_option("--precision", args->precision,
                   "f32, bf16 or fp16 (mixed: f32 master weights, 16-bit compute; fp16 with "
@@ -854,8 +859,10 @@ Command add_benchmark_command(CLI::App& app) {
                          &args->recompute);
   add_zero_flag(sub, &args->zero);
   add_comm_timeout_flag(sub, &args->comm_timeout_s);
-  sub->add_option("--output", args->output,
+  sub->add_option("--out", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
+  add_renamed_option(sub, "--output", "--out", "one output flag name in every command",
+                     &args->output);
   sub->footer("Several processes: mpirun -np N ljperf benchmark ... (data parallel, ZeRO stage " +
               zero_stages_text() +
               " from --zero or the DeepSpeed JSON); each rank trains its slice of every global "

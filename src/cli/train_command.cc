@@ -1,6 +1,5 @@
 // `ljperf train`: real training on token files with crash-safe checkpoints (train/trainer.h),
-// logs to the console (torchtitan's line), DIR/metrics.jsonl and TensorBoard (DIR/tb), and
-// `ljperf export`: a checkpoint to an HF model folder.
+// logs to the console (torchtitan's line), DIR/metrics.jsonl and TensorBoard (DIR/tb).
 //
 // Under mpirun every rank runs this same code (cli/dist_session.h): data parallel with ZeRO 0-3
 // (--zero or the DeepSpeed JSON), only rank 0 prints and writes the logs, every rank writes its
@@ -25,6 +24,7 @@
 #include "cli/report.h"
 #include "cli/run_config.h"
 #include "cli/stop_signals.h"
+#include "cli/tokenizer_files.h"
 #include "core/units.h"
 #include "io/jsonl.h"
 #include "io/tensorboard.h"
@@ -54,7 +54,7 @@ struct TrainArgs {
   RecomputeFlags recompute;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
-  int64_t warmup_steps = 10;
+  int64_t warmup_steps = 0;  // --warmup-steps; when not given, default_warmup_steps(--steps)
   int64_t log_every = 1;
   int threads = 0;
   uint64_t seed = 1234;
@@ -90,8 +90,15 @@ struct ResolvedTrain {
   LrSchedule::Decay decay;
   StepSettings settings;  // micro-batch, accumulation, precision, the step's configuration
   std::optional<DeepSpeedConfig> ds;
-  DataParallelSettings dp;  // world size, rank, ZeRO stage and buckets (one process: stage 0)
+  DataParallelSettings dp;   // world size, rank, ZeRO stage and buckets (one process: stage 0)
+  int64_t warmup_steps = 0;  // the LR warmup: --warmup-steps, else default_warmup_steps
 };
+
+// The LR warmup when --warmup-steps is not given: a tenth of the run (HF Trainer's common
+// warmup_ratio 0.1), so a short run still decays (10 steps warm up 1, then decay over 9).
+int64_t default_warmup_steps(int64_t steps) {
+  return steps / 10;
+}
 
 StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   ResolvedTrain r;
@@ -111,7 +118,8 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   run.total_steps = a.t.steps;
   run.world_size = dist.world_size();
   run.zero_stage.assign(std::max(a.zero, 0), a.zero >= 0);
-  run.warmup_steps.assign(a.warmup_steps, a.given("--warmup-steps"));
+  r.warmup_steps = a.given("--warmup-steps") ? a.warmup_steps : default_warmup_steps(a.t.steps);
+  run.warmup_steps.assign(r.warmup_steps, a.given("--warmup-steps"));
   DType precision;
   if (!parse_precision(a.precision, &precision)) {
     return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
@@ -132,7 +140,7 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
 // The trainer's configuration from the resolved run; prints the DeepSpeed settings in use.
 void configure_trainer(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig* t) {
   t->out_dir = a.out;
-  t->lr = LrSchedule{a.lr, a.min_lr, a.warmup_steps, t->steps, r.decay};
+  t->lr = LrSchedule{a.lr, a.min_lr, r.warmup_steps, t->steps, r.decay};
   t->batch_size = r.settings.micro_batch;
   t->grad_accum = r.settings.grad_accum;
   t->step = r.settings.step;
@@ -221,7 +229,7 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
     if (log_every > 0 && (m.step % log_every == 0 || m.step == steps)) {
       fmt::print(stderr, "{}{}\n",
                  torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, mem_total, tps,
-                                          flops_per_token, peak_flops}),
+                                          flops_per_token, peak_flops, m.lr}),
                  m.overflow
                      ? fmt::format("  (skipped: fp16 overflow at loss scale {:g}, next {:g})",
                                    m.loss_scale, m.next_loss_scale)
@@ -344,6 +352,17 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
       return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""),
                       "check --out and permissions");
     }
+    // The tokenizer travels with the run (export writes it into the HF folder).
+    const std::string tokenizer = !a.tokenizer.empty() ? a.tokenizer
+                                  : !tokenizer_files_in(p.r.model.weights_dir).empty()
+                                      ? p.r.model.weights_dir
+                                      : "";
+    if (!tokenizer.empty()) {
+      if (Status s = keep_tokenizer(tokenizer, a.out); !s.ok()) {
+        if (!p.out_existed) fs::remove_all(a.out, ec);
+        return s;
+      }
+    }
   }
   return p;
 }
@@ -417,38 +436,6 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   return ok_status();
 }
 
-struct ExportArgs {
-  std::string src;
-  std::string hf_out;
-  std::string dtype = "auto";  // auto: the config's torch_dtype
-};
-
-Status run_export(const ExportArgs& a) {
-  namespace fs = std::filesystem;
-  // A training folder (with `latest`) or one step folder.
-  std::string step_dir = latest_checkpoint_dir(a.src);
-  if (step_dir.empty()) step_dir = a.src;
-  if (!fs::exists(step_dir + "/model.safetensors") &&
-      !fs::exists(step_dir + "/model.safetensors.index.json")) {
-    return not_found(a.src + " is not a checkpoint (no latest, no model.safetensors)",
-                     "give the --out folder of `ljperf train` or one of its step-N folders");
-  }
-  DType dtype = DType::f32;
-  // The names --precision takes (f32/fp32/float32, bf16/bfloat16, f16/fp16/float16).
-  if (a.dtype != "auto" && !parse_precision(a.dtype, &dtype)) {
-    return invalid_argument("unknown --dtype '" + a.dtype + "'",
-                            "use auto (the config's torch_dtype), f32, bf16 or fp16");
-  }
-  Device dev(0);
-  LJ_ASSIGN_OR_RETURN(HfModel m, load_hf_model(step_dir, dev));
-  if (a.dtype == "auto") dtype = m.config.torch_dtype;
-  LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params, {.dtype = dtype}));
-  fmt::print("exported {} to {} ({:.2f}M params, {} weights{})\n", step_dir, a.hf_out,
-             static_cast<double>(m.config.num_params()) / 1e6, dtype_name(dtype),
-             a.dtype == "auto" ? ": the config's torch_dtype" : "");
-  return ok_status();
-}
-
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
@@ -497,8 +484,9 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--min-lr", a->min_lr, "Final learning rate")
       ->capture_default_str()
       ->check(finite_at_least_zero());
-  sub->add_option("--warmup-steps", a->warmup_steps, "Linear warmup steps")
-      ->capture_default_str()
+  sub->add_option("--warmup-steps", a->warmup_steps,
+                  "Learning-rate warmup: linear from 0 to --lr over N steps (HF Trainer's "
+                  "warmup_steps; default: a tenth of --steps)")
       ->check(integer_at_least(0));
   sub->add_option("--decay", a->decay, "cosine, linear or constant")->capture_default_str();
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay")
@@ -542,20 +530,6 @@ Command add_train_command(CLI::App& app) {
                 CommOptions{.timeout_seconds = a->comm_timeout_s},
                 [&](DistSession& dist) { return run_train(*a, dist, *signals); });
           }};
-}
-
-Command add_export_command(CLI::App& app) {
-  auto a = std::make_shared<ExportArgs>();
-  CLI::App* sub = app.add_subcommand("export", "Write a training checkpoint as an HF model folder");
-  sub->add_option("checkpoint", a->src, "`ljperf train --out` folder, or one step-N folder")
-      ->required();
-  sub->add_option("--hf", a->hf_out, "New HF model folder to write")->required();
-  sub->add_option("--dtype", a->dtype,
-                  "Weights written: f32, bf16 or fp16 (the names --precision takes; rounded to "
-                  "nearest even from the f32 master "
-                  "weights); auto: the config's torch_dtype")
-      ->capture_default_str();
-  return {sub, [a] { return run_export(*a); }};
 }
 
 }  // namespace lj::cli
