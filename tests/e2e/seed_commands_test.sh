@@ -60,6 +60,16 @@ perl -e 'exit($ARGV[0] <= $ARGV[1] ? 0 : 1)' "$peak" "$budget" ||
   fail "measured peak $peak above the budget $budget"
 pass "$choice; measured peak $peak <= budget $budget"
 sed -n '/^deepspeed (/,/^compile:/p' ck.out >resolved.txt
+# The run configuration, printed once with every value's origin, and the same in the record.
+for want in "ckpt_opt = on  (CHECKPOINT_OPTIMIZATION=true)" "zero_stage = 3  (deepspeed/zero3_bf16: file)" \
+  "precision = bf16  (deepspeed/zero3_bf16: file)" "seq_len = 128  (--seq-len)" \
+  "recompute = $(sed 's/^recompute: //' <<<"$choice")  (chosen by checkpoint optimization)"; do
+  grep -qF -- "$want" ck.out || { sed -n '/^run configuration:/,/^precision:/p' ck.out >&2; fail "run configuration lacks '$want'"; }
+done
+[ "$(json_get ck.jsonl 1 resolved.ckpt_opt.from)" = "CHECKPOINT_OPTIMIZATION=true" ] &&
+  [ "$(json_get ck.jsonl 1 resolved.micro_batch.from)" = "--batch-size" ] ||
+  fail "the record's resolved config: $(json_get ck.jsonl 1 resolved.ckpt_opt.from), $(json_get ck.jsonl 1 resolved.micro_batch.from)"
+pass "the run configuration names each value's origin (console and record)"
 
 if command -v mpirun >/dev/null 2>&1; then
   mpi_e2e_init
