@@ -2,7 +2,7 @@
 // ds.json`, and the ZeRO-3 bf16 recipe that `--model deepspeed/<preset>` means. The parser
 // resolves the file against the run's own settings into plain values; it trains nothing.
 //
-// Rules (REFERENCE.md "DeepSpeed JSON" is the authority):
+// Rules (DeepSpeed's and HF Trainer's behaviour is the authority):
 // - Batch: train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x
 //   world_size. Two given: the third is inferred and must divide exactly. All three: they must
 //   agree. One given, DeepSpeed's defaults: train only -> accumulation 1, micro = train / world;

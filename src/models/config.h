@@ -1,5 +1,5 @@
 // Llama model configuration: the fields of HF's LlamaConfig that change the computation, and
-// the presets (one table, presets.cc). Published values: ../shared/REFERENCE.md.
+// the presets (one table, presets.cc), with the values of the published HF config.json files.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // AdamW as PyTorch's torch.optim.AdamW computes it (decoupled weight decay, bias correction,
 // fp32 states), applied on the host to fp32 parameters, one fused pass per parameter. Not yet a
-// graph phase (DESIGN.md puts the optimizer in the graph); the trainer times it as the
-// optimizer phase (StepResult::optimizer_seconds, the benchmark's --profile row).
+// graph phase (it runs after the executor: docs/architecture.md, "The pipeline"); the trainer times
+// it as the optimizer phase (StepResult::optimizer_seconds, the benchmark's --profile row).
 #pragma once
 
 #include <vector>
