@@ -7,17 +7,10 @@
 #include <vector>
 
 #include "backends/cpu/adamw_kernel.h"
+#include "core/adamw_config.h"
 #include "runtime/tensor.h"
 
 namespace lj {
-
-struct AdamWConfig {
-  double lr = 3e-4;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double eps = 1e-8;
-  double weight_decay = 0.1;
-};
 
 // Writes the 16-bit copies of `params` (f32) into `low` (matching, undefined where a parameter
 // has none): what adamw_update writes, for parameters that changed outside it (init, a load).
