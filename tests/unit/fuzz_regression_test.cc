@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "io/tokens.h"
 #include "models/hf_config.h"
+#include "tokenize/corpus.h"
 #include "tokenize/tokenizer.h"
 #include "train/checkpoint_files.h"
 
@@ -265,6 +266,42 @@ TEST(FuzzRegression, AblationResultsFieldOfAnotherTypeIsAnError) {
       "results.json");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "results.json (c1): round must be a 32-bit integer, got \"one\"");
+}
+
+// Finding (corpus_reader, replaying its seeds): a line whose '\n' was already in the read buffer
+// was returned whatever its length, so --max-doc-mb let through lines of up to one more 1 MiB
+// read. The seed tests/fuzz/corpus/corpus_reader/long_lines_error, and the same at 1 MiB.
+TEST(FuzzRegression, CorpusLineLimitHoldsWhenTheLineEndIsBuffered) {
+  const std::string dir = temp_dir("corpus_lines");
+  for (const uint64_t limit : {uint64_t{16}, uint64_t{1} << 20}) {
+    const std::string in = dir + "/in.txt";
+    write_bytes(
+        in, "short\n" + std::string(limit + 1, 'y') + "\n" + std::string(limit, 'z') + "\nafter\n");
+    for (const bool skip : {false, true}) {
+      auto r = tok::LineReader::open(in, limit);
+      ASSERT_TRUE(r.ok());
+      std::string line;
+      bool too_long = false;
+      ASSERT_TRUE(*r->next(&line, skip, &too_long));
+      EXPECT_EQ(line, "short");
+      auto more = r->next(&line, skip, &too_long);
+      if (!skip) {
+        ASSERT_FALSE(more.ok());
+        EXPECT_TRUE(has(more.status(), "in.txt:2: a line longer than")) << more.status().message();
+        continue;
+      }
+      ASSERT_TRUE(more.ok() && *more);
+      EXPECT_TRUE(too_long);
+      EXPECT_TRUE(line.empty());
+      ASSERT_TRUE(*r->next(&line, skip, &too_long));  // exactly the limit: accepted
+      EXPECT_FALSE(too_long);
+      EXPECT_EQ(line.size(), limit);
+      ASSERT_TRUE(*r->next(&line, skip, &too_long));
+      EXPECT_EQ(line, "after");
+      EXPECT_EQ(r->line_number(), 4u);
+      EXPECT_FALSE(*r->next(&line, skip, &too_long));
+    }
+  }
 }
 
 }  // namespace
