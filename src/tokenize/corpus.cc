@@ -65,9 +65,11 @@ Status LineReader::fill() {
   const size_t old = buf_.size();
   buf_.resize(old + kReadBytes);
   const int n = gzread(static_cast<gzFile>(gz_), buf_.data() + old, kReadBytes);
-  if (n < 0) {
-    int code = 0;
-    const char* msg = gzerror(static_cast<gzFile>(gz_), &code);
+  int code = Z_OK;
+  const char* msg = n <= 0 ? gzerror(static_cast<gzFile>(gz_), &code) : nullptr;
+  // gzread ends a truncated gzip stream as if it were complete (0, Z_BUF_ERROR "unexpected end of
+  // file"): that is an error too, not a corpus that silently ends early.
+  if (n < 0 || code != Z_OK) {
     buf_.resize(old);
     return io_error("reading " + path_ + ": " + (msg ? msg : "zlib error"),
                     "the file is damaged (a truncated or corrupt .gz?)");

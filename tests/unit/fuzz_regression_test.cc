@@ -1,6 +1,7 @@
 // Regression cases from fuzzing the parsers of untrusted files (tests/fuzz/, tools/fuzz.sh), and
 // the limits of docs/limits.md: each hostile input, as bytes, must give a clean Status error.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -300,6 +301,46 @@ TEST(FuzzRegression, CorpusLineLimitHoldsWhenTheLineEndIsBuffered) {
       EXPECT_EQ(line, "after");
       EXPECT_EQ(r->line_number(), 4u);
       EXPECT_FALSE(*r->next(&line, skip, &too_long));
+    }
+  }
+}
+
+// Finding (corpus_reader, its truncated-gzip seed): gzread ends a gzip stream cut short as if it
+// were complete (0 bytes, Z_BUF_ERROR), so `ljperf tokenize` took a truncated download for a
+// shorter corpus and exited 0. Cut anywhere, even in the 8-byte trailer, it is now an error.
+TEST(FuzzRegression, TruncatedGzipCorpusIsAnError) {
+  const std::string dir = temp_dir("corpus_gz");
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "document " + std::to_string(i) + "\n";
+  const std::string whole = dir + "/whole.txt.gz";
+  gzFile f = gzopen(whole.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+  std::ifstream in(whole, std::ios::binary);
+  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const size_t cut : {size_t{0}, size_t{1}, size_t{4}, size_t{30}, gz.size() / 2}) {
+    const std::string path = dir + "/cut" + std::to_string(cut) + ".txt.gz";
+    write_bytes(path, gz.substr(0, gz.size() - cut));
+    auto r = tok::LineReader::open(path, 1 << 20);
+    ASSERT_TRUE(r.ok());
+    std::string line;
+    bool too_long = false;
+    uint64_t lines = 0;
+    Status end;
+    for (;;) {
+      auto more = r->next(&line, false, &too_long);
+      if (!more.ok()) end = more.status();
+      if (!more.ok() || !*more) break;
+      ++lines;
+    }
+    if (cut == 0) {
+      EXPECT_TRUE(end.ok()) << end.message();
+      EXPECT_EQ(lines, 2000u);
+    } else {
+      ASSERT_FALSE(end.ok()) << "cut " << cut << ": " << lines << " lines and no error";
+      EXPECT_TRUE(has(end, "unexpected end of file")) << end.message();
     }
   }
 }
