@@ -34,8 +34,14 @@ bool file_exists(const std::string& p) {
 
 // Megatron .idx: "MMIDIDX\0\0", u64 version, u8 dtype code, u64 sequences, u64 documents, then
 // int32[sequences] lengths, int64[sequences] offsets, int64[documents] document indices. The
-// counts are checked against the index's size (with overflow checks) before anything trusts them.
-StatusOr<int> megatron_token_width(const std::string& idx_path) {
+// counts are checked against the index's size (with overflow checks) before anything trusts them,
+// and the sequence lengths are summed: the tokens the .bin must hold.
+struct MegatronIndex {
+  int width = 0;        // bytes per token
+  uint64_t tokens = 0;  // the sum of the sequence lengths
+};
+
+StatusOr<MegatronIndex> read_megatron_index(const std::string& idx_path) {
   std::ifstream f(idx_path, std::ios::binary | std::ios::ate);
   if (!f) return not_found("cannot read " + idx_path);
   const auto end = f.tellg();
@@ -81,7 +87,25 @@ StatusOr<int> megatron_token_width(const std::string& idx_path) {
                              std::to_string(documents) + " documents, which do not fit its " +
                              std::to_string(idx_bytes) + " bytes (truncated index?)");
   }
-  return width;
+  MegatronIndex m;
+  m.width = width;
+  std::vector<int32_t> lengths(1 << 16);
+  for (uint64_t done = 0; done < sequences;) {
+    const uint64_t n = std::min<uint64_t>(lengths.size(), sequences - done);
+    if (!f.read(reinterpret_cast<char*>(lengths.data()), static_cast<std::streamsize>(n * 4)))
+      return io_error("cannot read the sequence lengths of " + idx_path);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (lengths[i] < 0) {
+        return bad(idx_path, "sequence " + std::to_string(done + i) + " has a negative length (" +
+                                 std::to_string(lengths[i]) + ")");
+      }
+      const std::optional<uint64_t> sum = checked_add(m.tokens, static_cast<uint64_t>(lengths[i]));
+      if (!sum) return bad(idx_path, "the sequence lengths overflow a 64-bit token count");
+      m.tokens = *sum;
+    }
+    done += n;
+  }
+  return m;
 }
 
 }  // namespace
@@ -181,7 +205,15 @@ StatusOr<TokenFile> TokenFile::open(const std::string& path, TokenFormat format)
       break;
     }
     case TokenFormat::megatron: {
-      LJ_ASSIGN_OR_RETURN(t.width_, megatron_token_width(idx));
+      LJ_ASSIGN_OR_RETURN(const MegatronIndex m, read_megatron_index(idx));
+      t.width_ = m.width;
+      const std::optional<uint64_t> want = checked_mul(m.tokens, static_cast<uint64_t>(m.width));
+      if (!want || *want != static_cast<uint64_t>(t.map_bytes_)) {
+        return bad(path, "its index " + idx + " lists " + std::to_string(m.tokens) + " tokens (" +
+                             (want ? std::to_string(*want) : "too many") +
+                             " bytes), the file holds " + std::to_string(t.map_bytes_) +
+                             " bytes: a .bin and an .idx of different datasets?");
+      }
       t.tokens_ = bytes;
       break;
     }

@@ -1,5 +1,5 @@
 // Fuzz target: a Megatron .idx as `ljperf train --data X.bin` reads it (TokenFile::open on the
-// .bin, which finds the X.idx beside it; megatron_token_width parses the index). The first input
+// .bin, which finds the X.idx beside it; read_megatron_index parses the index). The first input
 // byte is the mode, the rest is the .idx:
 //   bit 0: the .bin is synthesised from the index (its sequence lengths x the dtype's width, as
 //          the index describes it; capped at 64 KiB) or, when set, holds the next byte's count of

@@ -92,6 +92,16 @@ TEST_F(TokenFiles, MegatronBinIdx) {
   EXPECT_EQ(f->format(), TokenFormat::megatron);
   ASSERT_EQ(f->size(), 5);
   EXPECT_EQ((*f)[4], 5u);
+  // A .bin that is not the one the index describes (one token more) is refused.
+  std::vector<uint8_t> longer = bin;
+  put(&longer, uint16_t{9});
+  write("corpus.bin", longer);
+  auto other = TokenFile::open(dir_ + "/corpus.bin");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("lists 5 tokens (10 bytes), the file holds 12 bytes"),
+            std::string::npos)
+      << other.status().message();
+  write("corpus.bin", bin);
   idx[0] = 'X';
   write("corpus.idx", idx);
   auto bad = TokenFile::open(dir_ + "/corpus.bin");

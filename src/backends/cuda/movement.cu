@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <climits>
+#include <cub/device/device_radix_sort.cuh>
 #include <string>
 
 #include "backends/cuda/device_util.cuh"
@@ -139,15 +141,31 @@ __global__ void gather_kernel(const E* table, const I* ids, E* out, int64_t tota
   }
 }
 
+// scatter_add, deterministic and parallel (embedding backward): the ids are sorted with their
+// positions (CUB's radix sort is stable, so each id's positions stay ascending), then one thread
+// per (run head, column) sums its run's rows in position order, the CPU kernel's order, and
+// writes the row once. Work is spread over every (position, column) pair instead of one thread
+// per column walking all B*T positions.
+__global__ void iota_kernel(int32_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = static_cast<int32_t>(i);
+}
+
 template <class T, class I>
-__global__ void scatter_add_kernel(const I* ids, const T* src, float* acc, int64_t n,
-                                   int64_t cols) {
-  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < cols;
-       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t r = static_cast<int64_t>(ids[i]);
-      acc[r * cols + j] += to_f32(src[i * cols + j]);
+__global__ void scatter_add_sorted_kernel(const I* keys, const int32_t* pos, const T* src,
+                                          float* acc, int64_t n, int64_t cols) {
+  const int64_t total = n * cols;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = t / cols, j = t % cols;
+    if (k > 0 && keys[k] == keys[k - 1]) continue;  // not the first of its id's run
+    const I id = keys[k];
+    float sum = 0;
+    for (int64_t q = k; q < n && keys[q] == id; ++q) {
+      sum += to_f32(src[static_cast<int64_t>(pos[q]) * cols + j]);
     }
+    acc[static_cast<int64_t>(id) * cols + j] = sum;
   }
 }
 
@@ -267,9 +285,24 @@ Status scatter_add_forward(KernelContext& c, const KernelEnv& env) {
       LJ_CUDA_RETURN_IF_ERROR(
           cudaMemsetAsync(acc, 0, static_cast<size_t>(out.numel()) * 4, env.stream));
       if (n > 0 && cols > 0) {
-        scatter_add_kernel<T, I><<<grid_for(cols, env.multiprocessors), kBlock, 0, env.stream>>>(
-            ids.as<const I>(), src.as<const T>(), acc, n, cols);
-        LJ_RETURN_IF_ERROR(launched("scatter_add_kernel"));
+        LJ_CHECK_LT(n, int64_t{INT_MAX}) << "scatter_add: positions are int32";
+        const int items = static_cast<int>(n);
+        I* keys = static_cast<I*>(c.workspace->get(static_cast<size_t>(n) * sizeof(I)));
+        auto* pos_in = static_cast<int32_t*>(c.workspace->get(static_cast<size_t>(n) * 4));
+        auto* pos = static_cast<int32_t*>(c.workspace->get(static_cast<size_t>(n) * 4));
+        iota_kernel<<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(pos_in, n);
+        LJ_RETURN_IF_ERROR(launched("iota_kernel"));
+        size_t temp = 0;
+        LJ_CUDA_RETURN_IF_ERROR(
+            cub::DeviceRadixSort::SortPairs(nullptr, temp, ids.as<const I>(), keys, pos_in, pos,
+                                            items, 0, static_cast<int>(sizeof(I) * 8), env.stream));
+        LJ_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+            c.workspace->get(std::max<size_t>(temp, 1)), temp, ids.as<const I>(), keys, pos_in, pos,
+            items, 0, static_cast<int>(sizeof(I) * 8), env.stream));
+        scatter_add_sorted_kernel<T, I>
+            <<<grid_for(n * cols, env.multiprocessors), kBlock, 0, env.stream>>>(
+                keys, pos, src.as<const T>(), acc, n, cols);
+        LJ_RETURN_IF_ERROR(launched("scatter_add_sorted_kernel"));
       }
       if constexpr (!std::is_same_v<T, float>) {
         store_kernel<T><<<grid_for(out.numel(), env.multiprocessors), kBlock, 0, env.stream>>>(
