@@ -662,6 +662,7 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
     for (const auto& w : r.ds->warnings) LJ_LOG(warning) << w;
   }
   LJ_RETURN_IF_ERROR(choose_recompute(a, &r));
+  set_config_value(&r.config, "device", a.f.device == "auto" ? "cpu (auto)" : "cpu");
   // The chosen configuration's joint graph, built once: dry-run here (the memory check and the
   // planner's prediction, per rank, printed beside the measured peak), then run by the TrainStep.
   LJ_ASSIGN_OR_RETURN(g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph,
@@ -707,6 +708,8 @@ Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
     fp.add("device", "cuda");
     LJ_RETURN_IF_ERROR(dist.agree(check_same_on_all_ranks(dist.comm(), fp)));
   }
+  set_config_value(&r.config, "device", a.f.device == "auto" ? "cuda (auto)" : "cuda");
+  fmt::print("{}", describe_config(r.config));
   GpuBenchmark b;
   b.model_name = r.model.config.name;
   b.run.model = r.model.config;

@@ -390,6 +390,9 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
           ? fmt::format("the GPU{}", dist.distributed() ? " of each rank (NCCL)" : "")
           : std::string("the CPU"),
       a.out);
+  set_config_value(&p.r.config, "device",
+                   std::string(device == RunDevice::cuda ? "cuda" : "cpu") +
+                       (a.f.device == "auto" ? " (auto)" : ""));
   fmt::print("{}", describe_config(p.r.config));
   fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
   if (const std::string line = precision_line(p.r.settings, true); !line.empty()) {
