@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/mfu_peak.h"
 #include "core/units.h"
+#include "io/jsonl.h"
 #include "plan/coefficients.h"
 #include "plan/device_catalog.h"
 #include "plan/plan.h"
@@ -136,10 +136,10 @@ Status run_gpu_benchmark(const GpuBenchmark& b) {
                       {"bytes_predicted", predicted},
                       {"setup_s", r.gpu.setup_seconds},
                       {"cuda_graph_replays", r.gpu.graph_replays}};
-  std::ofstream out(b.output, std::ios::app);
-  out << j.dump() << "\n";
-  if (!out) return io_error("cannot append to " + b.output, "check the path and the disk");
-  return ok_status();
+  // As the CPU route appends: whole lines only, fsynced (io/jsonl.h).
+  LJ_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(b.output, /*append=*/true));
+  LJ_RETURN_IF_ERROR(w.write(j.dump()));
+  return w.flush();
 }
 
 }  // namespace lj::cli
