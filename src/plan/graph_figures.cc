@@ -178,7 +178,7 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
         LJ_RETURN_IF_ERROR(add_gemm_classes(dry.rates, graph_gemm_shapes(g, ex.env())));
       // AdamW over what this rank updates: its ZeRO shard, else every parameter.
       int64_t local = 0;
-      if (dry.with_adam_states && sharded && dry.zero.stage >= 1) {
+      if (dry.with_adam_states && sharded && dry.zero.shards(ZeroSharded::optimizer_states)) {
         local = zm.adam_state_numel;
       } else {
         for (int64_t n : numels) local += n;

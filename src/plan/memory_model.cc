@@ -10,9 +10,9 @@ ModelStates zero_model_states(int64_t num_params, int stage, int64_t world) {
   const auto psi = static_cast<double>(num_params);
   const auto n = static_cast<double>(std::max<int64_t>(world, 1));
   ModelStates s{2 * psi, 2 * psi, 12 * psi};
-  if (stage >= 1) s.optimizer /= n;
-  if (stage >= 2) s.grads /= n;
-  if (stage >= 3) s.params /= n;
+  if (zero_shards(stage, ZeroSharded::optimizer_states)) s.optimizer /= n;
+  if (zero_shards(stage, ZeroSharded::gradients)) s.grads /= n;
+  if (zero_shards(stage, ZeroSharded::parameters)) s.params /= n;
   return s;
 }
 

@@ -43,7 +43,8 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create_sharded(
 }
 
 float* ZeroOptimizer::grad_part(int64_t begin, int64_t count) {
-  LJ_CHECK(zero_.stage >= 2 && begin >= 0 && count > 0 && begin + count <= layout_.shard_numel());
+  LJ_CHECK(zero_.shards(ZeroSharded::gradients) && begin >= 0 && count > 0 &&
+           begin + count <= layout_.shard_numel());
   auto it = grad_parts_.find(begin);
   if (it == grad_parts_.end()) {
     // Uncached, as it is freed at the end of every step (runtime/tensor.h).
@@ -58,8 +59,10 @@ float* ZeroOptimizer::grad_part(int64_t begin, int64_t count) {
 StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::vector<Tensor> grads,
                                              double local_loss, double lr, double grad_clip,
                                              bool grads_reduced, double grad_unscale) {
-  if (!(grads_reduced && zero_.stage >= 2)) LJ_CHECK_EQ(grads.size(), layout_.num_params());
-  LJ_CHECK(zero_.stage < 3 || grads_reduced) << "stage 3 reduces in backward";
+  if (!(grads_reduced && zero_.shards(ZeroSharded::gradients)))
+    LJ_CHECK_EQ(grads.size(), layout_.num_params());
+  LJ_CHECK(!zero_.shards(ZeroSharded::parameters) || grads_reduced)
+      << "stage 3 reduces in backward";
   const int threads = dev_.threads();
   const int world = comm_.world_size();
   const float mean = 1.0f / static_cast<float>(world);
@@ -83,7 +86,8 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   // Average the gradients: every rank gets all of them (0, 1) or its shard (2).
   const FlatRange mine = layout_.shard(comm_.rank());
   const std::vector<FlatPiece> pieces = layout_.pieces(mine);
-  const bool sharded_grads = zero_.stage >= 2;  // in grad_parts_, by offset in `mine`
+  const bool sharded_grads =
+      zero_.shards(ZeroSharded::gradients);  // in grad_parts_, by offset in `mine`
   if (grads_reduced) {
     // backward's collectives averaged them (train/grad_sync.h): stage 2's are in the shard
   } else if (zero_.stage == 2) {

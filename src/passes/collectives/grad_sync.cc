@@ -104,7 +104,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
                    scope, Phase::backward);
     Attrs wa = a;
     std::vector<TypedShape> wait_types;
-    if (stage >= 2) {
+    if (zero_shards(stage, ZeroSharded::gradients)) {
       wait_types.push_back(TypedShape{DType::f32, Shape{}});
     } else {
       wa.set("dims", flat_dims);
@@ -118,7 +118,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
         g.add_node(Op::grad_reduce_wait, {buffer}, wa, wait_types, scope, Phase::backward);
     start_of[k] = s;
     wait_of[k] = w;
-    if (stage >= 2) {
+    if (zero_shards(stage, ZeroSharded::gradients)) {
       outputs.push_back({"grad_sync:" + std::to_string(k), g.node(w).outputs[0]});
     } else {
       for (int64_t p = b.param_begin; p < b.param_end; ++p) {
@@ -127,7 +127,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
       }
     }
   }
-  if (stage >= 2) {
+  if (zero_shards(stage, ZeroSharded::gradients)) {
     std::vector<NamedValue> kept;
     for (NamedValue& o : outputs) {
       if (o.name.rfind("grad:", 0) != 0) kept.push_back(std::move(o));
@@ -157,7 +157,8 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
   while (waited < order.size()) emit_wait(waited++);
   g.set_nodes(std::move(nodes));
   g.mutable_outputs() = std::move(outputs);
-  if (stage == 3) LJ_RETURN_IF_ERROR(place_param_gathers(g, options_, numels));
+  if (zero_shards(stage, ZeroSharded::parameters))
+    LJ_RETURN_IF_ERROR(place_param_gathers(g, options_, numels));
   return true;
 }
 
