@@ -53,9 +53,14 @@ struct LlamaConfig {
   bool qkv_bias = false;
   // Qwen3: q_norm and k_norm, RMSNorm over D of each head of q and k, before RoPE; weights (D).
   bool qk_norm = false;
-  // Mistral: query i sees keys j with i - window < j <= i (transformers' sliding_window_overlay:
-  // kv_idx > q_idx - sliding_window); 0 = full causal attention (config.json's null).
+  // Mistral, and Qwen with use_sliding_window: query i sees keys j with i - window < j <= i
+  // (transformers' sliding_window_overlay: kv_idx > q_idx - sliding_window); 0 = full causal
+  // attention (config.json's null, or Qwen's use_sliding_window false).
   int64_t sliding_window = 0;
+  // The window covers the layers from this one on (Qwen's max_window_layers; Mistral: 0, all).
+  int64_t max_window_layers = 0;
+  // The window of layer l: sliding_window, or 0 (full causal) before max_window_layers.
+  int64_t window_of_layer(int64_t l) const { return l >= max_window_layers ? sliding_window : 0; }
 
   // Parameters, all counted once (a tied embedding counts once).
   int64_t num_params() const;

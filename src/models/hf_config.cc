@@ -217,29 +217,53 @@ StatusOr<const FamilyInfo*> read_family(const json& j, const std::string& src) {
   return family != nullptr ? family : &family_info(ModelFamily::llama);
 }
 
-// Whether Qwen's sliding window is on: transformers sets sliding_window to None unless
-// use_sliding_window is true, so a window given with use_sliding_window false is ignored.
-// Switched on, it covers only the layers from max_window_layers on: not supported yet.
-Status check_qwen_window(const json& j, const std::string& src) {
-  if (!json_bool_if(json_member(j, "use_sliding_window")).value_or(false)) return ok_status();
-  return unimplemented(src + ": use_sliding_window = true is not supported",
-                       "ljperf trains Qwen with full causal attention (use_sliding_window false)");
+// A sliding window's size: a positive integer, or null (none).
+Status read_window(const json& j, const std::string& src, int64_t* window) {
+  const json& w = json_member(j, "sliding_window");
+  *window = 0;
+  if (w.is_null()) return ok_status();
+  const std::optional<int64_t> v = json_int_if(w);
+  if (!v || *v <= 0) {
+    return bad(src, "'sliding_window' is " + w.dump(),
+               "a positive number of tokens, or null for full attention");
+  }
+  *window = *v;
+  return ok_status();
 }
 
-// The fields that only some families have: Qwen2's q/k/v biases, Qwen3's q/k norms, Mistral's
-// sliding window, and the biases a family does not have.
-Status read_family_fields(const json& j, const std::string& src, LlamaConfig* c) {
-  // transformers v5 writes layer_types (Qwen2, Qwen3): per-layer attention kinds; ljperf
-  // builds every layer alike.
-  const json& layer_types = json_member(j, "layer_types");
-  if (layer_types.is_array()) {
-    for (const auto& t : layer_types) {
-      if (t != "full_attention") {
-        return unimplemented(src + ": layer_types holds " + t.dump() + ", not supported",
-                             "ljperf builds every layer with the same attention");
-      }
+// Qwen's sliding window: transformers sets sliding_window to None unless use_sliding_window is
+// true (so a window given with use_sliding_window false is ignored); switched on, it covers the
+// layers from max_window_layers on (Qwen2Config's and Qwen3Config's default: 28).
+Status read_qwen_window(const json& j, const std::string& src, LlamaConfig* c) {
+  if (!json_bool_if(json_member(j, "use_sliding_window")).value_or(false)) return ok_status();
+  LJ_RETURN_IF_ERROR(read_window(j, src, &c->sliding_window));
+  c->max_window_layers = 28;
+  LJ_RETURN_IF_ERROR(get_int(j, src, "max_window_layers", &c->max_window_layers, false));
+  if (c->max_window_layers < 0) return bad(src, "'max_window_layers' is negative");
+  return ok_status();
+}
+
+// transformers v5 writes layer_types (Qwen2, Qwen3): each layer's attention, which it derives
+// from the window settings read above; a list that says otherwise is not supported.
+Status check_layer_types(const json& j, const std::string& src, const LlamaConfig& c) {
+  const json& types = json_member(j, "layer_types");
+  if (types.is_null()) return ok_status();
+  if (!types.is_array()) return bad(src, "'layer_types' is not a list");
+  for (size_t l = 0; l < types.size(); ++l) {
+    const bool sliding = c.sliding_window > 0 && static_cast<int64_t>(l) >= c.max_window_layers;
+    if (types[l] != (sliding ? "sliding_attention" : "full_attention")) {
+      return unimplemented(
+          src + ": layer_types[" + std::to_string(l) + "] is " + types[l].dump() +
+              ", which the sliding window settings do not give",
+          "ljperf windows the layers from max_window_layers on when use_sliding_window is true");
     }
   }
+  return ok_status();
+}
+
+// The fields that only some families have: Qwen2's q/k/v biases, Qwen3's q/k norms, the sliding
+// windows of Mistral and Qwen, and the biases a family does not have.
+Status read_family_fields(const json& j, const std::string& src, LlamaConfig* c) {
   const auto flag = [&](const char* key) {
     return json_bool_if(json_member(j, key)).value_or(false);
   };
@@ -255,25 +279,20 @@ Status read_family_fields(const json& j, const std::string& src, LlamaConfig* c)
     case ModelFamily::qwen2:
       // Qwen2Attention: q, k, v projections always with bias, o_proj without.
       c->qkv_bias = true;
-      return check_qwen_window(j, src);
+      LJ_RETURN_IF_ERROR(read_qwen_window(j, src, c));
+      return check_layer_types(j, src, *c);
     case ModelFamily::qwen3:
       if (flag("attention_bias")) {
         return unimplemented(src + ": 'attention_bias' = true is not supported for Qwen3",
                              "published Qwen3 configs have attention_bias false");
       }
       c->qk_norm = true;
-      return check_qwen_window(j, src);
-    case ModelFamily::mistral: {
-      const json& w = json_member(j, "sliding_window");
-      if (w.is_null()) return ok_status();
-      const std::optional<int64_t> window = json_int_if(w);
-      if (!window || *window <= 0) {
-        return bad(src, "'sliding_window' is " + w.dump(),
-                   "a positive number of tokens, or null for full attention");
-      }
-      c->sliding_window = *window;
-      return ok_status();
-    }
+      LJ_RETURN_IF_ERROR(read_qwen_window(j, src, c));
+      return check_layer_types(j, src, *c);
+    case ModelFamily::mistral:
+      // Every layer windowed (transformers 5 warns on a Mistral config with layer_types).
+      LJ_RETURN_IF_ERROR(read_window(j, src, &c->sliding_window));
+      return check_layer_types(j, src, *c);
   }
   return ok_status();
 }
@@ -398,9 +417,14 @@ std::string hf_config_json(const LlamaConfig& c) {
       j["attention_bias"] = false;  // q_proj ... o_proj without biases
       [[fallthrough]];
     case ModelFamily::qwen2:  // q, k, v biases are implied by the architecture
-      j["use_sliding_window"] = false;
-      j["sliding_window"] = nullptr;
-      j["max_window_layers"] = c.num_hidden_layers;
+      j["use_sliding_window"] = c.sliding_window > 0;
+      if (c.sliding_window > 0) {
+        j["sliding_window"] = c.sliding_window;
+        j["max_window_layers"] = c.max_window_layers;
+      } else {
+        j["sliding_window"] = nullptr;
+        j["max_window_layers"] = c.num_hidden_layers;
+      }
       break;
     case ModelFamily::mistral:
       if (c.sliding_window > 0) {

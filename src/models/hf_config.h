@@ -3,8 +3,8 @@
 // Reads LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and MistralForCausalLM
 // (models/families.h). Refuses other architectures by name (mixture-of-experts ones with a reason
 // of their own), and features that change the computation and are not implemented (Llama's
-// biases, other activations, other rope types, Qwen's per-layer sliding window), with a clear
-// error.
+// biases, other activations, other rope types, layer_types other than the window settings
+// give), with a clear error.
 #pragma once
 
 #include <cstdint>

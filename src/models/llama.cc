@@ -135,8 +135,8 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
         q = apply_rope(q, cos, sin, D);
         k = apply_rope(k, cos, sin, D);
       }
-      Val o = sdpa(q, k, v, /*causal=*/true, 0.0, c.sliding_window).out;  // (B, H, T, D)
-      o = reshape(permute(o, {0, 2, 1, 3}), {kB, kT, H * D});             // (B, T, H*D)
+      Val o = sdpa(q, k, v, /*causal=*/true, 0.0, c.window_of_layer(l)).out;  // (B, H, T, D)
+      o = reshape(permute(o, {0, 2, 1, 3}), {kB, kT, H * D});                 // (B, T, H*D)
       ScopeGuard p(b, "o_proj");
       attn = linear(o, wo);  // (B, T, C)
     }

@@ -3,9 +3,9 @@
 // through sdpa (grouped-query), SwiGLU as silu/mul, linear layers as matmul with (out, in)
 // weights. The dense families beside it change only attention, as their modeling_*.py do:
 // Qwen2 adds biases to q, k and v (matmul + add), Qwen3 RMS-normalises each head of q and k
-// before RoPE (q_norm, k_norm), Mistral's sliding window is sdpa's window. Parameters are graph
-// inputs named with HF tensor names, node scopes follow HF module names
-// (model.layers.3.self_attn.q_proj).
+// before RoPE (q_norm, k_norm), the sliding window (Mistral's on every layer, Qwen's from
+// max_window_layers on) is sdpa's window. Parameters are graph inputs named with HF tensor
+// names, node scopes follow HF module names (model.layers.3.self_attn.q_proj).
 #pragma once
 
 #include <string>

@@ -199,6 +199,7 @@ Status LlamaConfig::validate() const {
   if (rms_norm_eps <= 0) return bad("rms_norm_eps must be positive");
   if (rope_theta <= 0) return bad("rope_theta must be positive");
   if (sliding_window < 0) return bad("sliding_window must be positive (0: full attention)");
+  if (max_window_layers < 0) return bad("max_window_layers must not be negative");
   return ok_status();
 }
 

@@ -22,10 +22,10 @@
 //     compiled, step 5), elsewhere at most 2.8e-2 against 4.4e-2 (qwen2, eager, step 6).
 //   - The mean over the 10 steps of the relative difference: bound 2^-6 = 1.6e-2, observed at
 //     most 7.7e-3 (qwen3, compiled). The parameter norms after 10 steps: bound 2^-6, observed
-//     at most 1.2e-2 (qwen3, eager, up_proj), except Qwen2's k_proj.bias: its gradient is
+//     at most 1.3e-2 (qwen2_window, eager, v_proj), except Qwen2's k_proj.bias: its gradient is
 //     rounding noise where RoPE barely turns (hf_parity_test.cc says why), so after 10 AdamW
-//     steps its norm is a sum of lr-sized steps of random sign, in f32 (2.3e-5 from torch) as in
-//     bf16 (4.7e-2): printed, not bounded.
+//     steps its norm is a sum of lr-sized steps of random sign, in f32 (6.1e-5 from torch) as in
+//     bf16 (7.7e-2): printed, not bounded.
 // ljperf places casts as DeepSpeed's bf16 does (the residual stream, norms' outputs and rope are
 // bf16; passes/autocast), torch's autocast keeps the residual stream in f32: that difference is
 // bf16 rounding too and sits inside these bounds.
@@ -158,7 +158,8 @@ TEST_P(Bf16Parity, TenStepsAgainstTorchAutocast) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Bf16Parity,
                          ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim",
-                                                              "qwen2", "qwen3", "mistral_window"),
+                                                              "qwen2", "qwen2_window", "qwen3",
+                                                              "mistral_window"),
                                             ::testing::Bool()),
                          [](const ::testing::TestParamInfo<Bf16Parity::ParamType>& info) {
                            return std::get<0>(info.param) +

@@ -73,7 +73,7 @@ TEST_P(HfParity, LogitsLossAndGradients) {
   const double loss_rel = std::fabs(fb->loss - ref_loss) / std::fabs(ref_loss);
   std::printf("[%s] logits: max abs %.3g rel %.3g | loss: ljperf %.7f hf %.7f rel %.3g\n",
               label().c_str(), logits.diff, logits.rel(), fb->loss, ref_loss, loss_rel);
-  // Observed (3 fixtures): logits rel <= 3.7e-7, loss rel <= 1e-7: fp32 rounding in another
+  // Observed (7 fixtures): logits rel <= 3.8e-7, loss rel <= 1e-7: fp32 rounding in another
   // summation order.
   EXPECT_LT(logits.rel(), 1e-5);
   EXPECT_LT(loss_rel, 1e-5);
@@ -85,7 +85,8 @@ TEST_P(HfParity, LogitsLossAndGradients) {
     const auto ref = read("grad." + specs[i].name);
     const MaxError e =
         max_error(fb->grads[i].data<float>(), ref.data(), static_cast<int64_t>(ref.size()));
-    // Observed: worst gradient rel error 6.8e-7 over 62 gradients.
+    // Observed: worst gradient rel error 2.1e-6 (qwen2_window's k_proj.bias, a noise-level
+    // gradient: see FiveAdamWSteps), 7.6e-7 elsewhere, over 161 gradients.
     EXPECT_LT(e.rel(), 1e-4) << specs[i].name << " abs " << e.diff;
     if (e.rel() > worst.rel()) worst = e, worst_name = specs[i].name;
   }
@@ -112,7 +113,7 @@ TEST_P(HfParity, FiveAdamWSteps) {
     const double rel = std::fabs(r->loss - ref_losses[static_cast<size_t>(s)]) /
                        ref_losses[static_cast<size_t>(s)];
     worst_loss = std::max(worst_loss, rel);
-    // Observed: <= 1.1e-7 over 5 steps.
+    // Observed: <= 3e-7 over 5 steps.
     EXPECT_LT(rel, 1e-5) << "step " << s;
   }
   // Parameters after 5 steps, compared through the update each one received (p5 - p0): the
@@ -143,12 +144,13 @@ TEST_P(HfParity, FiveAdamWSteps) {
     if (noise_gradient) {
       worst_k_bias_rel = std::max(worst_k_bias_rel, update_rel);
     } else {
-      // Observed: norm-wise update error <= 4.4e-5 over the 6 fixtures' 114 other parameters
+      // Observed: norm-wise update error <= 4.4e-5 over the 7 fixtures' other parameters
       // (mistral_window's post_attention_layernorm; the 3 Llama fixtures <= 1.4e-5).
       EXPECT_LT(update_rel, 1e-4) << specs[i].name;
       if (update_rel > worst_update_rel) worst_update_rel = update_rel, worst_name = specs[i].name;
     }
-    // Observed: worst element 3.9e-5 = 3.9e-3 x max_lr (qwen2 compiled; Llama fixtures 1.9e-5).
+    // Observed: worst element 4.1e-5 = 4.1e-3 x max_lr (qwen2_window compiled; Llama fixtures
+    // 1.9e-5).
     EXPECT_LT(max_abs, 1e-2 * sched.max_lr) << specs[i].name;
     worst_abs = std::max(worst_abs, max_abs);
   }
@@ -156,7 +158,7 @@ TEST_P(HfParity, FiveAdamWSteps) {
       "[%s] 5 steps: worst loss rel %.3g; update norm-wise rel err worst %.3g at %s; max abs "
       "%.3g\n",
       label().c_str(), worst_loss, worst_update_rel, worst_name.c_str(), worst_abs);
-  // Observed: 7.6e-4 (qwen2 compiled), 5.8e-4 (eager).
+  // Observed: at most 7.6e-4 (qwen2 compiled).
   if (worst_k_bias_rel > 0) {
     std::printf("[%s] k_proj.bias update norm-wise rel err %.3g (noise-level gradient)\n",
                 label().c_str(), worst_k_bias_rel);
@@ -167,7 +169,8 @@ TEST_P(HfParity, FiveAdamWSteps) {
 // rel 3.6e-7, gradients 5.9e-7, 5-step updates 6.5e-6.
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
                          ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim",
-                                                              "qwen2", "qwen3", "mistral_window"),
+                                                              "qwen2", "qwen2_window", "qwen3",
+                                                              "mistral_window"),
                                             ::testing::Bool()),
                          [](const ::testing::TestParamInfo<HfParity::ParamType>& info) {
                            return std::get<0>(info.param) +

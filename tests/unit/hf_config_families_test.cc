@@ -62,6 +62,7 @@ void expect_same_model(const LlamaConfig& a, const LlamaConfig& b) {
   EXPECT_EQ(a.qkv_bias, b.qkv_bias);
   EXPECT_EQ(a.qk_norm, b.qk_norm);
   EXPECT_EQ(a.sliding_window, b.sliding_window);
+  EXPECT_EQ(a.max_window_layers, b.max_window_layers);
   EXPECT_EQ(a.torch_dtype, b.torch_dtype);
   EXPECT_EQ(a.num_params(), b.num_params());
 }
@@ -107,6 +108,34 @@ TEST(HfConfigFamilies, MistralWindowAndRoundTrip) {
   EXPECT_EQ(back->sliding_window, 4096);
 }
 
+TEST(HfConfigFamilies, QwenSlidingWindowFromMaxWindowLayersOn) {
+  std::string on = kQwen25;
+  on.replace(on.find("\"use_sliding_window\": false"), 27, "\"use_sliding_window\": true");
+  on.replace(on.find("\"max_window_layers\": 24"), 23, "\"max_window_layers\": 20");
+  auto c = parse_hf_config(on, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->sliding_window, 32768);
+  EXPECT_EQ(c->max_window_layers, 20);
+  EXPECT_EQ(c->window_of_layer(19), 0);
+  EXPECT_EQ(c->window_of_layer(20), 32768);
+  auto back = parse_hf_config(hf_config_json(*c), "x");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  expect_same_model(*back, *c);
+  // transformers 5 writes the layer_types it derives: accepted when they agree.
+  std::string types = "\"layer_types\": [";
+  for (int l = 0; l < 24; ++l) {
+    types +=
+        std::string(l ? ", " : "") + (l >= 20 ? "\"sliding_attention\"" : "\"full_attention\"");
+  }
+  std::string with_types = on;
+  with_types.replace(with_types.find("\"use_cache\": true"), 17, types + "]");
+  EXPECT_TRUE(parse_hf_config(with_types, "config.json").ok());
+  // A Mistral window covers every layer.
+  std::string mistral = kMistral;
+  mistral.replace(mistral.find("\"sliding_window\": null"), 22, "\"sliding_window\": 4096");
+  EXPECT_EQ(parse_hf_config(mistral, "config.json")->window_of_layer(0), 4096);
+}
+
 TEST(HfConfigFamilies, UnsupportedArchitecturesAreRefusedByName) {
   struct Case {
     const char* json;
@@ -142,8 +171,6 @@ TEST(HfConfigFamilies, FeaturesNotImplementedAreRefused) {
     return s.replace(at, from.size(), to);
   };
   const std::pair<std::string, const char*> cases[] = {
-      {with(kQwen25, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
-       "use_sliding_window = true is not supported"},
       {with(kQwen3, "\"attention_bias\": false", "\"attention_bias\": true"), "attention_bias"},
       {with(kQwen3, "\"use_cache\": true",
             R"("layer_types": ["full_attention", "sliding_attention"])"),

@@ -54,6 +54,13 @@ CONFIGS = {
                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   max_position_embeddings=64, rope_theta=1000000.0, tie_word_embeddings=True,
                   use_sliding_window=False, sliding_window=5, rms_norm_eps=1e-6),
+    # Qwen2 with use_sliding_window: a window of 5 on the layers from max_window_layers (1) on,
+    # layer 0 fully causal.
+    "qwen2_window": dict(family="qwen2", vocab_size=128, hidden_size=48, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=64, rope_theta=1000000.0,
+                         tie_word_embeddings=False, use_sliding_window=True, sliding_window=5,
+                         max_window_layers=1, rms_norm_eps=1e-6),
     # Qwen3: q_norm and k_norm over an explicit head_dim (16, not 48 / 4).
     "qwen3": dict(family="qwen3", vocab_size=128, hidden_size=48, intermediate_size=96,
                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
