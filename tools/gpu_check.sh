@@ -51,7 +51,7 @@
 # What comes back under $OUT (6 files, flat; the limit is 8 files of 16 MiB, 2 folders deep):
 #   summary.txt    the GPU, the NCCL and bundle used, where each dependency was found, every
 #                  phase's status and seconds, the benchmark table and the goals (MET / not met)
-#   results.jsonl  one line per benchmark run (ljperf benchmark --output)
+#   results.jsonl  one line per benchmark run (ljperf benchmark --out)
 #   build.log      the configure and build output
 #   tests.log      cuda_tests, gpu_tests (errors each test observed), train_cli, doctor
 #   bench.log      the benchmarks and the attention kernels
@@ -389,8 +389,8 @@ bench() {  # bench NAME MODEL BATCH [--compile]
   want "bench_$name" || return 0
   [ -x "$build/ljperf" ] || { say "bench_$name: no ljperf binary"; failures+=("bench_$name"); return 1; }
   phase "bench_$name" 60 "$build/ljperf" benchmark --device cuda --model "$model" \
-    --precision bf16 --batch-size "$batch" --seq-len 2048 --steps "$steps" --warmup-steps 2 \
-    --output "$results" "$@"
+    --precision bf16 --batch-size "$batch" --seq-len 2048 --steps "$steps" --skip-steps 2 \
+    --out "$results" "$@"
   grep -E "tokens/s|MFU|peak memory|predicted|step time|loss |CUDA graphs" "$work/logs/bench_$name.log"
 }
 bench 1b_eager llama3.2-1b 4

@@ -31,13 +31,13 @@ field() {  # field FILE TEXT: the first number after TEXT (a fixed string) on it
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "== compile time (cold: empty kernel cache; warm: the same cache)"
-"$ljperf" benchmark "${args[@]}" --compile --steps 2 --warmup-steps 1 >"$work/cold.txt" 2>&1
-"$ljperf" benchmark "${args[@]}" --compile --steps 2 --warmup-steps 1 >"$work/warm.txt" 2>&1
+"$ljperf" benchmark "${args[@]}" --compile --steps 2 --skip-steps 1 >"$work/cold.txt" 2>&1
+"$ljperf" benchmark "${args[@]}" --compile --steps 2 --skip-steps 1 >"$work/warm.txt" 2>&1
 for k in cold warm; do
   printf '%-5s step built in %s s; %s\n' "$k" "$(field "$work/$k.txt" 'compile: on (')" \
     "$(grep -m1 'generated kernels:' "$work/$k.txt" | sed 's/generated kernels: //')"
 done
-"$ljperf" benchmark "${args[@]}" --compile --seq-len 128 --steps 2 --warmup-steps 1 \
+"$ljperf" benchmark "${args[@]}" --compile --seq-len 128 --steps 2 --skip-steps 1 \
   >"$work/seq128.txt" 2>&1
 printf 'seq 128 after seq 256: %s\n' \
   "$(grep -m1 'generated kernels:' "$work/seq128.txt" | sed 's/generated kernels: //')"

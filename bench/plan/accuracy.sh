@@ -66,7 +66,7 @@ while read -r model batch seq extra; do
   [[ -z "$model" ]] && continue
   rec="$out/run$i.jsonl"; rm -f "$rec"
   cmd=("$ljperf" benchmark --model "$model" --batch-size "$batch" --seq-len "$seq" --steps 3
-       --warmup-steps 1 --output "$rec")
+       --skip-steps 1 --out "$rec")
   # shellcheck disable=SC2206
   [[ -n "${extra:-}" ]] && cmd+=($extra)
   if [[ $i -lt 2 ]]; then

@@ -5,9 +5,9 @@
 #                       [--seq-len 256] [--steps 4] [--warmup-steps 1] [--reps 2]
 #                       [--budgets "1040MiB 1090MiB 1140MiB"] [--compile]
 #
-# 1. Sweep: every recompute choice the planner searches (`ljperf plan --device host --exhaustive
+# 1. Sweep: every recompute choice the planner searches (`ljperf plan --device cpu --exhaustive
 #    --json` lists them: none, selective and full x block layers 1..L) is run with
-#    `ljperf benchmark --output`; `--reps` rounds, each round runs every choice once
+#    `ljperf benchmark --out`; `--reps` rounds, each round runs every choice once
 #    (interleaved, so a burst of load from other processes hits one round, not one choice).
 #    Per choice: tokens/s of the median step (best round), peak RSS (VmHWM, highest round).
 # 2. Budgets (default: the full-recompute and no-recompute measured peaks split at 25/50/75%):
@@ -46,10 +46,10 @@ export OMP_WAIT_POLICY=passive
 export XDG_CONFIG_HOME="$out/xdg"
 here=$(cd "$(dirname "$0")" && pwd)
 common=(--model "$model" --batch-size "$batch" --seq-len "$seq" --steps "$steps"
-        --warmup-steps "$warmup" $compile)
+        --skip-steps "$warmup" $compile)
 
 # The planner's own search space, and its predictions for each choice (no budget: all fit).
-"$ljperf" plan --model "$model" --device host --batch-size "$batch" --seq-len "$seq" \
+"$ljperf" plan --model "$model" --device cpu --batch-size "$batch" --seq-len "$seq" \
   --exhaustive --json $compile > "$out/plan.json"
 mapfile -t choices < <(jq -r '.candidates | sort_by((if .policy == "none" then 0
     elif .policy == "selective" then 1 else 2 end), .layers)[] | "\(.policy) \(.layers)"' \
@@ -65,7 +65,7 @@ run() {  # name [flags...]: one benchmark run -> $out/runs/name.{jsonl,log}
   local rec="$out/runs/$name.jsonl"
   rm -f "$rec"
   echo "$name $(uptime)" >> "$out/load.txt"
-  if ! "$ljperf" benchmark "${common[@]}" "$@" --output "$rec" > "$out/runs/$name.log" 2>&1; then
+  if ! "$ljperf" benchmark "${common[@]}" "$@" --out "$rec" > "$out/runs/$name.log" 2>&1; then
     echo "error: $name failed, see $out/runs/$name.log" >&2; tail -3 "$out/runs/$name.log" >&2
     exit 1
   fi
@@ -96,7 +96,7 @@ to_bytes() {  # 1040.5MiB -> bytes
 # measured peak fits (best-round tokens/s, highest-round peak).
 declare -A chosen fastest
 for b in $budgets; do
-  chosen[$b]=$("$ljperf" plan --model "$model" --device host --batch-size "$batch" --seq-len "$seq" \
+  chosen[$b]=$("$ljperf" plan --model "$model" --device cpu --batch-size "$batch" --seq-len "$seq" \
     --memory-limit "$b" --json $compile | jq -r '.recommendation | "\(.policy) \(.layers)"')
   fastest[$b]=$(jq -s -r --argjson B "$(to_bytes "$b")" '
       group_by(.config.recompute)

@@ -85,7 +85,7 @@ print(f"Command: `{command}`  \nHost: {r0['host']['cpu']}, {c0['threads']} threa
       f"2 cores shared with other builds).\n")
 print("tokens/s: median measured step, best of the rounds (each round runs every choice once); "
       "min-step: the fastest single step; peak RSS: VmHWM, highest of the rounds. Predicted: "
-      "`ljperf plan --device host --exhaustive` with the coefficients built into this ljperf.\n")
+      "`ljperf plan --device cpu --exhaustive` with the coefficients built into this ljperf.\n")
 print("| choice | predicted peak | measured peak | error | predicted step | tokens/s (rounds) "
       "| best | min-step | rank pred. | rank meas. |")
 print("|---|---|---|---|---|---|---|---|---|---|")

@@ -7,9 +7,9 @@
 #                            [--seq-len 256] [--rounds 12] [--warmup-rounds 1] [--threads 2]
 #                            [--compile] [--no-calibrate] [--no-categories]
 #
-# 1. `ljperf calibrate --device --threads T` remeasures this host's rates (plan/host_rates.h)
+# 1. `ljperf calibrate --measure --threads T` remeasures this host's rates (plan/host_rates.h)
 #    into the per-host cache, unless --no-calibrate.
-# 2. `ljperf plan --device host --exhaustive --measure --rounds R --threads T --json`: the
+# 2. `ljperf plan --device cpu --exhaustive --measure --rounds R --threads T --json`: the
 #    predicted step and its categories for every recompute choice (none, selective and full x
 #    block layers 1..L), then every choice run in this one process, round-robin, R rounds; per
 #    round and choice the step's process CPU time / T and its wall time.
@@ -53,12 +53,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 : > "$out/load.txt"
 echo "calibrate $(uptime)" >> "$out/load.txt"
 if [[ $calibrate == 1 ]]; then
-  "$ljperf" calibrate --device --threads "$threads" --out "$out/calibrate.json" > "$out/calibrate.log" 2>&1
+  "$ljperf" calibrate --measure --threads "$threads" --out "$out/calibrate.json" > "$out/calibrate.log" 2>&1
   sed -n '/time model rates/,/rates cache/p' "$out/calibrate.log"
 fi
 echo "measure $(uptime)" >> "$out/load.txt"
 echo "measuring every choice in one process, round-robin, $rounds rounds, $threads threads (progress: $out/measure.log)"
-"$ljperf" plan --model "$model" --device host --batch-size "$batch" --seq-len "$seq" \
+"$ljperf" plan --model "$model" --device cpu --batch-size "$batch" --seq-len "$seq" \
   --exhaustive --measure --rounds "$rounds" --warmup-rounds "$warmup" --threads "$threads" \
   --json $compile > "$out/plan.json" 2> "$out/measure.log" ||
   { echo "error: ljperf plan --measure failed, see $out/measure.log" >&2; tail -3 "$out/measure.log" >&2; exit 1; }
@@ -71,8 +71,8 @@ if [[ $categories == 1 ]]; then
     else f=(--recompute "$p" --recompute-method block --recompute-layers "$k"); name=${p}_$k; fi
     echo "profile_$name $(uptime)" >> "$out/load.txt"
     "$ljperf" benchmark --model "$model" --batch-size "$batch" --seq-len "$seq" --steps 4 \
-      --warmup-steps 1 --threads "$threads" $compile "${f[@]}" --profile --profile-clock cpu \
-      --output "$out/runs/$name.jsonl" > "$out/runs/$name.log" 2>&1 ||
+      --skip-steps 1 --threads "$threads" $compile "${f[@]}" --profile --profile-clock cpu \
+      --out "$out/runs/$name.jsonl" > "$out/runs/$name.log" 2>&1 ||
       { echo "error: benchmark $name failed, see $out/runs/$name.log" >&2; exit 1; }
   done
 fi

@@ -119,7 +119,7 @@ print(f"1-min load average: " + ", ".join(f"{n} {v:.2f}" for n, v in loads) +
 print(f"Measured: `ljperf plan --measure`, {R} rounds in one process, "
       "one step of every choice per round (the first choice of a round moves on by one each round); per choice the "
       "median over the rounds of the step's process CPU time / threads (wall time beside it). "
-      "Predicted: the time model (`ljperf plan --device host`) from this host's measured rates.\n")
+      "Predicted: the time model (`ljperf plan --device cpu`) from this host's measured rates.\n")
 print("| choice | predicted | measured CPU/thr | wall | error | rank pred. | rank meas. |")
 print("|---|---|---|---|---|---|---|")
 for k in keys:

@@ -42,7 +42,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 cpu_of() {  # cpu_of BIN STEPS OUT SIDE_FLAGS: runs, prints user+sys seconds of the process
   # shellcheck disable=SC2086  # SIDE_FLAGS is a list of words
   /usr/bin/time -f "%U %S" -o "$3.time" "$1" benchmark "${args[@]}" $4 --steps "$2" \
-    --warmup-steps "$(( $2 > 2 ? 2 : 1 ))" >"$3" 2>&1
+    --skip-steps "$(( $2 > 2 ? 2 : 1 ))" >"$3" 2>&1
   awk '{print $1 + $2}' "$3.time"
 }
 tokens=$(( $(echo "${args[@]}" | sed -n 's/.*--batch-size \([0-9]*\).*/\1/p') ))

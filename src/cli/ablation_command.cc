@@ -1,7 +1,7 @@
 // `ljperf ablation`: the same benchmark with each optimization switched on in turn (base,
 // +comm, +compile, +compile +ckpt-opt; ablation_report.h holds the table of configurations), in
 // interleaved rounds so that load drifts hit every configuration alike. Each run is a separate
-// `ljperf benchmark --output` child of this same binary (/proc/self/exe), so every configuration
+// `ljperf benchmark --out` child of this same binary (/proc/self/exe), so every configuration
 // has its own process peak RSS; with --np N (N > 1) each run is `mpirun -np N <this binary>
 // benchmark ...`, and a DeepSpeed JSON the ablation writes per row sets overlap_comm (blocking
 // collectives for base, overlapped from +comm on). Prints a Markdown table; with --out, writes
@@ -281,7 +281,7 @@ StatusOr<Launch> resolve_launch(const AblationArgs& a, const std::vector<std::st
 }
 
 // One run: `[mpirun -np N] ljperf benchmark --model M <extras> [--deepspeed F] <config args>
-// --output F`, its record read back.
+// --out F`, its record read back.
 StatusOr<AblationRun> run_one(const std::string& exe, const AblationArgs& a, const Launch& launch,
                               const AblationConfig& c, int round, WorkDir& work) {
   const std::string stem = fmt::format("{}/round{}_{}", work.path(), round,
@@ -298,7 +298,7 @@ StatusOr<AblationRun> run_one(const std::string& exe, const AblationArgs& a, con
                 {"--deepspeed", c.overlap_comm ? launch.ds_overlap : launch.ds_blocking});
   }
   argv.insert(argv.end(), c.args.begin(), c.args.end());
-  argv.insert(argv.end(), {"--output", output});
+  argv.insert(argv.end(), {"--out", output});
   LJ_ASSIGN_OR_RETURN(int status, spawn_and_wait(launch.mpirun, argv, log));
   const std::string what =
       fmt::format("{}ljperf benchmark ({}, round {})",
@@ -464,7 +464,7 @@ Command add_ablation_command(CLI::App& app) {
   sub->footer(
       "Any other flag (--batch-size, --seq-len, --threads, --steps, --deepspeed, ...) is passed "
       "to every `ljperf benchmark` child; see ljperf benchmark --help. The ablation sets "
-      "--compile, --ckpt-opt, --recompute* and --output itself, and unsets LJ_COMPILE and "
+      "--compile, --ckpt-opt, --recompute* and the child's --out itself, and unsets LJ_COMPILE and "
       "CHECKPOINT_OPTIMIZATION in the children.\nRows: base = eager, no recompute, blocking "
       "collectives; +comm = bucketed collectives overlapped with backward (n/a at --np 1); "
       "+compile = --compile; +compile +ckpt-opt = --compile --ckpt-opt [--memory-limit X]; the "

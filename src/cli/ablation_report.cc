@@ -23,7 +23,7 @@ StatusOr<double> number_at(const Json& j, const std::string& path, const std::st
     const std::string key = path.substr(start, dot == std::string::npos ? dot : dot - start);
     if (!v->is_object() || !v->contains(key)) {
       return invalid_argument(source + " has no '" + path + "'",
-                              "it must be a record of `ljperf benchmark --output` or of a peer");
+                              "it must be a record of `ljperf benchmark --out` or of a peer");
     }
     v = &(*v)[key];
     if (dot == std::string::npos) break;
@@ -164,7 +164,7 @@ StatusOr<AblationRun> run_from_benchmark_record(const std::string& line, const s
           source + fmt::format(" has world_size {} but not one figure per rank in "
                                "summary.*_per_rank",
                                r.world_size),
-          "it must be a record of `ljperf benchmark --output` run under mpirun");
+          "it must be a record of `ljperf benchmark --out` run under mpirun");
     }
     r.peak_rss_bytes = *std::max_element(rss.begin(), rss.end());
     r.comm_s = mean_of(comm);
@@ -443,7 +443,7 @@ std::string format_ablation_markdown(const AblationReport& r) {
     if (row.mfu > 1.0) {
       s += fmt::format(
           "- **MFU above 100% ({}: {:.0f}%)**: the peak was measured while other processes held "
-          "the cores; `ljperf calibrate --device` on a quiet host remeasures it.\n",
+          "the cores; `ljperf calibrate --measure` on a quiet host remeasures it.\n",
           row.name, 100.0 * row.mfu);
       break;
     }

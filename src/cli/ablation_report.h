@@ -57,7 +57,7 @@ struct AblationRun {
   }
 };
 
-// One `ljperf benchmark --output` record (a JSON line) as a run of `config` in `round`.
+// One `ljperf benchmark --out` record (a JSON line) as a run of `config` in `round`.
 StatusOr<AblationRun> run_from_benchmark_record(const std::string& line, const std::string& config,
                                                 int round);
 // A peer's JSON lines (bench/peers/peer_train.py): {"peer": name, "tokens_per_s", "peak_rss_bytes",

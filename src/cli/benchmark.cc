@@ -1,6 +1,6 @@
 // `ljperf benchmark`: trains a model on seeded synthetic tokens for a number of steps and
 // reports throughput (tokens/s, TFLOP/s, MFU with torchtitan's FLOP convention), step-time
-// percentiles and peak memory by category; one JSON object per run with --output.
+// percentiles and peak memory by category; one JSON object per run with --out.
 // Before allocating anything it predicts the step's memory and refuses a run that cannot fit.
 // Under mpirun every rank trains its slice of each global batch (data parallel, ZeRO 0-3); only
 // rank 0 prints (cli/dist_session.h), and the summary adds the ranks' throughput, communication
@@ -25,6 +25,7 @@
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
+#include "cli/run_flags.h"
 #include "cli/synthetic_batch.h"
 #include "core/log.h"
 #include "core/random.h"
@@ -51,28 +52,13 @@ namespace {
 inline constexpr int64_t kDefaultWarmupSteps = 2;
 
 struct BenchmarkArgs {
-  std::string model = "small";
-  std::string deepspeed;
+  RunFlags f;  // the flags benchmark and train share (cli/run_flags.h)
   std::string output;
-  std::string precision = "f32";
-  int64_t batch_size = 4;
-  int64_t seq_len = 256;
-  int64_t grad_accum = 1;
   int64_t steps = 12;
-  int64_t warmup_steps = kDefaultWarmupSteps;
+  int64_t warmup_steps = kDefaultWarmupSteps;  // --skip-steps
   int64_t log_every = 1;
   bool profile = false;
   std::string profile_clock = "wall";
-  bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
-  std::string memory_limit;
-  bool compile = false;
-  std::string device = "auto";  // --device (cli/device_choice.h)
-  int threads = 0;
-  uint64_t seed = 1234;
-  double lr = 3e-4;
-  int zero = -1;                                          // --zero N; -1: not given
-  double comm_timeout_s = CommOptions{}.timeout_seconds;  // --comm-timeout
-  RecomputeFlags recompute;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
 };
@@ -83,7 +69,10 @@ struct Resolved : StepSettings {
   int64_t seq_len = 0, steps = 0, warmup = 0;
   std::string warmup_note;  // set when the default warmup was lowered for a short run
   std::optional<DeepSpeedConfig> ds;
-  DataParallelSettings dp;  // ranks, ZeRO stage and buckets
+  DataParallelSettings dp;                // ranks, ZeRO stage and buckets
+  std::vector<ResolvedRun::Line> config;  // every value with its origin (ResolvedRun::lines)
+  std::string config_text;                // ResolvedRun::describe()
+  nlohmann::ordered_json config_json;     // ResolvedRun::to_json()
   // `threads`: --threads (0: all), whose time-model rates price the step.
   HostParallel parallel(int threads) const {
     return HostParallel{dp.world_size, dp.zero, dp.rank, threads};
@@ -104,13 +93,13 @@ double sum(const std::vector<double>& v) {
   return s;
 }
 
-// --warmup-steps as given (checked), else the default lowered to leave one measured step: a note
+// --skip-steps as given (checked), else the default lowered to leave one measured step: a note
 // says so (e.g. --steps 2 measures 1 step after 1 warmup step).
 StatusOr<int64_t> resolve_warmup(const BenchmarkArgs& a, std::string* note) {
-  if (a.given("--warmup-steps")) {
+  if (a.given("--skip-steps") || a.given("--warmup-steps")) {
     if (a.warmup_steps < 0 || a.warmup_steps >= a.steps) {
-      return invalid_argument("--warmup-steps must be in [0, --steps)",
-                              "e.g. --steps 12 --warmup-steps 2");
+      return invalid_argument("--skip-steps must be in [0, --steps)",
+                              "e.g. --steps 12 --skip-steps 2");
     }
     return a.warmup_steps;
   }
@@ -126,42 +115,22 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
   if (a.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(a.steps));
   Resolved r;
-  // The results file, before any work: a run must not end on an unwritable --output.
+  // The results file, before any work: a run must not end on an unwritable --out.
   if (!a.output.empty() && dist.is_root())
-    LJ_RETURN_IF_ERROR(JsonlWriter::check_appendable(a.output, "--output"));
+    LJ_RETURN_IF_ERROR(JsonlWriter::check_appendable(a.output, "--out"));
   LJ_ASSIGN_OR_RETURN(r.warmup, resolve_warmup(a, &r.warmup_note));
-  if (a.batch_size <= 0 || a.seq_len <= 0 || a.grad_accum <= 0) {
-    return invalid_argument("--batch-size, --seq-len and --grad-accum must be positive");
-  }
-  LJ_ASSIGN_OR_RETURN(r.model, resolve_model(a.model));
-  DType precision;
-  if (!parse_precision(a.precision, &precision)) {
-    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
-  }
   RunSettings run;
-  run.micro_batch.assign(a.batch_size, a.given("--batch-size"));
-  run.grad_accum.assign(a.grad_accum, a.given("--grad-accum"));
-  run.precision.assign(precision, a.given("--precision"));
-  run.lr.assign(a.lr, a.given("--lr"));
   run.total_steps = a.steps;
   run.warmup_steps = r.warmup;
-  run.world_size = dist.world_size();
-  run.zero_stage.assign(std::max(a.zero, 0), a.zero >= 0);
-  LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
-  LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
-  r.dp = resolve_data_parallel(run, r.ds, dist.world_size(), dist.rank(), dist.backend_name());
-  static_cast<StepSettings&>(r) = step_settings(run, r.ds);
-  LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
-  r.step.seed = a.seed;
-  r.step.graph.compile = compile_requested(a.compile);
-  r.seq_len = a.seq_len;
+  LJ_ASSIGN_OR_RETURN(ResolvedRun rr,
+                      resolve_run(a.f, run, dist.world_size(), dist.rank(), dist.backend_name()));
+  static_cast<StepSettings&>(r) = rr.settings;
+  r.model = std::move(rr.model);
+  r.ds = std::move(rr.ds);
+  r.dp = rr.dp;
+  r.seq_len = rr.seq_len;
   r.steps = a.steps;
-  if (r.seq_len > r.model.config.max_position_embeddings) {
-    return invalid_argument("--seq-len " + std::to_string(r.seq_len) + " is above " +
-                                r.model.config.name + "'s max_position_embeddings " +
-                                std::to_string(r.model.config.max_position_embeddings),
-                            "use a shorter --seq-len");
-  }
+  r.config = std::move(rr.lines);
   return r;
 }
 
@@ -281,6 +250,7 @@ void print_header(const Resolved& r, const HostInfo& host, const Device& dev,
       model.name, static_cast<double>(model.num_params()) / 1e6, r.micro_batch, r.seq_len,
       r.grad_accum, r.steps, r.warmup, dev.threads());
   if (!r.warmup_note.empty()) fmt::print("{}\n", r.warmup_note);
+  fmt::print("{}", describe_config(r.config));
   if (const std::string p = precision_line(r, false); !p.empty()) fmt::print("{}\n", p);
   fmt::print("recompute: {}\n", recompute);
   fmt::print("host: {} ({} cores, {:.2f} GHz)\n", host.cpu_model, host.cores, host.ghz);
@@ -321,7 +291,7 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
     std::vector<TrainStep::Batch> micro;
     for (const int64_t index : rank_micro_batches(s, r.grad_accum, r.dp.rank, r.dp.world_size)) {
       micro.push_back(
-          synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.seed, index));
+          synthetic_batch(dev, r.micro_batch, r.seq_len, model.vocab_size, a.f.seed, index));
     }
     if (s == r.warmup) {
       trainer.executor().reset_profile();
@@ -348,9 +318,10 @@ StatusOr<StepLog> run_steps(const BenchmarkArgs& a, const Resolved& r, const Hos
       progress.update(s + 1, r.steps);
     } else if (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == r.steps)) {
       fmt::print(stderr, "{}{}\n",
-                 torchtitan_line(StepLine{
-                     s + 1, res.loss, res.grad_norm, static_cast<double>(process_peak_rss_bytes()),
-                     static_cast<double>(host.mem_total_bytes), tps, flops_per_token, peak.flops}),
+                 torchtitan_line(StepLine{s + 1, res.loss, res.grad_norm,
+                                          static_cast<double>(process_peak_rss_bytes()),
+                                          static_cast<double>(host.mem_total_bytes), tps,
+                                          flops_per_token, peak.flops, /*lr=*/-1}),
                  s < r.warmup ? "  (warmup)" : "");
     }
   }
@@ -546,7 +517,7 @@ void print_summary(const BenchmarkArgs& a, const Resolved& r, const StepLog& log
   }
 }
 
-// One JSON object per run, appended to --output.
+// One JSON object per run, appended to --out.
 Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo& host,
                       const Device& dev, const StepLog& log, const Summary& m,
                       const PreparedRun& prepared, double compile_s,
@@ -566,7 +537,7 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                  {"warmup_steps", r.warmup},
                  {"precision", dtype_name(r.precision)},
                  {"threads", dev.threads()},
-                 {"seed", a.seed},
+                 {"seed", a.f.seed},
                  {"compile", r.step.graph.compile},
                  {"lr", r.step.adamw.lr},
                  {"grad_clip", r.step.grad_clip},
@@ -575,6 +546,8 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
                  {"zero_stage", r.dp.zero.stage},
                  {"reduce_bucket_size", r.dp.zero.reduce_bucket_size},
                  {"allgather_bucket_size", r.dp.zero.allgather_bucket_size}};
+  // Every value the run resolved, with where it came from (cli/run_flags.h).
+  j["resolved"] = config_json(r.config);
   j["config"]["recompute"] = recompute;
   j["config"]["recompute_policy"] = recompute_policy_name(r.step.graph.recompute.policy);
   j["config"]["recompute_method"] = recompute_method_name(r.step.graph.recompute.method);
@@ -660,14 +633,16 @@ Status append_results(const BenchmarkArgs& a, const Resolved& r, const HostInfo&
 // CHECKPOINT_OPTIMIZATION / --ckpt-opt: the planner picks what to recompute (before the memory
 // check, which is of the chosen recompute).
 Status choose_recompute(const BenchmarkArgs& a, Resolved* r) {
-  if (!checkpoint_optimization_requested(a.ckpt_opt)) return ok_status();
-  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
+  if (!checkpoint_optimization_requested(a.f.ckpt_opt)) return ok_status();
+  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.f.memory_limit));
   LJ_ASSIGN_OR_RETURN(
       CkptChoice c,
       checkpoint_optimization(r->model.config, r->micro_batch, r->seq_len, r->step.graph.compile,
-                              budget, r->parallel(a.threads), r->precision));
+                              budget, r->parallel(a.f.threads), r->precision));
   print_ckpt_choice(c, r->model.config.num_hidden_layers);
   r->step.graph.recompute = c.recompute;
+  set_config_value(&r->config, "recompute",
+                   c.recompute.to_string(r->model.config.num_hidden_layers));
   return ok_status();
 }
 
@@ -693,11 +668,11 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   // The chosen configuration's joint graph, built once: dry-run here (the memory check and the
   // planner's prediction, per rank, printed beside the measured peak), then run by the TrainStep.
   LJ_ASSIGN_OR_RETURN(g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph,
-                                                   r.parallel(a.threads)));
+                                                   r.parallel(a.f.threads)));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
   LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
-  g.dev = std::make_unique<Device>(a.threads);
+  g.dev = std::make_unique<Device>(a.f.threads);
   r.step.profile = a.profile;
   r.step.profile_cpu = a.profile_clock == "cpu";
   r.step.data_parallel = dist.data_parallel(r.dp.zero);
@@ -716,12 +691,12 @@ Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
   if (resolved.ok() && !resolved->model.weights_dir.empty()) {
     resolved = require_capability(TrainDevice::cuda, "hf-weights", "on");
   }
-  if (resolved.ok() && checkpoint_optimization_requested(a.ckpt_opt)) {
+  if (resolved.ok() && checkpoint_optimization_requested(a.f.ckpt_opt)) {
     resolved = require_capability(TrainDevice::cuda, "ckpt-opt", "on");
   }
   if (resolved.ok()) {
     resolved->step.data_parallel = dist.data_parallel(resolved->dp.zero);
-    resolved->step.comm_options.timeout_seconds = a.comm_timeout_s;
+    resolved->step.comm_options.timeout_seconds = a.f.comm_timeout_s;
     if (Status s = check_gpu_step_config(resolved->step); !s.ok()) resolved = s;
   }
   // Every rank ready, or every rank stops (the others would wait in NCCL's bootstrap).
@@ -745,7 +720,7 @@ Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
   b.run.steps = r.steps;
   b.run.lr = r.step.adamw.lr;
   const int64_t vocab = r.model.config.vocab_size;
-  b.run.batch_fn = [&r, vocab, seed = a.seed](Device& host, int64_t index) {
+  b.run.batch_fn = [&r, vocab, seed = a.f.seed](Device& host, int64_t index) {
     return synthetic_batch(host, r.micro_batch, r.seq_len, vocab, seed, index);
   };
   b.warmup = r.warmup;
@@ -755,8 +730,8 @@ Status run_benchmark_on_gpu(const BenchmarkArgs& a, DistSession& dist) {
 
 Status run_benchmark(const BenchmarkArgs& a, DistSession& dist) {
   LJ_ASSIGN_OR_RETURN(const RunDevice device,
-                      choose_device(a.device, probe_device_host("ljperf benchmark",
-                                                                /*runs_on_cuda=*/true)));
+                      choose_device(a.f.device, probe_device_host("ljperf benchmark",
+                                                                  /*runs_on_cuda=*/true)));
   if (device == RunDevice::cuda) return run_benchmark_on_gpu(a, dist);
   const HostInfo host = host_info();
   StatusOr<Ready> ready = make_ready(a, dist, host);
@@ -809,40 +784,18 @@ Command add_benchmark_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("benchmark", "Train on synthetic tokens and report throughput and memory");
   args->app = sub;
-  sub->add_option("--model", args->model,
-                  "Preset (tiny, small, llama3.2-1b, ...), deepspeed/<preset> (ZeRO-3 bf16 "
-                  "recipe), a config.json, "
-                  "or an HF model folder")
-      ->capture_default_str();
-  sub->add_option("--deepspeed", args->deepspeed, "DeepSpeed JSON config (flags win over it)");
-  sub->add_option("--batch-size", args->batch_size, "Micro-batch size")
+  add_run_flags(sub, &args->f, "AdamW learning rate");
+  sub->add_option("--steps", args->steps, "Steps to run, --skip-steps included")
       ->capture_default_str()
       ->check(integer_at_least(1));
-  sub->add_option("--seq-len", args->seq_len, "Sequence length")
-      ->capture_default_str()
-      ->check(integer_at_least(1));
-  sub->add_option("--grad-accum", args->grad_accum, "Micro-batches per optimizer step")
-      ->capture_default_str()
-      ->check(integer_at_least(1));
-  sub->add_option("--steps", args->steps, "Steps to run, warmup included")
-      ->capture_default_str()
-      ->check(integer_at_least(1));
-  sub->add_option("--warmup-steps", args->warmup_steps,
-                  "Steps excluded from the summary (default lowered to --steps - 1 for short runs)")
+  sub->add_option("--skip-steps", args->warmup_steps,
+                  "First steps left out of the summary: warmup (allocation, caches); the default "
+                  "is lowered to --steps - 1 for short runs")
       ->capture_default_str()
       ->check(integer_at_least(0));
-  sub->add_option("--precision", args->precision,
-                  "f32, bf16 or fp16 (mixed: f32 master weights, 16-bit compute; fp16 with "
-                  "DeepSpeed's dynamic loss scaling)")
-      ->capture_default_str();
-  add_device_flag(sub, &args->device);
-  sub->add_option("--threads", args->threads, "CPU threads (0: all)")
-      ->capture_default_str()
+  add_renamed_option(sub, "--warmup-steps", "--skip-steps",
+                     "--warmup-steps is train's learning-rate warmup", &args->warmup_steps)
       ->check(integer_at_least(0));
-  sub->add_option("--seed", args->seed, "Seed for weights and data")->capture_default_str();
-  sub->add_option("--lr", args->lr, "AdamW learning rate")
-      ->capture_default_str()
-      ->check(finite_above_zero());
   sub->add_option("--log-every", args->log_every,
                   "A progress line every N steps when stderr is not a terminal")
       ->capture_default_str()
@@ -853,18 +806,16 @@ Command add_benchmark_command(CLI::App& app) {
                   "host does not stretch)")
       ->check(CLI::IsMember({"wall", "cpu"}))
       ->capture_default_str();
-  add_optimization_flags(sub, &args->compile, &args->ckpt_opt, &args->memory_limit,
-                         &args->recompute);
-  add_zero_flag(sub, &args->zero);
-  add_comm_timeout_flag(sub, &args->comm_timeout_s);
-  sub->add_option("--output", args->output,
+  sub->add_option("--out", args->output,
                   "Append one JSON object with the run's results to this .jsonl file");
+  add_renamed_option(sub, "--output", "--out", "one output flag name in every command",
+                     &args->output);
   sub->footer("Several processes: mpirun -np N ljperf benchmark ... (data parallel, ZeRO stage " +
               zero_stages_text() +
               " from --zero or the DeepSpeed JSON); each rank trains its slice of every global "
               "batch, only rank 0 prints.");
   return {sub, [args] {
-            return DistSession::run(CommOptions{.timeout_seconds = args->comm_timeout_s},
+            return DistSession::run(CommOptions{.timeout_seconds = args->f.comm_timeout_s},
                                     [&](DistSession& dist) { return run_benchmark(*args, dist); });
           }};
 }

@@ -1,7 +1,7 @@
-// `ljperf calibrate`: --device measures this host (GEMM and memory bandwidth micro-runs, the peak
+// `ljperf calibrate`: --measure measures this host (GEMM and memory bandwidth micro-runs, the peak
 // FLOP/s, the process baseline: plan/host_baseline.h); --results refits what the CPU memory
 // model's causes leave (a residual, bytes per node) by least squares from benchmark result
-// records (benchmark --output). Either writes the coefficients file that
+// records (benchmark --out). Either writes the coefficients file that
 // `ljperf plan`, benchmark and train read.
 #include <fmt/format.h>
 
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "cli/flag_checks.h"
 #include "cli/report.h"
 #include "core/json_read.h"
 #include "core/units.h"
@@ -27,7 +28,7 @@ namespace lj::cli {
 namespace {
 
 struct CalibrateArgs {
-  bool device = false;
+  bool device = false;  // --measure
   std::vector<std::string> results;
   std::vector<std::string> check;
   std::string out;
@@ -40,14 +41,14 @@ StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>&
   std::vector<MemoryRecord> recs;
   for (const auto& path : files) {
     std::ifstream f(path);
-    if (!f) return not_found("cannot read " + path, "give a file written by benchmark --output");
+    if (!f) return not_found("cannot read " + path, "give a file written by benchmark --out");
     std::string line;
     int n = 0;
     while (std::getline(f, line)) {
       ++n;
       if (line.empty()) continue;
       const auto j = nlohmann::json::parse(line, nullptr, false);
-      const std::string hint = "rerun the benchmark with this ljperf (benchmark --output)";
+      const std::string hint = "rerun the benchmark with this ljperf (benchmark --out)";
       const Json& features = json_member(json_member(j, "plan"), "features");
       const Json& rss = json_member(json_member(j, "summary"), "peak_rss_bytes");
       if (j.is_discarded() || features.is_null() || rss.is_null()) {
@@ -70,8 +71,8 @@ StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>&
 
 Status run_calibrate(const CalibrateArgs& a) {
   if (!a.device && a.results.empty() && a.check.empty()) {
-    return invalid_argument("calibrate needs --device, --results or --check",
-                            "ljperf calibrate --device, or ljperf calibrate --results runs.jsonl");
+    return invalid_argument("calibrate needs --measure, --results or --check",
+                            "ljperf calibrate --measure, or ljperf calibrate --results runs.jsonl");
   }
   const std::string out = a.out.empty() ? default_coefficients_path() : a.out;
   LJ_ASSIGN_OR_RETURN(PredictorCoefficients m, load_coefficients(a.model_file));
@@ -151,25 +152,27 @@ Command add_calibrate_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "calibrate", "Measure this host, or refit the predictor coefficients from benchmark results");
   sub->footer(
-      "Examples:\n  ljperf calibrate --device\n  ljperf calibrate --results runs.jsonl "
+      "Examples:\n  ljperf calibrate --measure\n  ljperf calibrate --results runs.jsonl "
       "--out predictor_coefficients.json\nThe file starts from --coefficients (else the file plan "
       "reads) "
       "and only the measured or fitted values change.");
-  sub->add_flag("--device", a->device,
+  sub->add_flag("--measure", a->device,
                 "Measure GEMM FLOP/s and memory bandwidth of this host (about a second)");
+  add_renamed_flag(sub, "--device", "--measure", "--device names a device in other commands",
+                   &a->device);
   sub->add_option("--results", a->results,
-                  "benchmark --output .jsonl files: refit the CPU memory coefficients (least "
+                  "benchmark --out .jsonl files: refit the CPU memory coefficients (least "
                   "squares on peak RSS)");
   sub->add_option("--check", a->check,
-                  "benchmark --output .jsonl files: print predicted against measured peak RSS with "
+                  "benchmark --out .jsonl files: print predicted against measured peak RSS with "
                   "the (refitted) model; alone, writes nothing");
   sub->add_option("--out", a->out,
                   "Model file to write (default: " + default_coefficients_path() + ")");
-  sub->add_option("--coefficients,--model-file", a->model_file,
-                  "Predictor coefficients file to start from");
+  sub->add_option("--coefficients", a->model_file, "Predictor coefficients file to start from");
+  add_renamed_option(sub, "--model-file", "--coefficients", "--model is the model", &a->model_file);
   sub->add_flag("--per-node-term", a->per_node_term,
                 "With --results: also fit bytes per graph node (off: that coefficient is 0)");
-  sub->add_option("--threads", a->threads, "Threads for --device (0: all)")->capture_default_str();
+  sub->add_option("--threads", a->threads, "Threads for --measure (0: all)")->capture_default_str();
   return {sub, [a] { return run_calibrate(*a); }};
 }
 

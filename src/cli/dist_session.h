@@ -1,6 +1,6 @@
-// The processes of a run as a command sees them (DESIGN.md "Distributed"): one call makes the
-// communicator and gates the output, so a command runs the same code on every rank and only
-// rank 0 is heard.
+// The processes of a run as a command sees them (docs/architecture.md "Distributed training"): one
+// call makes the communicator and gates the output, so a command runs the same code on every rank
+// and only rank 0 is heard.
 //
 //   return DistSession::run(CommOptions{.timeout_seconds = args.comm_timeout_s},
 //                           [&](DistSession& dist) -> Status {

@@ -20,6 +20,7 @@
 #include "cli/doctor_gpu.h"
 #include "cli/doctor_host.h"
 #include "cli/doctor_nccl.h"
+#include "cli/flag_checks.h"
 #include "core/units.h"
 #include "dist/build_info.h"
 #include "plan/host_peak.h"
@@ -85,7 +86,7 @@ Section cpu_section(const HostInfo& h, json* facts) {
                                       p->threads, p->isa, nominal));
   } else {
     s.add(CheckLevel::warn, fmt::format("fp32 peak not measured yet; {}", nominal),
-          "ljperf calibrate --device measures it (an FMA loop, under a second); benchmark does "
+          "ljperf calibrate --measure measures it (an FMA loop, under a second); benchmark does "
           "on its first run");
   }
   const int omp_threads = omp_get_max_threads();
@@ -298,9 +299,10 @@ Section nccl_section(const DoctorArgs& a, const GpuProbe& g, json* facts) {
   Section s{"NCCL"};
   const bool from_flag = a.gpus >= 0;
   const int gpus_per_pod = from_flag ? a.gpus : g.gpu_count();
-  s.add(CheckLevel::ok,
-        fmt::format("{} GPU{} per pod ({})", gpus_per_pod, gpus_per_pod == 1 ? "" : "s",
-                    from_flag ? "from --gpus" : "detected; --gpus N overrides"));
+  s.add(
+      CheckLevel::ok,
+      fmt::format("{} GPU{} per pod ({})", gpus_per_pod, gpus_per_pod == 1 ? "" : "s",
+                  from_flag ? "from --nproc-per-node" : "detected; --nproc-per-node N overrides"));
   const char* current = std::getenv("NCCL_SOCKET_IFNAME");
   s.add(nccl_ifname_advice(gpus_per_pod, current));
   const std::string want = recommended_nccl_ifname(gpus_per_pod);
@@ -423,8 +425,12 @@ Command add_doctor_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "doctor",
       "Check this host (CPU, oneDNN, MPI, GPU driver, NCCL, DeepSpeed config) and advise");
-  sub->add_option("--gpus", a->gpus,
-                  "GPUs per pod for the NCCL_SOCKET_IFNAME advice (default: detected)")
+  sub->add_option("--nproc-per-node", a->gpus,
+                  "GPUs (ranks) per pod, torchrun's name, for the NCCL_SOCKET_IFNAME advice "
+                  "(default: detected)")
+      ->check(CLI::Range(0, 1024));
+  add_renamed_option(sub, "--gpus", "--nproc-per-node",
+                     "GPUs per pod; --np counts ranks in all pods", &a->gpus)
       ->check(CLI::Range(0, 1024));
   sub->add_option("--deepspeed", a->deepspeed,
                   "DeepSpeed JSON to check (stage3_prefetch_bucket_size)");

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -50,6 +51,24 @@ CLI::Validator integer_at_least(int64_t min) {
         return "";
       },
       "INT>=" + std::to_string(min));
+}
+
+}  // namespace lj::cli
+
+namespace lj::cli {
+
+void warn_renamed(const std::string& old_name, const std::string& new_name,
+                  const std::string& why) {
+  std::fprintf(stderr, "warning: %s is now %s (%s); the old name will go\n", old_name.c_str(),
+               new_name.c_str(), why.c_str());
+}
+
+CLI::Option* add_renamed_flag(CLI::App* sub, const std::string& old_name,
+                              const std::string& new_name, const std::string& why, bool* target) {
+  return sub->add_flag(old_name, *target)
+      ->group("")
+      ->each(
+          [old_name, new_name, why](const std::string&) { warn_renamed(old_name, new_name, why); });
 }
 
 }  // namespace lj::cli

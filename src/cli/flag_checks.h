@@ -5,11 +5,29 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <string>
 
 namespace lj::cli {
 
 CLI::Validator finite_above_zero();            // learning rates
 CLI::Validator finite_at_least_zero();         // weight decay, clipping, timeouts (0: off)
 CLI::Validator integer_at_least(int64_t min);  // steps, sizes (1); every-N, counts (0)
+
+void warn_renamed(const std::string& old_name, const std::string& new_name, const std::string& why);
+
+// A flag's old name, still taken for now: hidden from --help, it sets the same value as
+// `new_name` and warns once on stderr ("--gpus is now --np (...)"), so scripts keep working
+// while they move. `why` says what the rename is for, in a few words.
+template <typename T>
+CLI::Option* add_renamed_option(CLI::App* sub, const std::string& old_name,
+                                const std::string& new_name, const std::string& why, T* target) {
+  return sub->add_option(old_name, *target)
+      ->group("")
+      ->each(
+          [old_name, new_name, why](const std::string&) { warn_renamed(old_name, new_name, why); });
+}
+// The same for a switch (no value).
+CLI::Option* add_renamed_flag(CLI::App* sub, const std::string& old_name,
+                              const std::string& new_name, const std::string& why, bool* target);
 
 }  // namespace lj::cli

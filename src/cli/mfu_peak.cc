@@ -40,7 +40,7 @@ MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world
   r.flops = h.peak_fp32_flops() * threads / h.cores * hosts;
   r.name = fmt::format(
       "{}{:.1f} GFLOP/s fp32 nominal (cores × clock × {} FLOPs/cycle, assumed; measure it with "
-      "ljperf calibrate --device)",
+      "ljperf calibrate --measure)",
       times, h.peak_fp32_flops() * threads / h.cores / 1e9, h.fp32_flops_per_cycle);
   return r;
 }

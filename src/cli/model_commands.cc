@@ -1,5 +1,6 @@
-// `ljperf eval` (loss and perplexity of an HF model folder on a token file) and `ljperf init`
-// (a freshly initialised HF model folder from a preset or a config.json).
+// The commands on model folders: `ljperf eval` (loss and perplexity of an HF model folder on a
+// token file), `ljperf init` (a freshly initialised HF model folder from a preset or a
+// config.json) and `ljperf export` (a training checkpoint, with its tokenizer, as an HF folder).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -8,12 +9,16 @@
 
 #include "cli/cli.h"
 #include "cli/data_sample.h"
+#include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "cli/run_config.h"
+#include "cli/tokenizer_files.h"
+#include "core/units.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
 #include "train/checkpoint.h"
 #include "train/eval.h"
+#include "train/hf_model.h"
 #include "train/train_step.h"
 
 namespace lj::cli {
@@ -25,7 +30,7 @@ struct EvalArgs {
   std::string data_format = "auto";
   int64_t batch_size = 4;
   int64_t seq_len = 256;
-  int64_t max_batches = 0;
+  int64_t max_batches = 0;  // --val-batches (train's name for the same count)
   int threads = 0;
   std::string dump_logits;
   std::string tokenizer;  // a decoded sample of the data is printed when given
@@ -99,21 +104,75 @@ struct InitArgs {
   std::string model = "small";
   std::string out;
   uint64_t seed = 1234;
-  int64_t max_shard_mb = 5000;
+  std::string max_shard_size = "5GB";  // HF save_pretrained's max_shard_size and units
+  int64_t max_shard_mb = 0;            // --max-shard-mb (the old name); 0: not given
 };
+
+// --max-shard-size as HF's save_pretrained reads it: "5GB" is 5e9 bytes, "2GiB" 2^31.
+StatusOr<int64_t> max_shard_bytes(const InitArgs& a) {
+  if (a.max_shard_mb > 0) return a.max_shard_mb * 1'000'000;
+  const StatusOr<double> bytes = parse_bytes(a.max_shard_size);
+  if (!bytes.ok() || *bytes < 1) {
+    return invalid_argument("--max-shard-size: cannot read '" + a.max_shard_size + "' as a size",
+                            "e.g. --max-shard-size 5GB (HF's units: GB = 1e9 bytes, GiB = 2^30)");
+  }
+  return static_cast<int64_t>(*bytes);
+}
 
 Status run_init(const InitArgs& a) {
   // Found as benchmark and train find it: a preset, deepspeed/<preset>, a config.json or an HF
   // folder (its config; the weights are fresh).
+  LJ_ASSIGN_OR_RETURN(const int64_t shard_bytes, max_shard_bytes(a));
   LJ_ASSIGN_OR_RETURN(const ModelRef ref, resolve_model(a.model));
   const LlamaConfig& c = ref.config;
   Device dev(0);
   const auto specs = llama_param_specs(c);
   const auto params = init_llama_params(dev, specs, c.initializer_range, a.seed);
-  LJ_RETURN_IF_ERROR(
-      save_hf_model(a.out, c, specs, params, {.max_shard_bytes = a.max_shard_mb * 1'000'000}));
+  HfSaveOptions save;
+  save.max_shard_bytes = shard_bytes;
+  LJ_RETURN_IF_ERROR(save_hf_model(a.out, c, specs, params, save));
   fmt::print("wrote {} ({}, {:.2f}M params, seed {})\n", a.out, c.name,
              static_cast<double>(c.num_params()) / 1e6, a.seed);
+  return ok_status();
+}
+
+struct ExportArgs {
+  std::string src;
+  std::string hf_out;
+  std::string dtype = "auto";  // auto: the config's torch_dtype
+};
+
+Status run_export(const ExportArgs& a) {
+  namespace fs = std::filesystem;
+  // A training folder (with `latest`) or one step folder.
+  std::string step_dir = latest_checkpoint_dir(a.src);
+  if (step_dir.empty()) step_dir = a.src;
+  if (!fs::exists(step_dir + "/model.safetensors") &&
+      !fs::exists(step_dir + "/model.safetensors.index.json")) {
+    return not_found(a.src + " is not a checkpoint (no latest, no model.safetensors)",
+                     "give the --out folder of `ljperf train` or one of its step-N folders");
+  }
+  DType dtype = DType::f32;
+  // The names --precision takes (f32/fp32/float32, bf16/bfloat16, f16/fp16/float16).
+  if (a.dtype != "auto" && !parse_precision(a.dtype, &dtype)) {
+    return invalid_argument("unknown --dtype '" + a.dtype + "'",
+                            "use auto (the config's torch_dtype), f32, bf16 or fp16");
+  }
+  Device dev(0);
+  LJ_ASSIGN_OR_RETURN(HfModel m, load_hf_model(step_dir, dev));
+  if (a.dtype == "auto") dtype = m.config.torch_dtype;
+  // The tokenizer the run kept (train --tokenizer): in the step folder, else the run's folder.
+  std::vector<std::string> tokenizer = tokenizer_files_in(step_dir);
+  if (tokenizer.empty()) tokenizer = tokenizer_files_in(fs::path(step_dir).parent_path().string());
+  HfSaveOptions save;
+  save.dtype = dtype;
+  save.extra_files = tokenizer;
+  LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params, save));
+  fmt::print(
+      "exported {} to {} ({:.2f}M params, {} weights{}{})\n", step_dir, a.hf_out,
+      static_cast<double>(m.config.num_params()) / 1e6, dtype_name(dtype),
+      a.dtype == "auto" ? ": the config's torch_dtype" : "",
+      tokenizer.empty() ? "; no tokenizer: train without --tokenizer" : ", with its tokenizer");
   return ok_status();
 }
 
@@ -133,8 +192,11 @@ Command add_eval_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--batch-size", a->batch_size, "Windows per batch")->capture_default_str();
   sub->add_option("--seq-len", a->seq_len, "Tokens per window")->capture_default_str();
-  sub->add_option("--max-batches", a->max_batches, "Stop after this many batches (0: all)")
+  sub->add_option("--val-batches", a->max_batches,
+                  "Batches to score, as train's --val-batches (0: the whole file)")
       ->capture_default_str();
+  add_renamed_option(sub, "--max-batches", "--val-batches", "train's name for the same count",
+                     &a->max_batches);
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
   sub->add_option("--tokenizer", a->tokenizer,
                   "tokenizer.json (or its folder): print the data's first tokens as text");
@@ -154,11 +216,28 @@ Command add_init_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", a->out, "New folder to write (must not exist)")->required();
   sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
-  sub->add_option("--max-shard-mb", a->max_shard_mb,
-                  "Split the weights into shards of at most this many MB")
-      ->capture_default_str()
+  sub->add_option("--max-shard-size", a->max_shard_size,
+                  "Split the weights into shards of at most this size (HF save_pretrained's "
+                  "max_shard_size: 5GB = 5e9 bytes, 2GiB = 2^31)")
+      ->capture_default_str();
+  add_renamed_option(sub, "--max-shard-mb", "--max-shard-size",
+                     "a size with its unit, as HF writes it", &a->max_shard_mb)
       ->check(CLI::PositiveNumber);
   return {sub, [a] { return run_init(*a); }};
+}
+
+Command add_export_command(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  CLI::App* sub = app.add_subcommand("export", "Write a training checkpoint as an HF model folder");
+  sub->add_option("checkpoint", a->src, "`ljperf train --out` folder, or one step-N folder")
+      ->required();
+  sub->add_option("--hf", a->hf_out, "New HF model folder to write")->required();
+  sub->add_option("--dtype", a->dtype,
+                  "Weights written: f32, bf16 or fp16 (the names --precision takes; rounded to "
+                  "nearest even from the f32 master "
+                  "weights); auto: the config's torch_dtype")
+      ->capture_default_str();
+  return {sub, [a] { return run_export(*a); }};
 }
 
 }  // namespace lj::cli

@@ -8,13 +8,16 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "backends/cuda/cuda.h"
 #include "cli/cli.h"
+#include "cli/flag_checks.h"
 #include "cli/plan_measure.h"
 #include "cli/plan_report.h"
 #include "cli/run_config.h"
 #include "core/units.h"
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
+#include "plan/device_catalog.h"
 #include "plan/host_baseline.h"
 #include "plan/host_peak.h"
 #include "plan/host_rates.h"
@@ -24,18 +27,20 @@
 namespace lj::cli {
 namespace {
 
+// The defaults are benchmark's and train's (small, micro-batch 4, seq 256, the device a run would
+// take), so `ljperf plan` alone predicts what `ljperf benchmark` alone runs.
 struct PlanArgs {
-  std::string model = "llama3-8b";
-  std::string device = "h100";
+  std::string model = "small";
+  std::string device = "auto";
   std::string recompute;
   std::string memory_limit;
   std::string deepspeed;
   std::string model_file;
   std::string precision = "auto";
-  int64_t gpus = 1;
+  int64_t gpus = 1;  // --np
   int zero = -1;
-  int64_t batch_size = 1;
-  int64_t seq_len = 2048;
+  int64_t batch_size = 4;
+  int64_t seq_len = 256;  // when not given, at most the model's max_position_embeddings
   int64_t recompute_layers = -1;
   bool tune_batch = false;
   bool compile = false;
@@ -53,24 +58,36 @@ Status nothing_fits(const PlanResult& r) {
   if (r.best() != nullptr) return ok_status();
   return resource_exhausted(
       "no recompute choice fits the budget of " + format_bytes(r.budget_bytes) + " per rank",
-      "more --gpus, a higher --zero stage, a smaller --batch-size or --seq-len, or a larger "
+      "more ranks (--np), a higher --zero stage, a smaller --batch-size or --seq-len, or a larger "
       "--memory-limit");
 }
 
+// --device auto: the catalog GPU this host has (a CUDA build that sees one), else this host's
+// CPU, as `ljperf benchmark --device auto` picks.
+std::string plan_device_id(const std::string& requested) {
+  if (requested != "auto") return requested;
+  if (!cuda::built_with_cuda()) return "cpu";
+  const cuda::Probe p = cuda::probe();
+  for (const cuda::DeviceProps& d : p.devices) {
+    if (const std::string id = catalog_id_for(d.name); !id.empty()) return id;
+  }
+  return "cpu";
+}
+
 Status run_plan(const PlanArgs& a) {
-  // Under a launcher (mpirun -np N ljperf plan ...) the plan is for that world: --gpus defaults
+  // Under a launcher (mpirun -np N ljperf plan ...) the plan is for that world: --np defaults
   // to its size, and rank 0 alone prints it (the plan needs no communicator).
   const StatusOr<LaunchEnv> launch =
       resolve_launch_env([](const char* v) { return std::getenv(v); });
   LJ_RETURN_IF_ERROR(launch.status());
   if (launch->rank != 0) return ok_status();
-  const int64_t gpus = a.given("--gpus") ? a.gpus : launch->world_size;
+  const int64_t gpus = a.given("--np") || a.given("--gpus") ? a.gpus : launch->world_size;
   LJ_ASSIGN_OR_RETURN(ModelRef model, resolve_model(a.model));
   LJ_ASSIGN_OR_RETURN(PredictorCoefficients coeffs, load_coefficients(a.model_file));
   PlanRequest req;
   req.model = model.config;
   req.coeffs = coeffs;
-  LJ_ASSIGN_OR_RETURN(req.device, find_device(a.device, coeffs));
+  LJ_ASSIGN_OR_RETURN(req.device, find_device(plan_device_id(a.device), coeffs));
   req.gpus = gpus;
   const bool host = req.device.kind == DeviceKind::cpu;
   const int stage = a.zero >= 0 ? a.zero : (!host && gpus > 1 ? 3 : 0);
@@ -190,7 +207,7 @@ Command add_plan_command(CLI::App& app) {
       "plan", "Predict memory per rank and step time for each recompute choice, and pick one");
   a->app = sub;
   sub->footer(
-      "Example: ljperf plan --model llama3-8b --device h100 --gpus 8 --zero 3 --batch-size 2 "
+      "Example: ljperf plan --model llama3-8b --device h100 --np 8 --zero 3 --batch-size 2 "
       "--seq-len 8192 --recompute selective\n"
       "The prediction needs no device: the joint graph is dry-run on a virtual one. Coefficients "
       "come from --coefficients, else " +
@@ -200,18 +217,23 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--model", a->model,
                   "Preset (llama3-8b, llama3.1-70b, tiny, ...) or a config.json")
       ->capture_default_str();
-  sub->add_option("--device", a->device, "host, h100, h200, a100 or b200")->capture_default_str();
-  sub->add_option("--gpus", a->gpus,
-                  "Data-parallel ranks (GPUs, or processes with --device host; default: the "
-                  "launcher's world size under mpirun, else 1)")
+  sub->add_option("--device", a->device,
+                  "auto, " + device_ids() +
+                      "; auto: this host's GPU when the catalog has it, else its CPU (as "
+                      "benchmark's --device auto)")
       ->capture_default_str();
+  sub->add_option("--np", a->gpus,
+                  "Data-parallel ranks, mpirun's -np (one per GPU, or processes with --device "
+                  "cpu; default: the launcher's world size under mpirun, else 1)")
+      ->capture_default_str();
+  add_renamed_option(sub, "--gpus", "--np", "ranks, as mpirun and ablation count them", &a->gpus);
   sub->add_option("--zero", a->zero,
                   "ZeRO stage 0-3 (default: 3 with several GPUs, else 0; runs take " +
                       zero_stages_text() + ")");
   sub->add_option("--batch-size", a->batch_size, "Micro-batch size per rank")
       ->capture_default_str();
   sub->add_option("--seq-len", a->seq_len,
-                  "Sequence length (default: 2048, or the model's max_position_embeddings when "
+                  "Sequence length (default: 256, or the model's max_position_embeddings when "
                   "shorter)")
       ->capture_default_str();
   sub->add_option("--precision", a->precision,
@@ -229,8 +251,8 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option(
       "--deepspeed", a->deepspeed,
       "DeepSpeed JSON: ZeRO stage and bucket sizes, micro-batch, activation_checkpointing");
-  sub->add_option("--coefficients,--model-file", a->model_file,
-                  "Predictor coefficients file to read");
+  sub->add_option("--coefficients", a->model_file, "Predictor coefficients file to read");
+  add_renamed_option(sub, "--model-file", "--coefficients", "--model is the model", &a->model_file);
   sub->add_flag("--tune-batch", a->tune_batch,
                 "Also search micro-batch sizes 1, 2, 4, ... up to --batch-size");
   sub->add_flag("--compile", a->compile, "Plan the compiled graph (--compile)");

@@ -53,11 +53,11 @@ StatusOr<Measurement> measure_candidates(const PlanRequest& req, const PlanResul
                                          const MeasureOptions& o) {
   if (req.device.kind != DeviceKind::cpu) {
     return invalid_argument("--measure runs the candidates on this host",
-                            "use --device host with --measure");
+                            "use --device cpu with --measure");
   }
   if (req.gpus > 1 || req.zero.stage > 0) {
     return unimplemented("--measure runs one process without ZeRO",
-                         "drop --gpus and --zero, or run ljperf benchmark under mpirun");
+                         "drop --np and --zero, or run ljperf benchmark under mpirun");
   }
   if (req.tune_batch) {
     return unimplemented("--measure compares recompute choices at one micro-batch",

@@ -38,7 +38,11 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
       "ljperf plan: {} ({} params, {} layers) on {}{}, {}micro-batch {} x seq {}, {}{}\n",
       req.model.name, format_params(req.model.num_params()), L,
       gpu ? fmt::format("{} x ", req.gpus) : "", req.device.name,
-      gpu ? fmt::format("ZeRO-{}, ", req.zero.stage) : "", req.micro_batch, req.seq_len,
+      gpu || req.gpus > 1
+          ? fmt::format("{}ZeRO-{}, ", gpu ? "" : fmt::format("{} processes, ", req.gpus),
+                        req.zero.stage)
+          : "",
+      req.micro_batch, req.seq_len,
       gpu                            ? "bf16"
       : req.precision == DType::bf16 ? "bf16 mixed (f32 master weights, gradients, Adam)"
       : req.precision == DType::f16  ? "fp16 mixed (f32 master weights, gradients, Adam)"

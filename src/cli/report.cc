@@ -15,10 +15,12 @@ std::string torchtitan_line(const StepLine& s) {
   const double pct = s.memory_total_bytes > 0 ? 100.0 * s.memory_bytes / s.memory_total_bytes : 0;
   const double tflops = s.flops_per_token * s.tokens_per_s / 1e12;
   const double mfu = s.peak_flops > 0 ? 100.0 * tflops * 1e12 / s.peak_flops : 0;
+  const std::string lr = s.lr >= 0 ? fmt::format("  lr: {:.2e}", s.lr) : "";
   return fmt::format(
-      "step: {:>4d}  loss: {:7.4f}  grad_norm: {:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {:.0f}  "
+      "step: {:>4d}  loss: {:7.4f}  grad_norm: {:7.4f}{}  memory: {:5.2f}GiB({:.2f}%)  tps: {:.0f} "
+      " "
       "tflops: {:.3f}  mfu: {:.2f}%",
-      s.step, s.loss, s.grad_norm, gib, pct, s.tokens_per_s, tflops, mfu);
+      s.step, s.loss, s.grad_norm, lr, gib, pct, s.tokens_per_s, tflops, mfu);
 }
 
 double gemm_bound_mfu(const std::vector<OpProfile>& profile, int64_t steps, double mfu,

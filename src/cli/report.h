@@ -17,10 +17,11 @@ struct StepLine {
   double tokens_per_s = 0;
   double flops_per_token = 0;
   double peak_flops = 0;
+  double lr = -1;  // the step's learning rate (train); < 0: not printed (benchmark)
 };
 
 // torchtitan's line: "step: N  loss: L  grad_norm: G  memory: X GiB(P%)  tps: T  tflops: F  mfu:
-// M%".
+// M%", with "  lr: 3.0e-04" after grad_norm when s.lr is given.
 std::string torchtitan_line(const StepLine& s);
 
 // What the step spends outside executor kernels, summed over the profiled steps.

@@ -64,8 +64,7 @@ void apply_deepspeed(const DeepSpeedConfig& ds, StepSettings* s) {
   s->grad_accum = ds.gradient_accumulation_steps;
   s->precision = ds.precision;
   s->step.grad_clip = ds.gradient_clipping;
-  s->step.adamw = AdamWConfig{ds.optimizer.lr, ds.optimizer.beta1, ds.optimizer.beta2,
-                              ds.optimizer.eps, ds.optimizer.weight_decay};
+  s->step.adamw = ds.optimizer;
   LossScaleConfig& l = s->step.loss_scale;
   l.loss_scale = ds.loss_scale.loss_scale;
   l.initial_scale_power = ds.loss_scale.initial_scale_power;

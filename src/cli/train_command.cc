@@ -1,6 +1,5 @@
 // `ljperf train`: real training on token files with crash-safe checkpoints (train/trainer.h),
-// logs to the console (torchtitan's line), DIR/metrics.jsonl and TensorBoard (DIR/tb), and
-// `ljperf export`: a checkpoint to an HF model folder.
+// logs to the console (torchtitan's line), DIR/metrics.jsonl and TensorBoard (DIR/tb).
 //
 // Under mpirun every rank runs this same code (cli/dist_session.h): data parallel with ZeRO 0-3
 // (--zero or the DeepSpeed JSON), only rank 0 prints and writes the logs, every rank writes its
@@ -24,7 +23,9 @@
 #include "cli/plan_report.h"
 #include "cli/report.h"
 #include "cli/run_config.h"
+#include "cli/run_flags.h"
 #include "cli/stop_signals.h"
+#include "cli/tokenizer_files.h"
 #include "core/units.h"
 #include "io/jsonl.h"
 #include "io/tensorboard.h"
@@ -42,28 +43,17 @@ namespace {
 std::atomic<bool> g_stop{false};
 
 struct TrainArgs {
-  std::string model = "small";
+  RunFlags f;  // the flags benchmark and train share (cli/run_flags.h)
   std::string data, val_data, out;
   std::string data_format = "auto";
   std::string tokenizer;  // when given, decoded samples of the data are printed at start
   TrainerConfig t;
-  double lr = 3e-4, min_lr = 3e-5, weight_decay = 0.1, grad_clip = 1.0;
+  double min_lr = 3e-5, weight_decay = 0.1, grad_clip = 1.0;
   std::string decay = "cosine";
-  std::string deepspeed;
-  std::string precision = "f32";
-  RecomputeFlags recompute;
   CLI::App* app = nullptr;
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
-  int64_t warmup_steps = 10;
+  int64_t warmup_steps = 0;  // --warmup-steps; when not given, default_warmup_steps(--steps)
   int64_t log_every = 1;
-  int threads = 0;
-  uint64_t seed = 1234;
-  bool ckpt_opt = false;  // --ckpt-opt or CHECKPOINT_OPTIMIZATION=true
-  std::string memory_limit;
-  bool compile = false;
-  std::string device = "auto";                            // --device (cli/device_choice.h)
-  int zero = -1;                                          // --zero N; -1: not given
-  double comm_timeout_s = CommOptions{}.timeout_seconds;  // --comm-timeout
 };
 
 StatusOr<LrSchedule::Decay> parse_decay(const std::string& name) {
@@ -78,7 +68,7 @@ Status check_args(const TrainArgs& a) {
   if (a.t.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(a.t.steps));
   if (a.t.keep_last < 0) return invalid_argument("--keep-last must be >= 0 (0 keeps all)");
-  if (a.lr <= 0 || a.min_lr < 0 || a.min_lr > a.lr)
+  if (a.f.lr <= 0 || a.min_lr < 0 || a.min_lr > a.f.lr)
     return invalid_argument("need 0 <= --min-lr <= --lr and --lr > 0");
   return ok_status();
 }
@@ -90,8 +80,16 @@ struct ResolvedTrain {
   LrSchedule::Decay decay;
   StepSettings settings;  // micro-batch, accumulation, precision, the step's configuration
   std::optional<DeepSpeedConfig> ds;
-  DataParallelSettings dp;  // world size, rank, ZeRO stage and buckets (one process: stage 0)
+  DataParallelSettings dp;   // world size, rank, ZeRO stage and buckets (one process: stage 0)
+  int64_t warmup_steps = 0;  // the LR warmup: --warmup-steps, else default_warmup_steps
+  ConfigLines config;        // every value with its origin (cli/run_flags.h)
 };
+
+// The LR warmup when --warmup-steps is not given: a tenth of the run (HF Trainer's common
+// warmup_ratio 0.1), so a short run still decays (10 steps warm up 1, then decay over 9).
+int64_t default_warmup_steps(int64_t steps) {
+  return steps / 10;
+}
 
 StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   ResolvedTrain r;
@@ -101,39 +99,30 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   }
   LJ_RETURN_IF_ERROR(check_args(a));
   LJ_ASSIGN_OR_RETURN(r.decay, parse_decay(a.decay));
-  LJ_ASSIGN_OR_RETURN(r.model, resolve_model(a.model));
   RunSettings run;
-  run.micro_batch.assign(a.t.batch_size, a.given("--batch-size"));
-  run.grad_accum.assign(a.t.grad_accum, a.given("--grad-accum"));
-  run.lr.assign(a.lr, a.given("--lr"));
   run.weight_decay.assign(a.weight_decay, a.given("--weight-decay"));
   run.grad_clip.assign(a.grad_clip, a.given("--grad-clip"));
   run.total_steps = a.t.steps;
-  run.world_size = dist.world_size();
-  run.zero_stage.assign(std::max(a.zero, 0), a.zero >= 0);
-  run.warmup_steps.assign(a.warmup_steps, a.given("--warmup-steps"));
-  DType precision;
-  if (!parse_precision(a.precision, &precision)) {
-    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
-  }
-  run.precision.assign(precision, a.given("--precision"));
-  LJ_RETURN_IF_ERROR(apply_recompute_flags(a.recompute, &run));
-  LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(a.deepspeed, r.model, run));
-  r.dp = resolve_data_parallel(run, r.ds, dist.world_size(), dist.rank(), dist.backend_name());
-  LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
-  r.settings = step_settings(run, r.ds);
-  StepSettings& s = r.settings;
-  LJ_ASSIGN_OR_RETURN(s.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
-  s.step.seed = a.seed;
-  s.step.graph.compile = compile_requested(a.compile);
+  r.warmup_steps = a.given("--warmup-steps") ? a.warmup_steps : default_warmup_steps(a.t.steps);
+  run.warmup_steps.assign(r.warmup_steps, a.given("--warmup-steps"));
+  LJ_ASSIGN_OR_RETURN(ResolvedRun rr,
+                      resolve_run(a.f, run, dist.world_size(), dist.rank(), dist.backend_name()));
+  rr.lines.push_back({"warmup_steps", std::to_string(r.warmup_steps),
+                      a.given("--warmup-steps") ? "--warmup-steps" : "default: --steps / 10"});
+  r.config = rr.lines;
+  r.model = std::move(rr.model);
+  r.settings = rr.settings;
+  r.ds = std::move(rr.ds);
+  r.dp = rr.dp;
   return r;
 }
 
 // The trainer's configuration from the resolved run; prints the DeepSpeed settings in use.
 void configure_trainer(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig* t) {
   t->out_dir = a.out;
-  t->lr = LrSchedule{a.lr, a.min_lr, a.warmup_steps, t->steps, r.decay};
+  t->lr = LrSchedule{a.f.lr, a.min_lr, r.warmup_steps, t->steps, r.decay};
   t->batch_size = r.settings.micro_batch;
+  t->seq_len = a.f.seq_len;
   t->grad_accum = r.settings.grad_accum;
   t->step = r.settings.step;
   if (r.dp.world_size > 1) fmt::print("{}", r.dp.describe());
@@ -150,17 +139,18 @@ void configure_trainer(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig
 }
 
 // CHECKPOINT_OPTIMIZATION / --ckpt-opt: the planner picks what to recompute.
-Status choose_recompute(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig* t) {
-  if (!checkpoint_optimization_requested(a.ckpt_opt)) return ok_status();
+Status choose_recompute(const TrainArgs& a, ResolvedTrain& r, TrainerConfig* t) {
+  if (!checkpoint_optimization_requested(a.f.ckpt_opt)) return ok_status();
   const LlamaConfig& model = r.model.config;
-  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.memory_limit));
+  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.f.memory_limit));
   LJ_ASSIGN_OR_RETURN(
       CkptChoice c,
       checkpoint_optimization(model, t->batch_size, t->seq_len, t->step.graph.compile, budget,
-                              HostParallel{r.dp.world_size, r.dp.zero, r.dp.rank, a.threads},
+                              HostParallel{r.dp.world_size, r.dp.zero, r.dp.rank, a.f.threads},
                               r.settings.precision));
   print_ckpt_choice(c, model.num_hidden_layers);
   t->step.graph.recompute = c.recompute;
+  set_config_value(&r.config, "recompute", c.recompute.to_string(model.num_hidden_layers));
   return ok_status();
 }
 
@@ -183,7 +173,7 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
   // One process divides by the higher of its probe and the one cached by the run before: the
   // steps are logged as they go, so a probe a busy neighbour slowed cannot be redone after them.
   const cuda::Probe gpus = t.device == TrainDevice::cuda ? cuda::probe() : cuda::Probe{};
-  const int threads = a.threads > 0 ? a.threads : host.cores;
+  const int threads = a.f.threads > 0 ? a.f.threads : host.cores;
   const auto cpu_peak = [&] {
     const DType dt = t.step.graph.autocast;
     if (dist.distributed()) {
@@ -221,7 +211,7 @@ TrainerCallbacks make_callbacks(const TrainArgs& a, const TrainerConfig& t,
     if (log_every > 0 && (m.step % log_every == 0 || m.step == steps)) {
       fmt::print(stderr, "{}{}\n",
                  torchtitan_line(StepLine{m.step, m.loss, m.grad_norm, mem, mem_total, tps,
-                                          flops_per_token, peak_flops}),
+                                          flops_per_token, peak_flops, m.lr}),
                  m.overflow
                      ? fmt::format("  (skipped: fp16 overflow at loss scale {:g}, next {:g})",
                                    m.loss_scale, m.next_loss_scale)
@@ -344,6 +334,17 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
       return io_error("cannot create output folder " + a.out + (ec ? ": " + ec.message() : ""),
                       "check --out and permissions");
     }
+    // The tokenizer travels with the run (export writes it into the HF folder).
+    const std::string tokenizer = !a.tokenizer.empty() ? a.tokenizer
+                                  : !tokenizer_files_in(p.r.model.weights_dir).empty()
+                                      ? p.r.model.weights_dir
+                                      : "";
+    if (!tokenizer.empty()) {
+      if (Status s = keep_tokenizer(tokenizer, a.out); !s.ok()) {
+        if (!p.out_existed) fs::remove_all(a.out, ec);
+        return s;
+      }
+    }
   }
   return p;
 }
@@ -351,12 +352,12 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
 Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   namespace fs = std::filesystem;
   LJ_ASSIGN_OR_RETURN(const RunDevice device,
-                      choose_device(a.device, probe_device_host("ljperf train",
-                                                                /*runs_on_cuda=*/true)));
-  Device dev(a.threads);
+                      choose_device(a.f.device, probe_device_host("ljperf train",
+                                                                  /*runs_on_cuda=*/true)));
+  Device dev(a.f.threads);
   // Checkpoint optimization plans the host's memory: refused on the GPU before it runs.
   StatusOr<PreparedTrain> prepared =
-      device == RunDevice::cuda && checkpoint_optimization_requested(a.ckpt_opt)
+      device == RunDevice::cuda && checkpoint_optimization_requested(a.f.ckpt_opt)
           ? StatusOr<PreparedTrain>(require_capability(TrainDevice::cuda, "ckpt-opt", "on"))
           : prepare_train(a, dist, dev);
   if (prepared.ok() && device == RunDevice::cuda) {
@@ -376,7 +377,7 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   TrainerConfig& t = a.t;
   t.step.data_parallel = dist.data_parallel(p.r.dp.zero);
   t.device = device == RunDevice::cuda ? TrainDevice::cuda : TrainDevice::cpu;
-  t.step.comm_options.timeout_seconds = a.comm_timeout_s;
+  t.step.comm_options.timeout_seconds = a.f.comm_timeout_s;
 
   const HostInfo host = host_info();
   fmt::print(
@@ -389,6 +390,7 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
           ? fmt::format("the GPU{}", dist.distributed() ? " of each rank (NCCL)" : "")
           : std::string("the CPU"),
       a.out);
+  fmt::print("{}", describe_config(p.r.config));
   fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
   if (const std::string line = precision_line(p.r.settings, true); !line.empty()) {
     fmt::print("{}\n", line);
@@ -417,38 +419,6 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   return ok_status();
 }
 
-struct ExportArgs {
-  std::string src;
-  std::string hf_out;
-  std::string dtype = "auto";  // auto: the config's torch_dtype
-};
-
-Status run_export(const ExportArgs& a) {
-  namespace fs = std::filesystem;
-  // A training folder (with `latest`) or one step folder.
-  std::string step_dir = latest_checkpoint_dir(a.src);
-  if (step_dir.empty()) step_dir = a.src;
-  if (!fs::exists(step_dir + "/model.safetensors") &&
-      !fs::exists(step_dir + "/model.safetensors.index.json")) {
-    return not_found(a.src + " is not a checkpoint (no latest, no model.safetensors)",
-                     "give the --out folder of `ljperf train` or one of its step-N folders");
-  }
-  DType dtype = DType::f32;
-  // The names --precision takes (f32/fp32/float32, bf16/bfloat16, f16/fp16/float16).
-  if (a.dtype != "auto" && !parse_precision(a.dtype, &dtype)) {
-    return invalid_argument("unknown --dtype '" + a.dtype + "'",
-                            "use auto (the config's torch_dtype), f32, bf16 or fp16");
-  }
-  Device dev(0);
-  LJ_ASSIGN_OR_RETURN(HfModel m, load_hf_model(step_dir, dev));
-  if (a.dtype == "auto") dtype = m.config.torch_dtype;
-  LJ_RETURN_IF_ERROR(save_hf_model(a.hf_out, m.config, m.specs, m.params, {.dtype = dtype}));
-  fmt::print("exported {} to {} ({:.2f}M params, {} weights{})\n", step_dir, a.hf_out,
-             static_cast<double>(m.config.num_params()) / 1e6, dtype_name(dtype),
-             a.dtype == "auto" ? ": the config's torch_dtype" : "");
-  return ok_status();
-}
-
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
@@ -456,14 +426,7 @@ Command add_train_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("train", "Train on token files, with checkpoints that survive crashes");
   a->app = sub;
-  sub->add_option("--model", a->model,
-                  "Preset, deepspeed/<preset>, config.json, or HF model folder to start from")
-      ->capture_default_str();
-  sub->add_option("--deepspeed", a->deepspeed, "DeepSpeed JSON config (flags win over it)");
-  sub->add_option("--precision", a->precision,
-                  "f32, bf16 or fp16 (mixed: f32 master weights, 16-bit compute; fp16 with "
-                  "DeepSpeed's dynamic loss scaling)")
-      ->capture_default_str();
+  add_run_flags(sub, &a->f, "Peak learning rate");
   sub->add_option("--data", a->data,
                   "Training tokens (llm.c .bin, Megatron .bin/.idx, raw u16/u32)")
       ->required();
@@ -482,23 +445,12 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--steps", a->t.steps, "Optimizer steps in total")
       ->capture_default_str()
       ->check(integer_at_least(1));
-  sub->add_option("--batch-size", a->t.batch_size, "Micro-batch size")
-      ->capture_default_str()
-      ->check(integer_at_least(1));
-  sub->add_option("--seq-len", a->t.seq_len, "Sequence length")
-      ->capture_default_str()
-      ->check(integer_at_least(1));
-  sub->add_option("--grad-accum", a->t.grad_accum, "Micro-batches per optimizer step")
-      ->capture_default_str()
-      ->check(integer_at_least(1));
-  sub->add_option("--lr", a->lr, "Peak learning rate")
-      ->capture_default_str()
-      ->check(finite_above_zero());
   sub->add_option("--min-lr", a->min_lr, "Final learning rate")
       ->capture_default_str()
       ->check(finite_at_least_zero());
-  sub->add_option("--warmup-steps", a->warmup_steps, "Linear warmup steps")
-      ->capture_default_str()
+  sub->add_option("--warmup-steps", a->warmup_steps,
+                  "Learning-rate warmup: linear from 0 to --lr over N steps (HF Trainer's "
+                  "warmup_steps; default: a tenth of --steps)")
       ->check(integer_at_least(0));
   sub->add_option("--decay", a->decay, "cosine, linear or constant")->capture_default_str();
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay")
@@ -521,14 +473,6 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--log-every", a->log_every, "Console line every N steps")
       ->capture_default_str()
       ->check(integer_at_least(0));
-  add_device_flag(sub, &a->device);
-  sub->add_option("--threads", a->threads, "CPU threads (0: all)")
-      ->capture_default_str()
-      ->check(integer_at_least(0));
-  sub->add_option("--seed", a->seed, "Initialisation seed")->capture_default_str();
-  add_optimization_flags(sub, &a->compile, &a->ckpt_opt, &a->memory_limit, &a->recompute);
-  add_zero_flag(sub, &a->zero);
-  add_comm_timeout_flag(sub, &a->comm_timeout_s);
   sub->footer("Several processes: mpirun -np N ljperf train ... (data parallel, ZeRO stage " +
               zero_stages_text() +
               " from --zero or the DeepSpeed JSON; --grad-accum is per rank). Only rank 0 prints "
@@ -539,23 +483,9 @@ Command add_train_command(CLI::App& app) {
             // the flag, as it did while training, and the exit status stays the run's.
             static StopSignals* const signals = new StopSignals();
             return DistSession::run(
-                CommOptions{.timeout_seconds = a->comm_timeout_s},
+                CommOptions{.timeout_seconds = a->f.comm_timeout_s},
                 [&](DistSession& dist) { return run_train(*a, dist, *signals); });
           }};
-}
-
-Command add_export_command(CLI::App& app) {
-  auto a = std::make_shared<ExportArgs>();
-  CLI::App* sub = app.add_subcommand("export", "Write a training checkpoint as an HF model folder");
-  sub->add_option("checkpoint", a->src, "`ljperf train --out` folder, or one step-N folder")
-      ->required();
-  sub->add_option("--hf", a->hf_out, "New HF model folder to write")->required();
-  sub->add_option("--dtype", a->dtype,
-                  "Weights written: f32, bf16 or fp16 (the names --precision takes; rounded to "
-                  "nearest even from the f32 master "
-                  "weights); auto: the config's torch_dtype")
-      ->capture_default_str();
-  return {sub, [a] { return run_export(*a); }};
 }
 
 }  // namespace lj::cli

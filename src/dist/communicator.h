@@ -1,6 +1,6 @@
-// Collective communication between the processes of a data-parallel run (DESIGN.md
-// "Distributed"). One Communicator per process; every rank must call the same collectives in the
-// same order with the same counts (MPI's rule). Collectives are nonblocking: each returns a
+// Collective communication between the processes of a data-parallel run (docs/architecture.md,
+// "Distributed training"). One Communicator per process; every rank must call the same collectives
+// in the same order with the same counts (MPI's rule). Collectives are nonblocking: each returns a
 // CommHandle that completes it; the buffers must stay alive and untouched until then. The
 // blocking forms (no `i` prefix) start the collective and wait.
 //

@@ -1,7 +1,7 @@
 // ZeRO stages 0-3 as DeepSpeed means them (core/zero_config.h), over a Communicator: the data
 // layout and the collectives. The optimizer arithmetic stays in train/ (train/zero_optimizer.h
 // applies AdamW to the shard these functions describe), because dist/ sits below train/
-// (DESIGN.md).
+// (docs/architecture.md).
 //
 // The flat vector: every parameter, in parameter order, laid end to end (numel elements), then
 // padded with zeros to a multiple of the world size as DeepSpeed pads (numel_padded). Rank r owns

@@ -26,7 +26,8 @@ inline constexpr int kNumOps = 0
 #undef LJ_OP
     ;
 
-// `source` ops (input, constant, iota, random) have no inputs; the others follow DESIGN.md.
+// The op categories (docs/architecture.md, "The IR"). `source` ops (input, constant, iota, random)
+// have no inputs.
 enum class OpCategory : uint8_t {
   source,
   elementwise,

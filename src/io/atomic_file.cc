@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 namespace lj {
 
@@ -70,6 +71,20 @@ Status write_file_atomic(const std::string& path, const std::function<Status(Fil
     return s;
   }
   return fsync_parent_dir(path);
+}
+
+Status copy_file_atomic(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in) return not_found("cannot read " + from, "check the path");
+  return write_file_atomic(to, [&](FileWriter& w) {
+    char buf[1 << 16];
+    while (in) {
+      in.read(buf, sizeof buf);
+      if (in.gcount() > 0) LJ_RETURN_IF_ERROR(w.write(buf, static_cast<size_t>(in.gcount())));
+    }
+    if (in.bad()) return io_error("reading " + from + " failed", "check the file and the disk");
+    return ok_status();
+  });
 }
 
 }  // namespace lj

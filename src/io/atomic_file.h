@@ -25,6 +25,8 @@ class FileWriter {
 };
 
 Status write_file_atomic(const std::string& path, const std::function<Status(FileWriter&)>& fill);
+// A copy of the file `from` written as write_file_atomic writes (a tokenizer.json into a run).
+Status copy_file_atomic(const std::string& from, const std::string& to);
 // fsync of the directory holding `path` (makes a rename durable).
 Status fsync_parent_dir(const std::string& path);
 

@@ -232,7 +232,7 @@ struct Resolver {
   }
 
   Status optimizer(const Raw& raw) {
-    DsOptimizer& o = out->optimizer;
+    AdamWConfig& o = out->optimizer;
     const bool present = raw.blocks.count("optimizer") > 0;
     if (present) {
       std::string type = raw.optimizer_type.value;

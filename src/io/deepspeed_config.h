@@ -2,7 +2,7 @@
 // ds.json`, and the ZeRO-3 bf16 recipe that `--model deepspeed/<preset>` means. The parser
 // resolves the file against the run's own settings into plain values; it trains nothing.
 //
-// Rules (REFERENCE.md "DeepSpeed JSON" is the authority):
+// Rules (DeepSpeed's and HF Trainer's behaviour is the authority):
 // - Batch: train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x
 //   world_size. Two given: the third is inferred and must divide exactly. All three: they must
 //   agree. One given, DeepSpeed's defaults: train only -> accumulation 1, micro = train / world;
@@ -45,6 +45,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/adamw_config.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/zero_config.h"
@@ -70,7 +71,7 @@ struct RunValue {
   }
 };
 
-// The run's own settings, from flags and ljperf's defaults (defaults follow train/adamw.h).
+// The run's own settings, from flags and ljperf's defaults (defaults follow core/adamw_config.h).
 struct RunSettings {
   RunValue<int64_t> micro_batch{1};       // sequences per device per micro-step
   RunValue<int64_t> grad_accum{1};        // micro-steps per optimizer step
@@ -105,13 +106,6 @@ struct DsLossScale {
 };
 
 // AdamW (DeepSpeed's "AdamW", or "Adam" with adam_w_mode true: decoupled weight decay).
-struct DsOptimizer {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0;
-};
 
 // A DeepSpeed learning-rate schedule (deepspeed/runtime/lr_schedules.py).
 struct DsScheduler {
@@ -152,8 +146,8 @@ struct DeepSpeedConfig {
   int64_t world_size = 1;
   DType precision = DType::f32;
   DsLossScale loss_scale;
-  double gradient_clipping = 0;  // max global gradient norm; 0: off
-  DsOptimizer optimizer;
+  double gradient_clipping = 0;                           // max global gradient norm; 0: off
+  AdamWConfig optimizer = AdamWConfig::torch_defaults();  // the optimizer block's AdamW
   DsScheduler scheduler;
   DsZero zero;
   // Recompute, with the flags' meanings (passes/remat/remat.h), after flags won over the file.

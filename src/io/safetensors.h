@@ -1,6 +1,7 @@
 // safetensors reading (mmap, fully validated) and writing (temp file, fsync, rename).
-// Format (REFERENCE.md): u64 little-endian header length N, N bytes of UTF-8 JSON mapping names
-// to {"dtype", "shape", "data_offsets": [begin, end)} relative to the data buffer, an optional
+// Format (the safetensors specification): u64 little-endian header length N, N bytes of UTF-8 JSON
+// mapping names to {"dtype", "shape", "data_offsets": [begin, end)} relative to the data buffer, an
+// optional
 // "__metadata__" of string -> string, then the data buffer.
 // A reader enforces: N <= 100,000,000 and inside the file; valid JSON object; at most 1,000,000
 // tensors of rank <= 8; known dtype; shape of non-negative ints; (end - begin) = elements x dtype

@@ -1,5 +1,5 @@
-// TensorBoard event files, written by hand (no protobuf library). Format (REFERENCE.md
-// "TensorBoard event files"): a sequence of records, each
+// TensorBoard event files, written by hand (no protobuf library). Format (TensorBoard's
+// TFRecord framing of tensorflow.Event): a sequence of records, each
 //   u64 length (LE) | u32 masked CRC-32C of those 8 bytes | data | u32 masked CRC-32C of data,
 // where data is a serialized tensorflow.Event. The first record is
 // Event{wall_time (1, double), file_version (3, "brain.Event:2")}; a scalar is

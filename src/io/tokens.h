@@ -1,4 +1,4 @@
-// Token files, memory-mapped and validated (REFERENCE.md "Token files"):
+// Token files, memory-mapped and validated:
 //   llm.c .bin   256 x int32 header: magic 20240520 (version 1, uint16 tokens) or 20240801
 //                (version 7, uint32 tokens), [2] = token count, then the tokens
 //   Megatron     X.bin raw tokens + X.idx (MMIDIDX index; dtype code gives the token width)

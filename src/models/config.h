@@ -1,7 +1,7 @@
 // Model configuration: the fields of HF's LlamaConfig that change the computation, the few that
-// the dense families beside Llama add (Qwen2's q/k/v biases, Qwen3's q/k norms, Mistral's
-// sliding window), and the presets (one table, presets.cc). Published values:
-// ../shared/REFERENCE.md and the config.json each preset names.
+// the dense families beside Llama add (Qwen2's q/k/v biases, Qwen3's q/k norms, the sliding
+// windows of Mistral and Qwen), and the presets (one table, presets.cc), with the values of the
+// published HF config.json files (each preset names its source).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// The one rule for "does it fit" (DESIGN.md, "Memory and recompute"): a memory budget is either
-// what the user gave (--memory-limit) or kDefaultBudgetFraction of what the device has (a GPU's
-// memory, the host's available memory), and a predicted peak fits a budget when it is at most
+// The one rule for "does it fit" (docs/architecture.md, "Memory and recompute"): a memory budget is
+// either what the user gave (--memory-limit) or kDefaultBudgetFraction of what the device has (a
+// GPU's memory, the host's available memory), and a predicted peak fits a budget when it is at most
 // budget × (1 − f) − b, the margin (f, b) measured for the predictor's under-predictions.
 // The planner's search, checkpoint optimization and benchmark's refusal of a run that cannot fit
 // all read this file, and so do the help strings.

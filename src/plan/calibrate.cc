@@ -140,7 +140,7 @@ StatusOr<MemoryFit> fit_cpu_memory(const std::vector<MemoryRecord>& records,
     if (r.features.size() != kCpuMemoryFeatures || !(r.measured_bytes > 0))
       return invalid_argument("a result record has no plan features of this ljperf (" +
                                   std::to_string(kCpuMemoryFeatures) + ") or no measured peak RSS",
-                              "rerun the benchmarks with this ljperf's benchmark --output");
+                              "rerun the benchmarks with this ljperf's benchmark --out");
     const auto& f = r.features;
     a.push_back({1.0, per_node_term ? f[2] : 0.0, f[4]});
     y.push_back(r.measured_bytes - c.reserved_factor * f[0] - f[5] - c.gemm_buffer_factor * f[6]);

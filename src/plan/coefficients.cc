@@ -80,7 +80,7 @@ std::string PredictorCoefficients::to_json() const {
 StatusOr<PredictorCoefficients> parse_coefficients(const std::string& text,
                                                    const std::string& source) {
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const std::string hint = "rewrite it with ljperf calibrate --device, or delete it";
+  const std::string hint = "rewrite it with ljperf calibrate --measure, or delete it";
   if (j.is_discarded() || !j.is_object())
     return invalid_argument("coefficients file " + source + " is not a JSON object", hint);
   const std::string* format_field = json_string_if(json_member(j, "format"));

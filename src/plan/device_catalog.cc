@@ -1,5 +1,7 @@
 #include "plan/device_catalog.h"
 
+#include <cctype>
+
 #include "runtime/host.h"
 
 namespace lj {
@@ -37,7 +39,7 @@ const std::vector<DeviceProfile>& gpu_catalog() {
 }
 
 std::string device_ids() {
-  std::string s = "host";
+  std::string s = "cpu (this host; also: host)";
   for (const auto& d : gpu_catalog()) s += ", " + d.id;
   return s;
 }
@@ -53,13 +55,23 @@ StatusOr<DeviceProfile> find_device(const std::string& id, const PredictorCoeffi
     d.peak_fp32_flops = model.host.gemm_flops;
     d.peak_bf16_flops = 0;  // the CPU backend computes in f32
     d.mem_bandwidth = model.host.mem_bandwidth;
-    d.source = "measured by ljperf calibrate --device (" + model.source + ")";
+    d.source = "measured by ljperf calibrate --measure (" + model.source + ")";
     return d;
   }
   for (const auto& d : gpu_catalog()) {
     if (d.id == id) return d;
   }
-  return invalid_argument("unknown --device '" + id + "'", "use one of: " + device_ids());
+  return invalid_argument("unknown --device '" + id + "'", "use one of: auto, " + device_ids());
+}
+
+std::string catalog_id_for(const std::string& gpu_name) {
+  std::string lower;
+  for (const char c : gpu_name)
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& d : gpu_catalog()) {
+    if (lower.find(d.id) != std::string::npos) return d.id;
+  }
+  return "";
 }
 
 }  // namespace lj

@@ -1,4 +1,4 @@
-// The devices the planner knows: this CPU host (profile measured by `ljperf calibrate --device`,
+// The devices the planner knows: this CPU host (profile measured by `ljperf calibrate --measure`,
 // read from the coefficients file) and NVIDIA data-centre GPUs (published datasheet figures).
 #pragma once
 
@@ -26,9 +26,11 @@ struct DeviceProfile {
 
 // The GPUs of the catalog, in the order --help lists them.
 const std::vector<DeviceProfile>& gpu_catalog();
-// "host" (from the coefficients file's host profile and /proc/meminfo) or a catalog id.
+// "cpu" or "host" (from the coefficients file's host profile and /proc/meminfo) or a catalog id.
 StatusOr<DeviceProfile> find_device(const std::string& id, const PredictorCoefficients& model);
-// "host, h100, h200, a100, b200".
+// "cpu (this host; also: host), h100, h200, a100, b200".
 std::string device_ids();
+// The catalog id a GPU's name belongs to ("NVIDIA H100 80GB HBM3" -> "h100"); "" when none.
+std::string catalog_id_for(const std::string& gpu_name);
 
 }  // namespace lj

@@ -1,9 +1,9 @@
-// The one dry run of a training step (DESIGN.md, "Memory and recompute"): the joint graph is
-// replayed on a virtual device (runtime Executor::dry_run), so the memory figure is the caching
-// allocator's exact peak for that schedule, plus the parameters and, when asked, AdamW's states.
-// With GraphOptions::compile the executor runs planned: the figure is the static memory plan's
-// arena (held for the whole step, by category as at the plan's peak) plus everything outside it.
-// Kernel scratch and the process itself (binary, libraries, thread stacks) are not included;
+// The one dry run of a training step (docs/architecture.md, "Memory and recompute"): the joint
+// graph is replayed on a virtual device (runtime Executor::dry_run), so the memory figure is the
+// caching allocator's exact peak for that schedule, plus the parameters and, when asked, AdamW's
+// states. With GraphOptions::compile the executor runs planned: the figure is the static memory
+// plan's arena (held for the whole step, by category as at the plan's peak) plus everything outside
+// it. Kernel scratch and the process itself (binary, libraries, thread stacks) are not included;
 // memory_model.h adds those. Also the predicted compute time of every node (time_model.h), for
 // the planner.
 #pragma once

@@ -54,9 +54,9 @@ StatusOr<double> probe(int threads) {
   const std::string dir = dir_template;
   const std::string record = dir + "/probe.jsonl";
   const std::string t = std::to_string(threads);
-  std::vector<std::string> args = {
-      "ljperf",  "benchmark", "--model",        "tiny", "--batch-size", "1", "--seq-len", "32",
-      "--steps", "2",         "--warmup-steps", "1",    "--threads",    t,   "--output",  record};
+  std::vector<std::string> args = {"ljperf",    "benchmark", "--model", "tiny", "--batch-size", "1",
+                                   "--seq-len", "32",        "--steps", "2",    "--skip-steps", "1",
+                                   "--threads", t,           "--out",   record};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -6,8 +6,8 @@
 // peak RSS minus what the planner prices itself (the allocator's blocks, oneDNN's GEMM buffers).
 // About a second, once per host: cached like the peak FLOP/s (plan/host_peak.h) in
 // $XDG_CACHE_HOME/ljperf/host_baseline.json (else ~/.cache/ljperf/), one entry per (CPU model,
-// hostname, threads, ljperf binary: size and modification time, oneDNN's ISA); `calibrate --device`
-// remeasures. A missing, unreadable or foreign cache is never an error.
+// hostname, threads, ljperf binary: size and modification time, oneDNN's ISA); `calibrate
+// --measure` remeasures. A missing, unreadable or foreign cache is never an error.
 #pragma once
 
 #include <string>

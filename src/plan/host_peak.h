@@ -5,7 +5,7 @@
 // GPUs use the catalog's published dense peaks instead (plan/device_catalog.h).
 //
 // Cache: $XDG_CACHE_HOME/ljperf/host_peak.json (else ~/.cache/ljperf/host_peak.json), one entry
-// per (CPU model, hostname, threads, dtype, ISA the probe ran); `calibrate --device` remeasures.
+// per (CPU model, hostname, threads, dtype, ISA the probe ran); `calibrate --measure` remeasures.
 // A missing, unreadable or foreign cache is never an error: the probe runs and the cache is
 // rewritten (atomically).
 #pragma once

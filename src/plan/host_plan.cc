@@ -21,7 +21,7 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   LJ_ASSIGN_OR_RETURN(req.device, find_device("host", req.coeffs));
   // The time model's rates on the threads the run uses, from the cache only: this process is
   // about to train and report its own peak RSS, which the measurement's buffers (up to 256 MiB)
-  // would raise. `ljperf plan` and `calibrate --device` measure and cache them; GEMM classes the
+  // would raise. `ljperf plan` and `calibrate --measure` measure and cache them; GEMM classes the
   // cache lacks take the nearest measured class. No cache: the roofline (a warning says so).
   req.rates = plan_host_rates(parallel.threads, /*may_probe=*/false);
   req.measure_gemm_classes = false;

@@ -525,7 +525,7 @@ StatusOr<BandwidthSample> bandwidth_sample(const nlohmann::json& s, const JsonWh
 
 StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
   HostRates r;
-  const JsonWhere at{"host rates entry", "", "remeasure with ljperf calibrate --device"};
+  const JsonWhere at{"host rates entry", "", "remeasure with ljperf calibrate --measure"};
   const auto number = [&](const char* key, double* out) -> Status {
     LJ_ASSIGN_OR_RETURN(*out, json_read<double>(json_member(j, key), at / key));
     return ok_status();
@@ -548,7 +548,7 @@ StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
     r.other_cpu_share = *share;
   if (!r.valid())
     return invalid_argument("host rates entry: a rate is missing or not positive",
-                            "remeasure with ljperf calibrate --device");
+                            "remeasure with ljperf calibrate --measure");
   return r;
 }
 
@@ -613,7 +613,7 @@ std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
     static std::atomic<bool> said{false};  // once per process: a search asks many times
     if (!c && !said.exchange(true)) {
       LJ_LOG(info) << "no measured host rates in " << host_rates_cache_path()
-                   << "; step times from the roofline (ljperf calibrate --device measures them)";
+                   << "; step times from the roofline (ljperf calibrate --measure measures them)";
     }
     return c ? std::make_shared<HostRates>(*c) : nullptr;
   }
@@ -645,7 +645,7 @@ std::string contention_note(const HostRates& r) {
   if (!r.contended()) return "";
   return fmt::format(
       "note: the time model's rates were measured while other processes used {:.0f}% of the "
-      "cores, so predicted step times read long; ljperf calibrate --device on a quiet host "
+      "cores, so predicted step times read long; ljperf calibrate --measure on a quiet host "
       "remeasures them (the next plan does when the load is below {:.1f} per core)\n",
       100.0 * r.other_cpu_share, kQuietLoadPerCore);
 }
@@ -672,7 +672,7 @@ std::string stale_rates_note(const HostRates& r, double peak_flops) {
   return fmt::format(
       "note: the time model's cached rates look stale: their {}³ GEMM ran at {:.1f} GFLOP/s, "
       "{:.0f}% of this host's measured peak of {:.1f} (under {:.0f}%: measured in a slower "
-      "minute), so predicted step times read long; ljperf calibrate --device remeasures them\n",
+      "minute), so predicted step times read long; ljperf calibrate --measure remeasures them\n",
       largest_square(r)->m, gemm / 1e9, 100.0 * gemm / peak_flops, peak_flops / 1e9,
       100.0 * kStaleGemmShare);
 }

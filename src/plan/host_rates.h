@@ -35,7 +35,7 @@
 //
 // Cache: host_rates.json beside host_peak.json (plan/host_cache.h), one entry per (CPU model,
 // hostname, threads, the ISA oneDNN's kernels run). Measured by the first `ljperf plan --device
-// host` on a host (a few seconds), remeasured by `ljperf calibrate --device`; benchmark and train
+// host` on a host (a few seconds), remeasured by `ljperf calibrate --measure`; benchmark and train
 // read the cache only (host_plan.h: their peak RSS must not include the measurement's buffers).
 #pragma once
 

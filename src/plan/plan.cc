@@ -59,7 +59,7 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
 StatusOr<PlanResult> make_plan(PlanRequest req) {
   LJ_RETURN_IF_ERROR(req.model.validate());
   if (req.gpus < 1)
-    return invalid_argument("--gpus must be at least 1", "the data-parallel ranks: 1 or more");
+    return invalid_argument("--np must be at least 1", "the data-parallel ranks: 1 or more");
   if (req.zero.stage < 0 || req.zero.stage > 3)
     return invalid_argument("--zero must be 0, 1, 2 or 3");
   if (req.rank < 0 || req.rank >= req.gpus)

@@ -1,7 +1,7 @@
 // The planner: for a model, a device, a world size and ZeRO stage, predicts memory per rank and
 // step time for every recompute choice and recommends the fastest that fits the budget
-// (DESIGN.md, "Memory"). Used by `ljperf plan` and by CHECKPOINT_OPTIMIZATION in benchmark and
-// train.
+// (docs/architecture.md, "Memory and recompute"). Used by `ljperf plan` and by
+// CHECKPOINT_OPTIMIZATION in benchmark and train.
 #pragma once
 
 #include <memory>

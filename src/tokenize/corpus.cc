@@ -65,9 +65,11 @@ Status LineReader::fill() {
   const size_t old = buf_.size();
   buf_.resize(old + kReadBytes);
   const int n = gzread(static_cast<gzFile>(gz_), buf_.data() + old, kReadBytes);
-  if (n < 0) {
-    int code = 0;
-    const char* msg = gzerror(static_cast<gzFile>(gz_), &code);
+  int code = Z_OK;
+  const char* msg = n <= 0 ? gzerror(static_cast<gzFile>(gz_), &code) : nullptr;
+  // gzread ends a truncated gzip stream as if it were complete (0, Z_BUF_ERROR "unexpected end of
+  // file"): that is an error too, not a corpus that silently ends early.
+  if (n < 0 || code != Z_OK) {
     buf_.resize(old);
     return io_error("reading " + path_ + ": " + (msg ? msg : "zlib error"),
                     "the file is damaged (a truncated or corrupt .gz?)");
@@ -81,20 +83,26 @@ StatusOr<bool> LineReader::next(std::string* line, bool skip_long, bool* too_lon
   *too_long = false;
   line->clear();
   size_t scanned = 0;  // bytes after pos_ known to hold no '\n' (fill() keeps them in place)
+  const auto long_line = [&] {
+    return out_of_range(path_ + ":" + std::to_string(line_number_ + 1) + ": a line longer than " +
+                            std::to_string(max_line_bytes_ >> 20) + " MiB",
+                        "raise --max-doc-mb, or pass --skip-bad-lines to skip such lines");
+  };
   for (;;) {
     const size_t nl = buf_.find('\n', pos_ + scanned);
     if (nl != std::string::npos) {
+      // The limit holds for a line whose end is already read, too.
+      if (!*too_long && nl - pos_ > max_line_bytes_) {
+        if (!skip_long) return long_line();
+        *too_long = true;
+      }
       ++line_number_;
       if (!*too_long) line->assign(buf_, pos_, nl - pos_);
       pos_ = nl + 1;
       return true;
     }
     if (buf_.size() - pos_ > max_line_bytes_) {
-      if (!skip_long)
-        return out_of_range(path_ + ":" + std::to_string(line_number_ + 1) +
-                                ": a line longer than " + std::to_string(max_line_bytes_ >> 20) +
-                                " MiB",
-                            "raise --max-doc-mb, or pass --skip-bad-lines to skip such lines");
+      if (!skip_long) return long_line();
       *too_long = true;  // drop what we have and keep looking for the line's end
       pos_ = buf_.size();
     }

@@ -1,4 +1,4 @@
-// Token files written as ljperf's readers read them (io/tokens.h, REFERENCE.md "Token files"):
+// Token files written as ljperf's readers read them (io/tokens.h):
 //   llmc      256 x int32 header, then the tokens: magic 20240520 / version 1 / uint16 when every
 //             id fits 16 bits, else magic 20240801 / version 7 / uint32; [2] = token count
 //             (written last, so the writer streams)

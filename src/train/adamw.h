@@ -1,23 +1,16 @@
 // AdamW as PyTorch's torch.optim.AdamW computes it (decoupled weight decay, bias correction,
 // fp32 states), applied on the host to fp32 parameters, one fused pass per parameter. Not yet a
-// graph phase (DESIGN.md puts the optimizer in the graph); the trainer times it as the
-// optimizer phase (StepResult::optimizer_seconds, the benchmark's --profile row).
+// graph phase (it runs after the executor: docs/architecture.md, "The pipeline"); the trainer times
+// it as the optimizer phase (StepResult::optimizer_seconds, the benchmark's --profile row).
 #pragma once
 
 #include <vector>
 
 #include "backends/cpu/adamw_kernel.h"
+#include "core/adamw_config.h"
 #include "runtime/tensor.h"
 
 namespace lj {
-
-struct AdamWConfig {
-  double lr = 3e-4;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double eps = 1e-8;
-  double weight_decay = 0.1;
-};
 
 // Writes the 16-bit copies of `params` (f32) into `low` (matching, undefined where a parameter
 // has none): what adamw_update writes, for parameters that changed outside it (init, a load).

@@ -3,7 +3,7 @@
 //   optimizer.safetensors  AdamW moments m.<name>, v.<name> (f32)
 //   trainer_state.json     step, optimizer step, data position, counters, run fingerprint
 //   config.json            the model's HF config
-// Commit protocol (REFERENCE.md): written into `step-N.tmp.<pid>/`, every file fsynced, the
+// Commit protocol: written into `step-N.tmp.<pid>/`, every file fsynced, the
 // folder fsynced, renamed to `step-N/`, the parent fsynced, then `latest` (a one-line file
 // naming the folder) replaced atomically. A reader trusts only what `latest` names.
 #pragma once

@@ -174,6 +174,10 @@ Status save_hf_model(const std::string& dir, const LlamaConfig& config,
                           [&](FileWriter& w) { return w.write(text.data(), text.size()); });
     if (!s.ok()) return fail(s);
   }
+  for (const std::string& file : options.extra_files) {
+    s = copy_file_atomic(file, tmp + "/" + fs::path(file).filename().string());
+    if (!s.ok()) return fail(s);
+  }
   fs::rename(tmp, dir, ec);
   if (ec) return fail(io_error("renaming " + tmp + " to " + dir + ": " + ec.message()));
   return fsync_parent_dir(dir);

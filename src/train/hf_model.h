@@ -27,6 +27,8 @@ struct HfSaveOptions {
   DType dtype = DType::f32;
   // Shards when the weights exceed this (HF's save_pretrained default is 5 GB).
   int64_t max_shard_bytes = 5'000'000'000;
+  // Files copied into the folder under their own names (the tokenizer a run was trained with).
+  std::vector<std::string> extra_files = {};
 };
 
 // Writes a new folder `dir` (which must not exist): built in a temporary folder beside it,

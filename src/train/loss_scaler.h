@@ -1,5 +1,5 @@
 // Loss scaling for fp16 mixed precision, with DeepSpeed's meaning (its `fp16` block and
-// runtime/fp16/loss_scaler.py's dynamic scaler; defaults from REFERENCE.md):
+// runtime/fp16/loss_scaler.py's dynamic scaler and its defaults):
 //   - the backward starts from loss x scale (the joint graph's `loss_scale` input), so small
 //     f16 activation gradients do not flush to zero; the f32 parameter gradients are divided by
 //     the scale again before clipping and AdamW;

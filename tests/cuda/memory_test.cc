@@ -85,6 +85,28 @@ TEST(CudaCachingAllocator, OutOfMemoryEmptiesTheCacheAndRetriesOnce) {
   a.deallocate(*big);
 }
 
+// A CUDA-graph capture must not free device memory: out of memory while capturing fails the
+// allocation (the executor then runs kernel by kernel) and keeps the cache.
+TEST(CudaCachingAllocator, OutOfMemoryWhileCapturingKeepsTheCache) {
+  FakeSource src(10 * 1024);
+  CachingAllocator a(src);
+  auto small = a.allocate(4096);
+  ASSERT_TRUE(small.ok());
+  a.deallocate(*small);  // cached, 4 KiB held
+  a.set_capturing(true);
+  auto big = a.allocate(9 * 1024);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::resource_exhausted);
+  EXPECT_NE(big.status().message().find("capture"), std::string::npos) << big.status().message();
+  EXPECT_EQ(a.stats().num_oom_retries, 0);
+  EXPECT_EQ(a.stats().bytes_reserved, 4096);  // the cached block was not returned
+  a.set_capturing(false);
+  auto after = a.allocate(9 * 1024);  // outside capture the retry returns the cache
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  EXPECT_EQ(a.stats().num_oom_retries, 1);
+  a.deallocate(*after);
+}
+
 TEST(CudaArena, OffsetsInsideOneBlock) {
   FakeSource src(1 << 20);
   auto arena = Arena::create(src, 4096);

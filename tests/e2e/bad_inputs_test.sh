@@ -95,11 +95,11 @@ run_case "mixture-of-experts config.json (Mixtral)" absent new "mixture-of-exper
 run_case "DeepSeek-V3 config.json (MLA)" absent new "DeepseekV3ForCausalLM" -- \
   "$LJ" train --model deepseek.json --data tok.bin --out new "${small[@]}"
 run_case "malformed DeepSpeed JSON" absent R.jsonl "ds_malformed.json" -- \
-  "$LJ" benchmark --model tiny --deepspeed ds_malformed.json --output R.jsonl
+  "$LJ" benchmark --model tiny --deepspeed ds_malformed.json --out R.jsonl
 run_case "inconsistent DeepSpeed batch sizes" absent R.jsonl "train_batch_size" -- \
-  "$LJ" benchmark --model tiny --deepspeed ds_inconsistent.json --output R.jsonl
+  "$LJ" benchmark --model tiny --deepspeed ds_inconsistent.json --out R.jsonl
 run_case "unsupported DeepSpeed offload (nvme)" absent R.jsonl "offload_param" -- \
-  "$LJ" benchmark --model tiny --deepspeed ds_offload.json --output R.jsonl
+  "$LJ" benchmark --model tiny --deepspeed ds_offload.json --out R.jsonl
 run_case "missing data file" absent new "missing.bin" -- \
   "$LJ" train --model tiny --data missing.bin --out new "${small[@]}"
 run_case "empty data file" absent new "empty.bin" -- \
@@ -149,20 +149,20 @@ run_case "eval --precision of no float type" absent logits.safetensors "i32" -- 
 run_case "plan --precision fp16 on a GPU (bf16 recipe only)" absent R.jsonl "bf16" -- \
   "$LJ" plan --model tiny --device h100 --precision fp16
 run_case "unknown --precision" absent R.jsonl "fp8" -- \
-  "$LJ" benchmark --model tiny --precision fp8 --output R.jsonl
-run_case "--warmup-steps not below --steps" absent R.jsonl "--warmup-steps" -- \
-  "$LJ" benchmark --model tiny --steps 4 --warmup-steps 4 --output R.jsonl
+  "$LJ" benchmark --model tiny --precision fp8 --out R.jsonl
+run_case "--skip-steps not below --steps" absent R.jsonl "--skip-steps" -- \
+  "$LJ" benchmark --model tiny --steps 4 --skip-steps 4 --out R.jsonl
 run_case "unknown --recompute" absent R.jsonl "sometimes" -- \
-  "$LJ" benchmark --model tiny --recompute sometimes --output R.jsonl
+  "$LJ" benchmark --model tiny --recompute sometimes --out R.jsonl
 run_case "unknown --recompute-method" absent new "sideways" -- \
   "$LJ" train --model tiny --data tok.bin --out new --recompute full --recompute-method sideways "${small[@]}"
 run_case "--recompute-layers 0" absent R.jsonl "--recompute-layers" -- \
-  "$LJ" benchmark --model tiny --recompute full --recompute-layers 0 --output R.jsonl
+  "$LJ" benchmark --model tiny --recompute full --recompute-layers 0 --out R.jsonl
 run_case "--recompute-layers above the model's layers" absent new "3" -- \
   "$LJ" train --model tiny --data tok.bin --out new --recompute selective --recompute-method block \
   --recompute-layers 3 "${small[@]}"
 run_case "DeepSpeed cpu_checkpointing" absent R.jsonl "cpu_checkpointing" -- \
-  "$LJ" benchmark --model tiny --deepspeed ds_cpu_ckpt.json --output R.jsonl
+  "$LJ" benchmark --model tiny --deepspeed ds_cpu_ckpt.json --out R.jsonl
 
 # The corrupt checkpoint was not repaired or replaced behind the user's back.
 [ "$(stat -c %s "corrupt/$(cat corrupt/latest)/model.safetensors")" -eq 1000 ] ||

@@ -39,11 +39,11 @@ steps_logged=$(grep -cE '^step: +[0-9]+ +loss: ' a.err || true)
 [ "$steps_logged" -eq 12 ] || fail "expected 12 step lines on stderr (default --steps 12), got $steps_logged"
 pass "12 torchtitan step lines on stderr"
 
-# --- (b) --output appends exactly one JSON object per run -------------------------------------
-echo "check: --output R.jsonl appends one valid JSON line per run"
+# --- (b) --out appends exactly one JSON object per run -------------------------------------
+echo "check: --out R.jsonl appends one valid JSON line per run"
 for run in 1 2; do
-  "$LJ" benchmark --model tiny --steps 4 --warmup-steps 1 --seq-len 64 --threads 2 --output R.jsonl >b.out 2>b.err ||
-    { cat b.err >&2; fail "benchmark --output run $run failed"; }
+  "$LJ" benchmark --model tiny --steps 4 --skip-steps 1 --seq-len 64 --threads 2 --out R.jsonl >b.out 2>b.err ||
+    { cat b.err >&2; fail "benchmark --out run $run failed"; }
   n=$(json_count R.jsonl)
   [ "$n" -eq "$run" ] || fail "after run $run, R.jsonl has $n lines"
 done
@@ -64,7 +64,7 @@ pass "2 runs -> 2 JSON lines, each with config, summary (tokens_per_s, mfu, p50/
 
 # --- (c) DeepSpeed JSON: resolved values are printed ------------------------------------------
 echo "check: --deepspeed examples/deepspeed/zero2.json prints the resolved values"
-"$LJ" benchmark --model tiny --steps 2 --warmup-steps 1 --seq-len 64 --threads 2 \
+"$LJ" benchmark --model tiny --steps 2 --skip-steps 1 --seq-len 64 --threads 2 \
   --deepspeed "$ROOT/examples/deepspeed/zero2.json" >c1.out 2>c1.err || { cat c1.err >&2; fail "zero2.json run failed"; }
 for pattern in 'zero_optimization.stage = 2 +\(file\)' 'train_micro_batch_size_per_gpu = 4 +\(auto' \
   'gradient_accumulation_steps = 1 +\(auto' 'reduce_bucket_size = 4096 +\(auto' 'scheduler.type = WarmupDecayLR' \
@@ -82,8 +82,8 @@ cat >ds.json <<'EOF'
   "my_unknown_key": 3
 }
 EOF
-"$LJ" benchmark --model tiny --steps 2 --warmup-steps 1 --seq-len 64 --threads 2 --deepspeed "$TMP/ds.json" \
-  --output C.jsonl >c2.out 2>c2.err || { cat c2.err >&2; fail "ds.json run failed"; }
+"$LJ" benchmark --model tiny --steps 2 --skip-steps 1 --seq-len 64 --threads 2 --deepspeed "$TMP/ds.json" \
+  --out C.jsonl >c2.out 2>c2.err || { cat c2.err >&2; fail "ds.json run failed"; }
 grep -Eq 'gradient_accumulation_steps = 4 +\(inferred' c2.out || { cat c2.out >&2; fail "accumulation 4 not inferred"; }
 grep -Eq 'gradient_clipping = 0.5 +\(file\)' c2.out || fail "gradient_clipping 0.5 not printed"
 grep -Eq 'micro-batch 2 x seq 64 x accum 4' c2.out || fail "the run does not use micro-batch 2 x accum 4"
@@ -102,8 +102,8 @@ fi
 # --- (c2) recompute: the same losses, less activation memory; the DeepSpeed block means full --
 echo "check: --recompute selective / full give the losses of none, with a lower activation peak"
 for policy in none selective full; do
-  "$LJ" benchmark --model tiny --steps 3 --warmup-steps 1 --seq-len 64 --threads 2 --recompute "$policy" \
-    --output RC.jsonl >rc_$policy.out 2>rc_$policy.err || { cat rc_$policy.err >&2; fail "--recompute $policy failed"; }
+  "$LJ" benchmark --model tiny --steps 3 --skip-steps 1 --seq-len 64 --threads 2 --recompute "$policy" \
+    --out RC.jsonl >rc_$policy.out 2>rc_$policy.err || { cat rc_$policy.err >&2; fail "--recompute $policy failed"; }
   grep -Eq "^recompute: $policy" rc_$policy.out || { cat rc_$policy.out >&2; fail "no 'recompute: $policy' line"; }
 done
 for line in 2 3; do
@@ -118,7 +118,7 @@ act_full=$(json_get RC.jsonl 3 summary.bytes_peak_by_category.activations)
 [ "$(json_get RC.jsonl 3 config.recompute_policy)" = full ] || fail "results file: recompute_policy is not full"
 pass "equal losses; activation peak bytes none $act_none > selective $act_sel > full $act_full"
 echo '{"activation_checkpointing": {"partition_activations": true}}' >ds_ac.json
-"$LJ" benchmark --model tiny --steps 2 --warmup-steps 1 --seq-len 64 --threads 2 --deepspeed ds_ac.json \
+"$LJ" benchmark --model tiny --steps 2 --skip-steps 1 --seq-len 64 --threads 2 --deepspeed ds_ac.json \
   >ac.out 2>ac.err || { cat ac.err >&2; fail "activation_checkpointing run failed"; }
 grep -Eq 'recompute = full +\(activation_checkpointing\)' ac.out || { cat ac.out >&2; fail "block did not mean full"; }
 grep -Eq '^recompute: full, every layer \(uniform\)' ac.out || fail "the run does not recompute every layer"
@@ -152,12 +152,12 @@ else
   note "/usr/bin/time not found: max RSS not checked"
 fi
 # The advice holds: the model the hint names passes the memory check and trains a step.
-"$LJ" benchmark --model "$fits" --steps 1 --warmup-steps 0 --threads 2 >e.out 2>e.err ||
+"$LJ" benchmark --model "$fits" --steps 1 --skip-steps 0 --threads 2 >e.out 2>e.err ||
   { cat e.err >&2; fail "the hint's model '$fits' does not run"; }
 pass "the hint's '--model $fits' runs"
 
 # --- (f) short runs: the default warmup (2) is lowered to leave one measured step ---------------
-echo "check: --steps 2 and --steps 1 run without --warmup-steps (the default warmup is lowered)"
+echo "check: --steps 2 and --steps 1 run without --skip-steps (the default warmup is lowered)"
 "$LJ" benchmark --model tiny --steps 2 --seq-len 64 --threads 2 >f2.out 2>f2.err ||
   { cat f2.err >&2; fail "benchmark --steps 2 (default warmup) failed"; }
 grep -Fq 'warmup: 1 step (lowered from 2 for --steps 2)' f2.out ||
@@ -170,17 +170,17 @@ grep -Fq 'warmup: 0 steps (lowered from 2 for --steps 1)' f1.out ||
   { cat f1.out >&2; fail "--steps 1 does not say the warmup was lowered to 0"; }
 grep -Eq '^summary: 1 measured steps' f1.out || { cat f1.out >&2; fail "--steps 1 did not measure 1 step"; }
 pass "--steps 1: $(grep -F 'warmup:' f1.out)"
-# An explicit --warmup-steps that leaves nothing to measure is still an error.
+# An explicit --skip-steps that leaves nothing to measure is still an error.
 rc=0
-"$LJ" benchmark --model tiny --steps 2 --warmup-steps 2 --seq-len 64 --threads 2 >f3.out 2>f3.err || rc=$?
-[ "$rc" -ne 0 ] || fail "--steps 2 --warmup-steps 2 was accepted"
-grep -Fq -- '--warmup-steps must be in [0, --steps)' f3.err || { cat f3.err >&2; fail "no --warmup-steps error"; }
-pass "--steps 2 --warmup-steps 2: refused (exit $rc)"
+"$LJ" benchmark --model tiny --steps 2 --skip-steps 2 --seq-len 64 --threads 2 >f3.out 2>f3.err || rc=$?
+[ "$rc" -ne 0 ] || fail "--steps 2 --skip-steps 2 was accepted"
+grep -Fq -- '--skip-steps must be in [0, --steps)' f3.err || { cat f3.err >&2; fail "no --skip-steps error"; }
+pass "--steps 2 --skip-steps 2: refused (exit $rc)"
 
 # --- bf16 mixed precision on the CPU (passes/autocast): runs, says so, and records it --------
 echo "check: --precision bf16 trains on the CPU in mixed precision"
-"$LJ" benchmark --model tiny --steps 2 --warmup-steps 1 --seq-len 64 --threads 2 --precision bf16 \
-  --output bf16.jsonl >h.out 2>h.err || { cat h.err >&2; fail "benchmark --precision bf16 failed"; }
+"$LJ" benchmark --model tiny --steps 2 --skip-steps 1 --seq-len 64 --threads 2 --precision bf16 \
+  --out bf16.jsonl >h.out 2>h.err || { cat h.err >&2; fail "benchmark --precision bf16 failed"; }
 grep -Eq '^precision: bf16 mixed' h.out || { cat h.out >&2; fail "no 'precision: bf16 mixed' line"; }
 grep -Fq '"precision":"bf16"' bf16.jsonl || { cat bf16.jsonl >&2; fail "results do not record bf16"; }
 pass "$(grep -E '^precision:' h.out)"

@@ -12,14 +12,14 @@ mpi_flags=("${MPIRUN[@]:1}")
 run=(benchmark --model tiny --steps 3 --seq-len 64 --batch-size 2)
 
 echo "check: one process with --grad-accum 2 (the reference)"
-"$LJ" "${run[@]}" --grad-accum 2 --output ref.jsonl >ref.out 2>ref.err || { cat ref.err >&2; fail "reference run failed"; }
+"$LJ" "${run[@]}" --grad-accum 2 --out ref.jsonl >ref.out 2>ref.err || { cat ref.err >&2; fail "reference run failed"; }
 ref_losses=$(json_get ref.jsonl 1 losses)
 pass "reference losses $ref_losses"
 
 for z in 0 1 2 3; do
   echo "check: mpirun -np 2 ljperf benchmark --zero $z"
   rc=0
-  timeout 300 mpirun "${mpi_flags[@]}" -np 2 "$LJ" "${run[@]}" --zero "$z" --output "d$z.jsonl" >"d$z.out" 2>"d$z.err" || rc=$?
+  timeout 300 mpirun "${mpi_flags[@]}" -np 2 "$LJ" "${run[@]}" --zero "$z" --out "d$z.jsonl" >"d$z.out" 2>"d$z.err" || rc=$?
   [ "$rc" -eq 0 ] || { cat "d$z.out" "d$z.err" >&2; fail "--zero $z exited $rc"; }
   [ "$(grep -c '^summary:' "d$z.out")" -eq 1 ] || { cat "d$z.out" >&2; fail "--zero $z: expected one summary"; }
   [ "$(grep -c '^ljperf benchmark:' "d$z.out")" -eq 1 ] || fail "--zero $z: expected one header"

@@ -106,7 +106,7 @@ pass "rank 0 on $HOST1, rank 1 on $HOST2, two network namespaces"
 
 run=(benchmark --model tiny --steps 3 --seq-len 64 --batch-size 2)
 echo "check: one process with --grad-accum 2 (the reference)"
-"$LJ" "${run[@]}" --grad-accum 2 --output ref.jsonl >ref.out 2>ref.err || { cat ref.err >&2; fail "reference run failed"; }
+"$LJ" "${run[@]}" --grad-accum 2 --out ref.jsonl >ref.out 2>ref.err || { cat ref.err >&2; fail "reference run failed"; }
 ref_losses=$(json_get ref.jsonl 1 losses)
 pass "reference losses $ref_losses"
 
@@ -117,7 +117,7 @@ for z in 0 1 2; do
   before=$(tx2)
   rc=0
   timeout 300 ./host1.sh mpirun "${mpi_tcp[@]}" \
-    "$LJ" "${run[@]}" --zero "$z" --output "$TMP/d$z.jsonl" >"d$z.out" 2>"d$z.err" || rc=$?
+    "$LJ" "${run[@]}" --zero "$z" --out "$TMP/d$z.jsonl" >"d$z.out" 2>"d$z.err" || rc=$?
   sent=$(($(tx2) - before))
   [ "$rc" -eq 0 ] || { cat "d$z.out" "d$z.err" >&2; fail "--zero $z exited $rc"; }
   grep -Eq '^data parallel: 2 ranks \(communicator: mpi\)' "d$z.out" || { cat "d$z.out" >&2; fail "--zero $z: no data-parallel line"; }

@@ -28,7 +28,7 @@ EOF
   echo "check: mpirun -np 2 ljperf benchmark --model small --deepspeed z$z.json"
   rc=0
   timeout 300 mpirun "${mpi_flags[@]}" -x XDG_CACHE_HOME -x OMP_NUM_THREADS -np 2 "$LJ" benchmark \
-    --model small --steps 3 --batch-size 2 --deepspeed "z$z.json" --output "z$z.jsonl" \
+    --model small --steps 3 --batch-size 2 --deepspeed "z$z.json" --out "z$z.jsonl" \
     >"z$z.out" 2>"z$z.err" || rc=$?
   [ "$rc" -eq 0 ] || { cat "z$z.out" "z$z.err" >&2; fail "stage $z exited $rc"; }
   grep -Eq '^ +predicted per rank +[0-9.]+ [KMG]iB, [0-9.]+ [KMG]iB ' "z$z.out" ||

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
 
 make_llmc_tokens tok.bin 20000 256
-eval_args=(--data tok.bin --batch-size 4 --seq-len 32 --max-batches 8 --threads 2)
+eval_args=(--data tok.bin --batch-size 4 --seq-len 32 --val-batches 8 --threads 2)
 # eval_loss MODEL: the "loss ... perplexity ..." line of `ljperf eval`.
 eval_loss() {
   "$LJ" eval --model "$1" "${eval_args[@]}" >eval.out 2>eval.err || { cat eval.err >&2; fail "eval --model $1 failed"; }
@@ -31,6 +31,27 @@ pass "eval $step_dir and eval hf: $loss_hf"
 "$LJ" export out/step-3 --hf hf_step >export2.out 2>export2.err || { cat export2.err >&2; fail "export of a step folder failed"; }
 [ "$(eval_loss hf_step)" = "$loss_ckpt" ] || fail "export of out/step-3 evaluates differently"
 pass "export out/step-3 evaluates the same"
+
+echo "check: the tokenizer a run trains with travels into its export, and a resume keeps it"
+tok=$ROOT/tests/fixtures/tokenize/gpt2.tokenizer.json
+"$LJ" train --model tiny --data tok.bin --out outt --steps 1 --batch-size 2 --seq-len 32 --threads 2 \
+  --tokenizer "$tok" >tt.out 2>tt.err || { cat tt.err >&2; fail "train --tokenizer failed"; }
+cmp -s "$tok" outt/tokenizer.json || fail "train --tokenizer did not keep it as outt/tokenizer.json: $(ls outt)"
+"$LJ" export outt --hf hft >et.out 2>et.err || { cat et.err >&2; fail "export outt failed"; }
+cmp -s "$tok" hft/tokenizer.json || fail "export did not write the run's tokenizer.json: $(ls hft)"
+grep -q 'with its tokenizer' et.out || fail "export does not say it wrote the tokenizer: $(cat et.out)"
+grep -q 'no tokenizer' export.out || fail "export of a run without --tokenizer does not say so: $(cat export.out)"
+# An HF --model folder's tokenizer is kept when --tokenizer is not given.
+"$LJ" train --model hft --data tok.bin --out outh --steps 1 --batch-size 2 --seq-len 32 --threads 2 \
+  >th.out 2>th.err || { cat th.err >&2; fail "train --model hft failed"; }
+cmp -s "$tok" outh/tokenizer.json || fail "train --model hft did not keep the folder's tokenizer.json"
+# Resuming with another tokenizer: refused before any step, the kept one untouched.
+rc=0
+"$LJ" train --model tiny --data tok.bin --out outt --steps 2 --batch-size 2 --seq-len 32 --threads 2 \
+  --tokenizer "$ROOT/tests/fixtures/tokenize/llama2.tokenizer.json" >tr.out 2>tr.err || rc=$?
+[ "$rc" -ne 0 ] && grep -q 'trained with another tokenizer' tr.err || fail "resume with another tokenizer: rc $rc, $(cat tr.err)"
+cmp -s "$tok" outt/tokenizer.json && [ "$(cat outt/latest)" = step-1 ] || fail "the refused resume changed outt"
+pass "train --tokenizer -> outt/tokenizer.json -> export hft/tokenizer.json; another tokenizer on resume refused"
 
 echo "check: export --dtype bf16 writes bf16 weights that eval reads into f32 master weights"
 "$LJ" export out --hf hf16 --dtype bf16 >export3.out 2>export3.err || { cat export3.err >&2; fail "export --dtype bf16 failed"; }
@@ -105,16 +126,16 @@ loss=$(cut -d' ' -f2 <<<"$loss_fresh")
 perl -e 'exit !($ARGV[0] > 5.3 && $ARGV[0] < 5.8)' "$loss" || fail "fresh tiny model loss $loss, expected about ln(256) = 5.545"
 pass "fresh tiny model: $loss_fresh (ln 256 = 5.545)"
 
-echo "check: init --max-shard-mb writes a sharded folder that eval and train read"
+echo "check: init --max-shard-size writes a sharded folder that eval and train read"
 make_llama_config cfg.json 4096 64 2 4 2 128 128   # 2.4 MB of f32 weights: 3 shards of <= 1 MB
 make_llmc_tokens tok4k.bin 20000 4096
-"$LJ" init --model cfg.json --out sharded --max-shard-mb 1 >init2.out 2>init2.err ||
-  { cat init2.err >&2; fail "init --max-shard-mb 1 failed"; }
+"$LJ" init --model cfg.json --out sharded --max-shard-size 1MB >init2.out 2>init2.err ||
+  { cat init2.err >&2; fail "init --max-shard-size 1MB failed"; }
 [ -f sharded/model.safetensors.index.json ] || fail "no model.safetensors.index.json in a sharded folder: $(ls sharded)"
 shards=(sharded/model-*-of-*.safetensors)
 n_shards=${#shards[@]}
 [ "$n_shards" -ge 2 ] || fail "expected several shards, got $n_shards"
-"$LJ" eval --model sharded --data tok4k.bin --batch-size 2 --seq-len 32 --max-batches 1 --threads 2 >e.out 2>e.err ||
+"$LJ" eval --model sharded --data tok4k.bin --batch-size 2 --seq-len 32 --val-batches 1 --threads 2 >e.out 2>e.err ||
   { cat e.err >&2; fail "eval of the sharded folder failed"; }
 loss=$(grep -Eo '^loss [0-9.]+' e.out | cut -d' ' -f2)
 # ln(4096) = 8.318; same reasoning as above.

@@ -63,8 +63,8 @@ diff <(grep -A6 loss_scale rA/step-12/trainer_state.json) <(grep -A6 loss_scale 
 pass "6 + 6 steps equal 12 steps bit for bit, scaler state included ($(grep '^fp16:' rB2.out))"
 
 echo "check: benchmark --precision fp16 runs"
-"$LJ" benchmark --model tiny --steps 2 --warmup-steps 1 --seq-len 64 --threads 2 --precision fp16 \
-  --output b.jsonl >b.out 2>b.err || { cat b.err >&2; fail "benchmark --precision fp16 failed"; }
+"$LJ" benchmark --model tiny --steps 2 --skip-steps 1 --seq-len 64 --threads 2 --precision fp16 \
+  --out b.jsonl >b.out 2>b.err || { cat b.err >&2; fail "benchmark --precision fp16 failed"; }
 grep -Eq '^precision: fp16 mixed' b.out || fail "benchmark prints no fp16 precision line"
 grep -Fq '"precision":"f16"' b.jsonl || fail "results do not record f16: $(cat b.jsonl)"
 pass "$(grep -E '^precision:' b.out | cut -c1-100)..."

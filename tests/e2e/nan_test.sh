@@ -47,11 +47,11 @@ latest=$(cat out/latest)
 [ -d "out/$latest" ] || fail "latest names $latest, which does not exist"
 tmps=$(ls -d out/*.tmp.* 2>/dev/null || true)
 [ -z "$tmps" ] || fail "temporaries left after the abort: $tmps"
-"$LJ" eval --model "out/$latest" --data tok.bin --batch-size 2 --seq-len 32 --max-batches 2 --threads 2 \
+"$LJ" eval --model "out/$latest" --data tok.bin --batch-size 2 --seq-len 32 --val-batches 2 --threads 2 \
   >eval.out 2>eval.err || { cat eval.err >&2; fail "eval --model out/$latest failed"; }
 pass "latest = $latest; eval: $(grep -E '^loss' eval.out | tr -s ' ')"
 # The first checkpoint holds the one good update: it loads too.
-"$LJ" eval --model out/step-1 --data tok.bin --batch-size 2 --seq-len 32 --max-batches 2 --threads 2 \
+"$LJ" eval --model out/step-1 --data tok.bin --batch-size 2 --seq-len 32 --val-batches 2 --threads 2 \
   >eval1.out 2>eval1.err || { cat eval1.err >&2; fail "eval --model out/step-1 failed"; }
 pass "step-1 (before any bad step) loads: $(grep -E '^loss' eval1.out | tr -s ' ')"
 

@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
 export XDG_CONFIG_HOME="$TMP/xdg"  # the embedded defaults, whatever this user calibrated
-args=(--model tiny --device host --batch-size 2 --seq-len 64 --exhaustive --threads 1)
+args=(--model tiny --device cpu --batch-size 2 --seq-len 64 --exhaustive --threads 1)
 
 "$LJ" plan --help >help.txt || fail "plan --help exited non-zero"
 for want in --measure --rounds --warmup-rounds --measure-clock --threads; do

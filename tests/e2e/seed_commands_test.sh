@@ -22,13 +22,13 @@ else
   smaller=$(echo "$hint" | perl -ne 'print $1 if /--model (\S+) fits/')
   [ -n "$ranks$smaller" ] || fail "the hint names neither ZeRO-3 ranks nor a smaller model: $hint"
   if [ -n "$smaller" ]; then
-    "$LJ" plan --device host --model "$smaller" --batch-size 4 --seq-len 256 --precision bf16 \
+    "$LJ" plan --device cpu --model "$smaller" --batch-size 4 --seq-len 256 --precision bf16 \
       --recompute none >small_plan.out 2>&1 ||
       { cat small_plan.out >&2; fail "the hint's --model $smaller does not fit by the planner"; }
     pass "the hint's --model $smaller fits by ljperf plan"
   fi
   if [ -n "$ranks" ]; then
-    "$LJ" plan --device host --model llama3-8b --gpus "$ranks" --zero 3 --batch-size 4 --seq-len 256 \
+    "$LJ" plan --device cpu --model llama3-8b --np "$ranks" --zero 3 --batch-size 4 --seq-len 256 \
       --precision bf16 --recompute none >z3_plan.out 2>&1 ||
       { cat z3_plan.out >&2; fail "the hint's ZeRO-3 over $ranks does not fit by the planner"; }
     pass "the hint's ZeRO-3 over $ranks hosts fits by ljperf plan"
@@ -41,7 +41,7 @@ echo "check: CHECKPOINT_OPTIMIZATION=true ljperf benchmark --model deepspeed/sma
 run=(benchmark --model deepspeed/small --seq-len 128 --batch-size 4 --steps 3)
 # A budget that the run without recompute does not fit, so the choice must recompute: the plan's
 # predicted peaks of no recompute and of the cheapest choice, and a budget between them.
-"$LJ" plan --device host --model small --batch-size 4 --seq-len 128 --precision bf16 --json >plan.json 2>plan.err ||
+"$LJ" plan --device cpu --model small --batch-size 4 --seq-len 128 --precision bf16 --json >plan.json 2>plan.err ||
   { cat plan.err >&2; fail "plan of small failed"; }
 budget=$(perl -MJSON::PP -e '
   my $j = decode_json(do { local $/; <STDIN> });
@@ -50,7 +50,7 @@ budget=$(perl -MJSON::PP -e '
   my $min = (sort { $a <=> $b } map { $_->{peak_bytes} } @c)[0];
   die "no none candidate\n" unless $none;
   printf "%d", ($none->{peak_bytes} + $min) / 2;' <plan.json) || fail "cannot read the plan's candidates"
-CHECKPOINT_OPTIMIZATION=true "$LJ" "${run[@]}" --threads 2 --memory-limit "$budget" --output ck.jsonl >ck.out 2>ck.err ||
+CHECKPOINT_OPTIMIZATION=true "$LJ" "${run[@]}" --threads 2 --memory-limit "$budget" --out ck.jsonl >ck.out 2>ck.err ||
   { cat ck.out ck.err >&2; fail "CHECKPOINT_OPTIMIZATION=true with deepspeed/small failed"; }
 grep -q 'zero_optimization.stage = 3' ck.out || fail "the deepspeed/ recipe's stage 3 is not printed"
 choice=$(grep -m1 '^recompute:' ck.out)
@@ -60,12 +60,22 @@ perl -e 'exit($ARGV[0] <= $ARGV[1] ? 0 : 1)' "$peak" "$budget" ||
   fail "measured peak $peak above the budget $budget"
 pass "$choice; measured peak $peak <= budget $budget"
 sed -n '/^deepspeed (/,/^compile:/p' ck.out >resolved.txt
+# The run configuration, printed once with every value's origin, and the same in the record.
+for want in "ckpt_opt = on  (CHECKPOINT_OPTIMIZATION=true)" "zero_stage = 3  (deepspeed/zero3_bf16: file)" \
+  "precision = bf16  (deepspeed/zero3_bf16: file)" "seq_len = 128  (--seq-len)" \
+  "recompute = $(sed 's/^recompute: //' <<<"$choice")  (chosen by checkpoint optimization)"; do
+  grep -qF -- "$want" ck.out || { sed -n '/^run configuration:/,/^precision:/p' ck.out >&2; fail "run configuration lacks '$want'"; }
+done
+[ "$(json_get ck.jsonl 1 resolved.ckpt_opt.from)" = "CHECKPOINT_OPTIMIZATION=true" ] &&
+  [ "$(json_get ck.jsonl 1 resolved.micro_batch.from)" = "--batch-size" ] ||
+  fail "the record's resolved config: $(json_get ck.jsonl 1 resolved.ckpt_opt.from), $(json_get ck.jsonl 1 resolved.micro_batch.from)"
+pass "the run configuration names each value's origin (console and record)"
 
 if command -v mpirun >/dev/null 2>&1; then
   mpi_e2e_init
   echo "check: CHECKPOINT_OPTIMIZATION=true mpirun -np 2 ljperf benchmark --model deepspeed/small (ZeRO-3)"
   rc=0
-  CHECKPOINT_OPTIMIZATION=true timeout 300 "${MPIRUN[@]}" -np 2 "$LJ" "${run[@]}" --threads 1 --output ck2.jsonl >ck2.out 2>ck2.err || rc=$?
+  CHECKPOINT_OPTIMIZATION=true timeout 300 "${MPIRUN[@]}" -np 2 "$LJ" "${run[@]}" --threads 1 --out ck2.jsonl >ck2.out 2>ck2.err || rc=$?
   [ "$rc" -eq 0 ] || { cat ck2.out ck2.err >&2; fail "2 ranks at ZeRO-3 with checkpoint optimization exited $rc"; }
   [ "$(json_get ck2.jsonl 1 config.zero_stage)" = 3 ] || fail "not ZeRO-3"
   [ "$(json_get ck2.jsonl 1 config.world_size)" = 2 ] || fail "not 2 ranks"
@@ -99,8 +109,8 @@ done
 echo "check: ljperf doctor's NCCL_SOCKET_IFNAME and driver advice"
 for g in 1 2 4 8 16; do
   want=eth0; [ "$g" = 16 ] && want=hpn0
-  NCCL_SOCKET_IFNAME= "$LJ" doctor --gpus "$g" >"doc$g.out" 2>&1 || true
-  grep -q "NCCL_SOCKET_IFNAME=$want" "doc$g.out" || { grep -i nccl "doc$g.out" >&2; fail "--gpus $g: no NCCL_SOCKET_IFNAME=$want advice"; }
+  NCCL_SOCKET_IFNAME= "$LJ" doctor --nproc-per-node "$g" >"doc$g.out" 2>&1 || true
+  grep -q "NCCL_SOCKET_IFNAME=$want" "doc$g.out" || { grep -i nccl "doc$g.out" >&2; fail "--nproc-per-node $g: no NCCL_SOCKET_IFNAME=$want advice"; }
 done
 pass "eth0 for 1, 2, 4 and 8 GPUs per pod, hpn0 for 16"
 grep -q 'CUDA 13.0 needs driver >= 580' doc1.out || fail "no CUDA 13.0 driver rule"

@@ -54,7 +54,7 @@ pass "ljperf train ran 2 steps on the llm.c output"
 # template), and the wrong tokenizer for the data is named.
 "$LJ" init --model cfg3.json --out "$TMP/m3" >/dev/null || fail "init"
 "$LJ" eval --model "$TMP/m3" --data l3.bin --tokenizer "$FIX/llama3.tokenizer.json" --batch-size 1 \
-  --seq-len 16 --max-batches 1 --threads 2 >eval.out 2>eval.err || { cat eval.err >&2; fail "eval --tokenizer"; }
+  --seq-len 16 --val-batches 1 --threads 2 >eval.out 2>eval.err || { cat eval.err >&2; fail "eval --tokenizer"; }
 grep -q '^data sample (first 64 tokens, decoded): <|begin_of_text|>' eval.out || { cat eval.out >&2; fail "no decoded sample"; }
 pass "eval --tokenizer: $(grep '^data sample' eval.out | cut -c1-100)"
 "$LJ" train --model cfg3.json --data l3.bin --val-data l3_val.bin --val-every 1 --out "$TMP/run_s" \

@@ -1,6 +1,7 @@
 // Regression cases from fuzzing the parsers of untrusted files (tests/fuzz/, tools/fuzz.sh), and
 // the limits of docs/limits.md: each hostile input, as bytes, must give a clean Status error.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "io/safetensors.h"
 #include "io/tokens.h"
 #include "models/hf_config.h"
+#include "tokenize/corpus.h"
 #include "tokenize/tokenizer.h"
 #include "train/checkpoint_files.h"
 
@@ -265,6 +267,82 @@ TEST(FuzzRegression, AblationResultsFieldOfAnotherTypeIsAnError) {
       "results.json");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "results.json (c1): round must be a 32-bit integer, got \"one\"");
+}
+
+// Finding (corpus_reader, replaying its seeds): a line whose '\n' was already in the read buffer
+// was returned whatever its length, so --max-doc-mb let through lines of up to one more 1 MiB
+// read. The seed tests/fuzz/corpus/corpus_reader/long_lines_error, and the same at 1 MiB.
+TEST(FuzzRegression, CorpusLineLimitHoldsWhenTheLineEndIsBuffered) {
+  const std::string dir = temp_dir("corpus_lines");
+  for (const uint64_t limit : {uint64_t{16}, uint64_t{1} << 20}) {
+    const std::string in = dir + "/in.txt";
+    write_bytes(
+        in, "short\n" + std::string(limit + 1, 'y') + "\n" + std::string(limit, 'z') + "\nafter\n");
+    for (const bool skip : {false, true}) {
+      auto r = tok::LineReader::open(in, limit);
+      ASSERT_TRUE(r.ok());
+      std::string line;
+      bool too_long = false;
+      ASSERT_TRUE(*r->next(&line, skip, &too_long));
+      EXPECT_EQ(line, "short");
+      auto more = r->next(&line, skip, &too_long);
+      if (!skip) {
+        ASSERT_FALSE(more.ok());
+        EXPECT_TRUE(has(more.status(), "in.txt:2: a line longer than")) << more.status().message();
+        continue;
+      }
+      ASSERT_TRUE(more.ok() && *more);
+      EXPECT_TRUE(too_long);
+      EXPECT_TRUE(line.empty());
+      ASSERT_TRUE(*r->next(&line, skip, &too_long));  // exactly the limit: accepted
+      EXPECT_FALSE(too_long);
+      EXPECT_EQ(line.size(), limit);
+      ASSERT_TRUE(*r->next(&line, skip, &too_long));
+      EXPECT_EQ(line, "after");
+      EXPECT_EQ(r->line_number(), 4u);
+      EXPECT_FALSE(*r->next(&line, skip, &too_long));
+    }
+  }
+}
+
+// Finding (corpus_reader, its truncated-gzip seed): gzread ends a gzip stream cut short as if it
+// were complete (0 bytes, Z_BUF_ERROR), so `ljperf tokenize` took a truncated download for a
+// shorter corpus and exited 0. Cut anywhere, even in the 8-byte trailer, it is now an error.
+TEST(FuzzRegression, TruncatedGzipCorpusIsAnError) {
+  const std::string dir = temp_dir("corpus_gz");
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "document " + std::to_string(i) + "\n";
+  const std::string whole = dir + "/whole.txt.gz";
+  gzFile f = gzopen(whole.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+  std::ifstream in(whole, std::ios::binary);
+  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const size_t cut : {size_t{0}, size_t{1}, size_t{4}, size_t{30}, gz.size() / 2}) {
+    const std::string path = dir + "/cut" + std::to_string(cut) + ".txt.gz";
+    write_bytes(path, gz.substr(0, gz.size() - cut));
+    auto r = tok::LineReader::open(path, 1 << 20);
+    ASSERT_TRUE(r.ok());
+    std::string line;
+    bool too_long = false;
+    uint64_t lines = 0;
+    Status end;
+    for (;;) {
+      auto more = r->next(&line, false, &too_long);
+      if (!more.ok()) end = more.status();
+      if (!more.ok() || !*more) break;
+      ++lines;
+    }
+    if (cut == 0) {
+      EXPECT_TRUE(end.ok()) << end.message();
+      EXPECT_EQ(lines, 2000u);
+    } else {
+      ASSERT_FALSE(end.ok()) << "cut " << cut << ": " << lines << " lines and no error";
+      EXPECT_TRUE(has(end, "unexpected end of file")) << end.message();
+    }
+  }
 }
 
 }  // namespace

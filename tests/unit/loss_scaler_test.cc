@@ -29,7 +29,7 @@ std::vector<double> run(LossScaler& s, const std::vector<bool>& overflows) {
 }
 
 TEST(LossScaler, DeepSpeedDefaults) {
-  LossScaleConfig c;  // REFERENCE.md: 2^16, window 1000, hysteresis 2, min 1
+  LossScaleConfig c;  // DeepSpeed's: 2^16, window 1000, hysteresis 2, min 1
   EXPECT_EQ(c.initial_scale_power, 16);
   EXPECT_EQ(c.loss_scale_window, 1000);
   EXPECT_EQ(c.hysteresis, 2);

@@ -1,5 +1,5 @@
 // TensorBoard event files: CRC-32C known answers, the TFRecord mask, and a reader written here
-// from the format description (REFERENCE.md) that checks the framing and both CRCs of every
+// from the format description (io/tensorboard.h) that checks the framing and both CRCs of every
 // record, decodes the protobuf fields and compares them with what was written.
 #include <gtest/gtest.h>
 

@@ -198,7 +198,7 @@ TEST(HostRatesTest, StaleSquareGemmAgainstThePeakMeasuredNow) {
   EXPECT_NE(note.find("1024³ GEMM ran at 100.0 GFLOP/s, 43% of this host's measured peak of 230.0"),
             std::string::npos)
       << note;
-  EXPECT_NE(note.find("ljperf calibrate --device"), std::string::npos);
+  EXPECT_NE(note.find("ljperf calibrate --measure"), std::string::npos);
   // Stale rates are remeasured by the next plan when the host is quiet; healthy ones are not.
   EXPECT_TRUE(should_remeasure(r, 0.1, 230e9));
   EXPECT_FALSE(should_remeasure(r, kQuietLoadPerCore + 0.1, 230e9));

@@ -214,7 +214,16 @@ Status cross_entropy_backward(KernelContext& c, const KernelEnv& env) {
 
 // linear_cross_entropy(x (N, C), w (V, C), labels (N)) -> loss () f32, dx (N, C), dw (V, C):
 // chunks of rows; per chunk logits = x w^T (f32 out), rows -> losses and dlogits (dloss = 1),
-// dx[chunk] = dlogits w, dw += dlogits^T x[chunk] (beta = 1 after the first chunk).
+// dx[chunk] = dlogits w, dw += dlogits^T x[chunk] (beta = 1 after the first chunk). In bf16 with
+// several chunks dw is summed in an f32 buffer and rounded to bf16 once at the end, as the CPU
+// kernel and the autocast contract do (summing into bf16 would round once per chunk).
+__global__ void round_to_bf16_kernel(const float* in, __nv_bfloat16* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = from_f32<__nv_bfloat16>(in[i]);
+  }
+}
+
 Status linear_cross_entropy_forward(KernelContext& c, const KernelEnv& env) {
   const TensorView &x = c.in[0], &w = c.in[1], &lab = c.in[2];
   const int64_t rows = x.dim(0), cols = x.dim(1), vocab = w.dim(0);
@@ -225,6 +234,11 @@ Status linear_cross_entropy_forward(KernelContext& c, const KernelEnv& env) {
   const bool half = x.dtype == DType::bf16;
   float* logits = static_cast<float*>(c.workspace->get(static_cast<size_t>(chunk * vocab) * 4));
   void* dlogits = half ? c.workspace->get(static_cast<size_t>(chunk * vocab) * 2) : logits;
+  // bf16 over several chunks: dw's f32 sum (one rounding at the end).
+  const int64_t dw_elems = vocab * cols;
+  float* dw32 = half && rows > chunk
+                    ? static_cast<float*>(c.workspace->get(static_cast<size_t>(dw_elems) * 4))
+                    : nullptr;
   return dispatch_f32_bf16(x.dtype, "linear_cross_entropy", [&](auto tag) -> Status {
     using T = decltype(tag);
     return dispatch_labels(lab.dtype, "linear_cross_entropy labels", [&](auto ltag) -> Status {
@@ -244,8 +258,15 @@ Status linear_cross_entropy_forward(KernelContext& c, const KernelEnv& env) {
         char* dx = static_cast<char*>(c.out[1].data) + static_cast<size_t>(r0 * cols) * es;
         LJ_RETURN_IF_ERROR(gemm(GemmShape{nr, cols, vocab, false, false}, x.dtype, x.dtype, dlogits,
                                 w.data, nullptr, dx, env));
-        LJ_RETURN_IF_ERROR(gemm(GemmShape{vocab, cols, nr, true, false}, x.dtype, x.dtype, dlogits,
-                                xc, r0 == 0 ? nullptr : c.out[2].data, c.out[2].data, env));
+        void* dw = dw32 != nullptr ? static_cast<void*>(dw32) : c.out[2].data;
+        LJ_RETURN_IF_ERROR(gemm(GemmShape{vocab, cols, nr, true, false}, x.dtype,
+                                dw32 != nullptr ? DType::f32 : x.dtype, dlogits, xc,
+                                r0 == 0 ? nullptr : dw, dw, env));
+      }
+      if (dw32 != nullptr) {
+        round_to_bf16_kernel<<<grid_for(dw_elems, env.multiprocessors), kBlock, 0, env.stream>>>(
+            dw32, c.out[2].as<__nv_bfloat16>(), dw_elems);
+        LJ_RETURN_IF_ERROR(launched("round_to_bf16_kernel"));
       }
       if (rows == 0) {
         LJ_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(c.out[2].data, 0, c.out[2].bytes(), env.stream));

@@ -18,6 +18,12 @@ CachingAllocator::~CachingAllocator() {
 
 Status CachingAllocator::system_alloc(size_t size, void** p) {
   Status s = source_.allocate(size, p);
+  if (s.code() == StatusCode::resource_exhausted && capturing_) {
+    return resource_exhausted(s.message() +
+                                  " (during CUDA-graph capture, when the cache cannot "
+                                  "be returned to the device)",
+                              "the step runs kernel by kernel; LJ_CUDA_GRAPHS=0 skips capture");
+  }
   if (s.code() == StatusCode::resource_exhausted && !free_.empty()) {
     ++stats_.num_oom_retries;
     release_cached();

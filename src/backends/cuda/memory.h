@@ -58,6 +58,10 @@ class CachingAllocator {
   void deallocate(void* p);
   // Returns every cached block to the source.
   void release_cached();
+  // While a stream captures a CUDA graph, freeing device memory (what release_cached does on an
+  // out-of-memory retry) would invalidate the capture: the retry is skipped and the allocation
+  // fails with resource_exhausted, and the executor runs that step kernel by kernel.
+  void set_capturing(bool on) { capturing_ = on; }
   const DeviceMemoryStats& stats() const { return stats_; }
   void reset_peaks();
   static size_t round_up(size_t bytes);
@@ -68,6 +72,7 @@ class CachingAllocator {
   std::multimap<size_t, void*> free_;             // cached: size -> block (best fit)
   std::unordered_map<void*, size_t> block_size_;  // in use: block -> rounded size
   DeviceMemoryStats stats_;
+  bool capturing_ = false;
 };
 
 // One device block for a static memory plan: every planned value lives at its offset.

@@ -1,4 +1,4 @@
-// autocast: bf16 mixed precision as a graph rewrite (DESIGN.md, Execution: Precision). One
+// autocast: bf16 mixed precision as a graph rewrite (docs/architecture.md, "The pipeline"). One
 // table, kAutocastRules, says for every op whether it computes in the low dtype (bf16), in f32,
 // follows its inputs, or keeps what it is given; the pass puts `cast` nodes where a value's dtype
 // must change, and the ops after them take the dtype their shape rules infer.

@@ -1,5 +1,5 @@
-// The gradient collectives of data parallelism as graph nodes (DESIGN.md "Distributed"): the
-// pass cuts the parameters' gradients into buckets and places, for each bucket, a
+// The gradient collectives of data parallelism as graph nodes (docs/architecture.md "Distributed
+// training"): the pass cuts the parameters' gradients into buckets and places, for each bucket, a
 // grad_reduce_start right after the node that produces the bucket's last gradient (so the
 // reduction runs while backward goes on) and a grad_reduce_wait as late as allowed.
 //

@@ -1,5 +1,5 @@
 // The compiler driver: which passes turn a forward graph (a model with a scalar loss) into the
-// joint training graph, and in which order (DESIGN.md, "The pipeline"):
+// joint training graph, and in which order (docs/architecture.md, "The pipeline"):
 //
 //   [pattern fusion] -> [autocast] ->  autodiff  -> [master_weights] -> [cse] -> remat ->
 //    compile only       bf16 only      + "grad:"     bf16 only           compile only

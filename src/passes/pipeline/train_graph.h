@@ -1,7 +1,7 @@
 // The Llama joint graph of one training step: the forward graph (models/ build_llama) run
 // through the compiler pipeline (pipeline.h). The one place that knows both the model and the
 // compiler: train/ (TrainStep) runs this graph and plan/ dry-runs it, and plan/ never reaches
-// into train/ for it (DESIGN.md's module table).
+// into train/ for it (docs/architecture.md's module table).
 #pragma once
 
 #include "core/dtype.h"

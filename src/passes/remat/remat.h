@@ -25,9 +25,9 @@
 // of the graph without recompute.
 //
 // Before: autodiff (append_gradients), since the pass rewires backward readers. After: pointwise
-// fusion, schedule and memory plan (DESIGN.md). CSE must NOT run after it: the clones are
-// deliberate duplicates (the `recompute` attribute keeps passes/cse from merging them anyway).
-// A schedule pass that moves the clones earlier gives the memory back.
+// fusion, schedule and memory plan (passes/pipeline/pipeline.h). CSE must NOT run after it: the
+// clones are deliberate duplicates (the `recompute` attribute keeps passes/cse from merging them
+// anyway). A schedule pass that moves the clones earlier gives the memory back.
 #pragma once
 
 #include <cstdint>

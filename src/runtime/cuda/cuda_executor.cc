@@ -96,7 +96,7 @@ Status CudaExecutor::prepare_arena(const SymEnv& env) {
 }
 
 struct CudaExecutor::Captured {
-  std::vector<const void*> signature;
+  ReplayKey signature;
   cudaGraphExec_t exec = nullptr;
   int64_t kernels = 0;
   std::vector<std::shared_ptr<void>> kept;  // scratch and buffers whose addresses it holds
@@ -145,7 +145,7 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTens
   }
   if (planned_) LJ_RETURN_IF_ERROR(prepare_arena(env));
   if (graphs_ && planned_ && !capture_failed_ && !output_ready_) {
-    std::vector<const void*> sig = signature(inputs);
+    ReplayKey sig = signature(env, inputs);
     std::vector<DeviceTensor> out;
     if (captured_ != nullptr && captured_->signature == sig) {
       if (replay_outputs(&out)) {
@@ -163,11 +163,18 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTens
   return run_nodes(env, inputs, nullptr);
 }
 
-std::vector<const void*> CudaExecutor::signature(std::span<const DeviceTensor> inputs) const {
-  std::vector<const void*> sig;
-  for (const DeviceTensor& t : inputs) sig.push_back(t.data());
-  sig.push_back(arena_ != nullptr && arena_->size() > 0 ? arena_->at(0) : nullptr);
-  return sig;
+ReplayKey CudaExecutor::signature(const SymEnv& env, std::span<const DeviceTensor> inputs) const {
+  ReplayKey k;
+  for (const DeviceTensor& t : inputs) {
+    k.addresses.push_back(t.data());
+    k.dims.push_back(t.dims);
+    k.dtypes.push_back(t.dtype);
+  }
+  const bool arena = arena_ != nullptr && arena_->size() > 0;
+  k.addresses.push_back(arena ? arena_->at(0) : nullptr);
+  k.arena_bytes = arena ? arena_->size() : 0;
+  k.env = env.to_string();
+  return k;
 }
 
 bool CudaExecutor::replay_outputs(std::vector<DeviceTensor>* out) const {
@@ -189,10 +196,12 @@ StatusOr<bool> CudaExecutor::capture(const SymEnv& env, std::span<const DeviceTe
                                      std::vector<DeviceTensor>* out) {
   const cudaStream_t stream = ctx_.stream().get();
   auto cap = std::make_shared<Captured>();
-  cap->signature = signature(inputs);
+  cap->signature = signature(env, inputs);
   // Relaxed: the caching allocator may still cudaMalloc a block it has not cached yet.
   LJ_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  ctx_.allocator().set_capturing(true);  // no cudaFree while capturing (memory.h)
   StatusOr<std::vector<DeviceTensor>> ran = run_nodes(env, inputs, &cap->kept);
+  ctx_.allocator().set_capturing(false);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   cudaError_t made = cudaErrorStreamCaptureInvalidated;

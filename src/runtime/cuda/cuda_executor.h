@@ -35,6 +35,7 @@
 #include "backends/cuda/fused.h"
 #include "graph/ir.h"
 #include "passes/memory_plan/memory_plan.h"
+#include "runtime/cuda/replay_key.h"
 
 namespace lj {
 
@@ -88,8 +89,9 @@ class CudaExecutor {
   StatusOr<std::vector<DeviceTensor>> run_nodes(const SymEnv& env,
                                                 std::span<const DeviceTensor> inputs,
                                                 std::vector<std::shared_ptr<void>>* keep);
-  // What identifies a run for replay: the inputs' device addresses and the arena's.
-  std::vector<const void*> signature(std::span<const DeviceTensor> inputs) const;
+  // What identifies a run for replay (runtime/cuda/replay_key.h): the inputs' addresses, dtypes
+  // and shapes, the symbolic sizes, the arena's address and size.
+  ReplayKey signature(const SymEnv& env, std::span<const DeviceTensor> inputs) const;
   // Captures the node loop into a CUDA graph and launches it; false (and eager from then on) when
   // the capture fails.
   StatusOr<bool> capture(const SymEnv& env, std::span<const DeviceTensor> inputs,
@@ -115,7 +117,7 @@ class CudaExecutor {
   bool graphs_ = false;
   bool capture_failed_ = false;
   int64_t graph_replays_ = 0;
-  std::vector<const void*> last_signature_;
+  ReplayKey last_signature_;
   std::shared_ptr<Captured> captured_;
 };
 

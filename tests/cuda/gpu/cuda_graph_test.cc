@@ -51,6 +51,9 @@ TEST(CudaGraphs, ReplaysComputeWhatKernelByKernelComputes) {
       ASSERT_EQ(cudaMemcpy(din[i].data(), src[i].raw(), din[i].bytes(), cudaMemcpyHostToDevice),
                 cudaSuccess);
     }
+    // A pageable copy may return before its DMA lands, and the replay runs on a non-blocking
+    // stream that does not wait for the legacy one: wait for the copies here.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
   std::string tmpl = "/tmp/lj_cuda_graph_XXXXXX";
   codegen::CudaKernelCache cache(ctx->props().arch(), mkdtemp(tmpl.data()));

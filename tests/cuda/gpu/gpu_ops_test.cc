@@ -238,7 +238,10 @@ TEST(GpuOps, FlashSdpaShapesF32AndBf16) {
       if (dt == DType::f32) {
         expect_same(in, build, 1e-5, 1e-5);
       } else {
-        expect_same(in, build, 6e-3, 6e-3);
+        // bf16 outputs: the CPU and the GPU may round the same f32 value to neighbouring bf16
+        // numbers, one ulp apart, which is up to 2^-7 of the value (0.031 at |w| = 4; the former
+        // 6e-3 + 6e-3 |w| allowed 0.030 there). Not yet observed on a GPU (none lent so far).
+        expect_same(in, build, 6e-3, 0.0078125);
       }
     }
   }

@@ -23,6 +23,8 @@ struct DeviceVec {
   ~DeviceVec() { (void)cudaFree(p); }
   void put(const std::vector<T>& v) {
     ASSERT_EQ(cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    // A pageable copy may return before its DMA lands; NCCL runs on a non-blocking stream.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   std::vector<T> get() const {
     std::vector<T> v(n);

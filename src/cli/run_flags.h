@@ -1,0 +1,77 @@
+// The run configuration benchmark and train share: one set of flags (RunFlags, registered by
+// add_run_flags on both commands), one resolver (resolve_run) from the preset or HF folder, the
+// DeepSpeed JSON, the flags and the environment, and one printout of every resolved value with
+// where it came from (ResolvedRun::lines, printed at start and written into the JSON record).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/run_config.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace lj::cli {
+
+struct RunFlags {
+  std::string model = "small";    // --model: preset, deepspeed/<preset>, config.json, HF folder
+  std::string deepspeed;          // --deepspeed FILE (flags win over it)
+  std::string precision = "f32";  // --precision f32|bf16|fp16
+  int64_t batch_size = 4;         // --batch-size: sequences per rank per micro-step
+  int64_t seq_len = 256;          // --seq-len
+  int64_t grad_accum = 1;         // --grad-accum: micro-steps per optimizer step, per rank
+  double lr = 3e-4;               // --lr: AdamW's (peak) learning rate
+  bool compile = false;           // --compile, or LJ_COMPILE=1 in the environment
+  bool ckpt_opt = false;          // --ckpt-opt, or CHECKPOINT_OPTIMIZATION=true
+  std::string memory_limit;       // --memory-limit for --ckpt-opt ("": 90% of available)
+  std::string device = "auto";    // --device auto|cpu|cuda (cli/device_choice.h)
+  int threads = 0;                // --threads (0: all cores)
+  uint64_t seed = 1234;           // --seed: weights and (benchmark) synthetic tokens
+  int zero = -1;                  // --zero N; -1: not given
+  double comm_timeout_s = 600;    // --comm-timeout (PyTorch's default)
+  RecomputeFlags recompute;       // --recompute, --recompute-method, --recompute-layers
+  CLI::App* app = nullptr;
+  // Whether the user typed `flag` (its value then wins over the DeepSpeed JSON).
+  bool given(const char* flag) const;
+};
+
+// Registers RunFlags on a command (benchmark, train): the same names, meanings and checks.
+// `lr_help` is the command's word for --lr ("AdamW learning rate", "Peak learning rate").
+void add_run_flags(CLI::App* sub, RunFlags* f, const std::string& lr_help);
+
+// What a run trains with, resolved once.
+struct ResolvedRun {
+  ModelRef model;
+  StepSettings settings;  // micro-batch, accumulation, precision, the step's configuration
+  int64_t seq_len = 0;
+  std::optional<DeepSpeedConfig> ds;
+  DataParallelSettings dp;  // world size, rank, ZeRO stage and buckets
+  bool ckpt_opt = false;    // checkpoint optimization requested (flag or environment)
+  // Every resolved value with its origin ("--batch-size", "default", "LJ_COMPILE=1",
+  // "deepspeed/zero3_bf16: auto", ...), in the order printed.
+  struct Line {
+    std::string key, value, origin;
+  };
+  std::vector<Line> lines;
+};
+using ConfigLines = std::vector<ResolvedRun::Line>;
+
+// "run configuration:" and one line per value, for printing at start.
+std::string describe_config(const ConfigLines& lines);
+// {key: {"value": ..., "from": ...}} for the JSON record.
+nlohmann::ordered_json config_json(const ConfigLines& lines);
+// A value decided after resolution (checkpoint optimization's recompute): replaces `key`'s.
+void set_config_value(ConfigLines* lines, const std::string& key, const std::string& value);
+
+// `run` holds the command's own settings (steps, warmup, weight decay, clipping: assigned with
+// whether their flag was given); the shared ones are taken from `f` here. Checks every value
+// once, before any work.
+StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_size, int rank,
+                                  const std::string& backend);
+
+}  // namespace lj::cli

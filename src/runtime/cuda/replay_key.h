@@ -1,0 +1,27 @@
+// What identifies a run of the CUDA executor for CUDA-graph replay: a captured graph holds
+// device addresses and the shapes its kernels were launched with, so a replay needs the same
+// inputs at the same addresses, with the same dtypes and shapes, the same symbolic sizes (B, T)
+// and the same arena (address and size). Addresses alone are not enough: a new arena at the old
+// address, or an input reused at its address with another shape, would replay kernels launched
+// for other sizes. Host-only (no CUDA): tests/unit/replay_key_test.cc checks it without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace lj {
+
+struct ReplayKey {
+  std::vector<const void*> addresses;      // each input's, then the arena's base (or null)
+  std::vector<std::vector<int64_t>> dims;  // each input's
+  std::vector<DType> dtypes;               // each input's
+  std::string env;                         // the symbolic sizes, "B=4 T=256"
+  size_t arena_bytes = 0;
+  bool operator==(const ReplayKey& o) const = default;
+};
+
+}  // namespace lj
