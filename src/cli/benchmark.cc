@@ -163,7 +163,10 @@ std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base
   std::string hint;
   for (const std::string& p : llama_preset_names()) {
     auto c = llama_preset(p);
-    if (!c.ok() || c->num_params() >= r.model.config.num_params()) continue;
+    if (!c.ok() || c->family != r.model.config.family ||
+        c->num_params() >= r.model.config.num_params()) {
+      continue;
+    }
     GraphOptions o = r.step.graph;  // the same recompute, where it fits the preset's layers
     if (!o.recompute.validate(c->num_hidden_layers).ok()) o.recompute = RecomputeConfig{};
     auto est = graph_figures(*c, r.micro_batch, std::min(r.seq_len, c->max_position_embeddings), o);

@@ -165,8 +165,9 @@ struct SdpaResult {
   Val lse;  // (B, H, T), q's dtype (f32 for 16-bit q): log-sum-exp of each score row, saved
             // for the backward pass
 };
-// scale <= 0 means 1/sqrt(D).
-SdpaResult sdpa(Val q, Val k, Val v, bool causal = true, double scale = 0.0);
+// scale <= 0 means 1/sqrt(D). window > 0 (causal only): query i sees keys i - window < j <= i
+// (Mistral's sliding window); 0 adds no attribute.
+SdpaResult sdpa(Val q, Val k, Val v, bool causal = true, double scale = 0.0, int64_t window = 0);
 
 // ---- Fused ops (made by passes/pattern_fusion; see graph/ops.def) ----
 // matmul(a, b, ta, tb) + c, c with the product's type.

@@ -250,9 +250,11 @@ Val cross_entropy(Val logits, Val labels, int64_t ignore_index) {
   return logits.b->add1(Op::cross_entropy, {logits, labels}, {{"ignore_index", ignore_index}});
 }
 
-SdpaResult sdpa(Val q, Val k, Val v, bool causal, double scale) {
+SdpaResult sdpa(Val q, Val k, Val v, bool causal, double scale, int64_t window) {
   if (!q.valid() || !k.valid() || !v.valid()) return {};
-  auto outs = q.b->add(Op::sdpa, {q, k, v}, {{"causal", causal}, {"scale", scale}});
+  Attrs attrs{{"causal", causal}, {"scale", scale}};
+  if (window != 0) attrs.set("window", window);
+  auto outs = q.b->add(Op::sdpa, {q, k, v}, attrs);
   return SdpaResult{outs[0], outs[1]};
 }
 

@@ -52,12 +52,18 @@ namespace {
 
 // Forward attention FLOPs: two GEMMs (Q K^T and P V), 2 FLOPs per multiply-add each, so
 // 4 * B * H * D per visible (query, key) pair. Causal attention counts only the pairs it computes,
-// Tq * (Tq + 1) / 2 (query i sees keys 0..i), a little over half of Tq * Tk.
+// Tq * (Tq + 1) / 2 (query i sees keys 0..i), a little over half of Tq * Tk; with a window W,
+// W * (W + 1) / 2 + (Tq - W) * W.
 double attention_forward_flops(const CostCtx& c) {
   const std::vector<int64_t>& q = c.in[0];  // (B, H, Tq, D)
   const std::vector<int64_t>& k = c.in[1];  // (B, G, Tk, D)
   const double tq = static_cast<double>(q[2]);
-  const double pairs = c.attrs.b("causal") ? tq * (tq + 1) / 2 : tq * static_cast<double>(k[2]);
+  double pairs = c.attrs.b("causal") ? tq * (tq + 1) / 2 : tq * static_cast<double>(k[2]);
+  const int64_t window = c.attrs.i_or("window", 0);
+  if (window > 0 && window < q[2]) {
+    const double w = static_cast<double>(window);
+    pairs = w * (w + 1) / 2 + (tq - w) * w;
+  }
   return 4 * static_cast<double>(q[0]) * static_cast<double>(q[1]) * pairs *
          static_cast<double>(q[3]);
 }

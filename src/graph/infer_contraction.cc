@@ -76,6 +76,10 @@ Status check_attention(const InferCtx& c) {
     return shape_error(
         c, "causal attention needs Tq == Tk, got " + q[2].to_string() + " and " + k[2].to_string());
   }
+  const int64_t window = c.attrs.i_or("window", 0);
+  if (window < 0 || (window > 0 && !c.attrs.b("causal"))) {
+    return shape_error(c, "a sliding window must be positive, on causal attention");
+  }
   return ok_status();
 }
 

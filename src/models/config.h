@@ -1,5 +1,7 @@
-// Llama model configuration: the fields of HF's LlamaConfig that change the computation, and
-// the presets (one table, presets.cc), with the values of the published HF config.json files.
+// Model configuration: the fields of HF's LlamaConfig that change the computation, the few that
+// the dense families beside Llama add (Qwen2's q/k/v biases, Qwen3's q/k norms, the sliding
+// windows of Mistral and Qwen), and the presets (one table, presets.cc), with the values of the
+// published HF config.json files (each preset names its source).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,14 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+};
+
+// The HF architecture a config describes (models/families.h holds each one's names).
+enum class ModelFamily {
+  llama,    // LlamaForCausalLM
+  qwen2,    // Qwen2ForCausalLM (Qwen2, Qwen2.5)
+  qwen3,    // Qwen3ForCausalLM
+  mistral,  // MistralForCausalLM
 };
 
 struct LlamaConfig {
@@ -38,6 +48,19 @@ struct LlamaConfig {
   // (f32, bf16 or f16). It does not change the computation: ljperf loads any of them into f32
   // master weights. `ljperf export` writes it unless --dtype says otherwise.
   DType torch_dtype = DType::f32;
+  ModelFamily family = ModelFamily::llama;
+  // Qwen2: q_proj, k_proj and v_proj carry biases ((H·D), (G·D), (G·D)); o_proj has none.
+  bool qkv_bias = false;
+  // Qwen3: q_norm and k_norm, RMSNorm over D of each head of q and k, before RoPE; weights (D).
+  bool qk_norm = false;
+  // Mistral, and Qwen with use_sliding_window: query i sees keys j with i - window < j <= i
+  // (transformers' sliding_window_overlay: kv_idx > q_idx - sliding_window); 0 = full causal
+  // attention (config.json's null, or Qwen's use_sliding_window false).
+  int64_t sliding_window = 0;
+  // The window covers the layers from this one on (Qwen's max_window_layers; Mistral: 0, all).
+  int64_t max_window_layers = 0;
+  // The window of layer l: sliding_window, or 0 (full causal) before max_window_layers.
+  int64_t window_of_layer(int64_t l) const { return l >= max_window_layers ? sliding_window : 0; }
 
   // Parameters, all counted once (a tied embedding counts once).
   int64_t num_params() const;
@@ -50,7 +73,8 @@ struct LlamaConfig {
   Status validate() const;
 };
 
-// Presets: llama3-8b, llama3.1-70b, llama3.2-1b, llama3.2-3b, and the CPU presets tiny, small.
+// Presets: llama3-8b, llama3.1-70b, llama3.2-1b, llama3.2-3b, qwen2.5-0.5b, qwen2.5-7b,
+// qwen3-0.6b, qwen3-8b, mistral-7b, and the CPU presets tiny, small.
 StatusOr<LlamaConfig> llama_preset(const std::string& name);
 std::vector<std::string> llama_preset_names();
 

@@ -3,6 +3,7 @@
 #include "core/json_read.h"
 #include "core/log.h"
 #include "core/text_file.h"
+#include "models/families.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -40,6 +41,7 @@ Status get_num(const json& j, const std::string& src, const char* key, double* o
 // Every key a Llama config.json holds as transformers writes it (LlamaConfig and the
 // PretrainedConfig attributes it saves), read or not: any other key is named in a warning, with
 // the known key it is closest to, so a misspelt one (rms_norm_epsilon) is not silently ignored.
+// The last five are Qwen2's, Qwen3's and Mistral's.
 constexpr const char* kKnownKeys[] = {"architectures",
                                       "model_type",
                                       "vocab_size",
@@ -97,7 +99,12 @@ constexpr const char* kKnownKeys[] = {"architectures",
                                       "pruned_heads",
                                       "cross_attention_hidden_size",
                                       "auto_map",
-                                      "keys_to_ignore_at_inference"};
+                                      "keys_to_ignore_at_inference",
+                                      "sliding_window",
+                                      "use_sliding_window",
+                                      "max_window_layers",
+                                      "layer_types",
+                                      "use_mrope"};
 
 // Edit distance, for the nearest known key to an unknown one.
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -162,6 +169,134 @@ Status parse_rope(const json& r, const std::string& src, LlamaConfig* c) {
   return ok_status();
 }
 
+// The family from "architectures" (the first entry ljperf reads) or else "model_type"; a
+// known but unsupported one is refused with the reason, an unknown one with the supported list.
+StatusOr<const FamilyInfo*> read_family(const json& j, const std::string& src) {
+  const std::string hint = "ljperf trains " + supported_architectures();
+  const FamilyInfo* family = nullptr;
+  const json& archs = json_member(j, "architectures");
+  if (archs.is_array()) {
+    std::string names;
+    for (const auto& a : archs) {
+      const std::string* name = json_string_if(a);
+      if (name == nullptr) continue;
+      names += (names.empty() ? "" : ", ") + *name;
+      if (family == nullptr) family = family_by_architecture(*name);
+    }
+    if (family == nullptr) {
+      for (const auto& a : archs) {
+        const std::string* name = json_string_if(a);
+        const char* why = name == nullptr ? nullptr : refused_architecture_reason(*name);
+        if (why != nullptr) {
+          return unimplemented(src + ": architecture " + names + " is not supported: " + why, hint);
+        }
+      }
+      if (!names.empty())
+        return unimplemented(src + ": architecture " + names + " is not supported", hint);
+    }
+  }
+  const json& type = json_member(j, "model_type");
+  if (!type.is_null()) {
+    const std::string* t = json_string_if(type);
+    const FamilyInfo* by_type = t == nullptr ? nullptr : family_by_model_type(*t);
+    if (by_type == nullptr) {
+      const char* why = t == nullptr ? nullptr : refused_architecture_reason(*t);
+      return unimplemented(src + ": model_type " + type.dump() + " is not supported" +
+                               (why == nullptr ? "" : std::string(": ") + why),
+                           hint);
+    }
+    if (family != nullptr && family != by_type) {
+      return bad(src,
+                 std::string("model_type ") + type.dump() + " does not match architecture " +
+                     family->architecture,
+                 std::string("a ") + family->architecture + " has model_type \"" +
+                     family->model_type + "\"");
+    }
+    family = by_type;
+  }
+  return family != nullptr ? family : &family_info(ModelFamily::llama);
+}
+
+// A sliding window's size: a positive integer, or null (none).
+Status read_window(const json& j, const std::string& src, int64_t* window) {
+  const json& w = json_member(j, "sliding_window");
+  *window = 0;
+  if (w.is_null()) return ok_status();
+  const std::optional<int64_t> v = json_int_if(w);
+  if (!v || *v <= 0) {
+    return bad(src, "'sliding_window' is " + w.dump(),
+               "a positive number of tokens, or null for full attention");
+  }
+  *window = *v;
+  return ok_status();
+}
+
+// Qwen's sliding window: transformers sets sliding_window to None unless use_sliding_window is
+// true (so a window given with use_sliding_window false is ignored); switched on, it covers the
+// layers from max_window_layers on (Qwen2Config's and Qwen3Config's default: 28).
+Status read_qwen_window(const json& j, const std::string& src, LlamaConfig* c) {
+  if (!json_bool_if(json_member(j, "use_sliding_window")).value_or(false)) return ok_status();
+  LJ_RETURN_IF_ERROR(read_window(j, src, &c->sliding_window));
+  c->max_window_layers = 28;
+  LJ_RETURN_IF_ERROR(get_int(j, src, "max_window_layers", &c->max_window_layers, false));
+  if (c->max_window_layers < 0) return bad(src, "'max_window_layers' is negative");
+  return ok_status();
+}
+
+// transformers v5 writes layer_types (Qwen2, Qwen3): each layer's attention, which it derives
+// from the window settings read above; a list that says otherwise is not supported.
+Status check_layer_types(const json& j, const std::string& src, const LlamaConfig& c) {
+  const json& types = json_member(j, "layer_types");
+  if (types.is_null()) return ok_status();
+  if (!types.is_array()) return bad(src, "'layer_types' is not a list");
+  for (size_t l = 0; l < types.size(); ++l) {
+    const bool sliding = c.sliding_window > 0 && static_cast<int64_t>(l) >= c.max_window_layers;
+    if (types[l] != (sliding ? "sliding_attention" : "full_attention")) {
+      return unimplemented(
+          src + ": layer_types[" + std::to_string(l) + "] is " + types[l].dump() +
+              ", which the sliding window settings do not give",
+          "ljperf windows the layers from max_window_layers on when use_sliding_window is true");
+    }
+  }
+  return ok_status();
+}
+
+// The fields that only some families have: Qwen2's q/k/v biases, Qwen3's q/k norms, the sliding
+// windows of Mistral and Qwen, and the biases a family does not have.
+Status read_family_fields(const json& j, const std::string& src, LlamaConfig* c) {
+  const auto flag = [&](const char* key) {
+    return json_bool_if(json_member(j, key)).value_or(false);
+  };
+  switch (c->family) {
+    case ModelFamily::llama:
+      for (const char* key : {"attention_bias", "mlp_bias"}) {
+        if (flag(key)) {
+          return unimplemented(src + ": '" + key + "' = true is not supported",
+                               "Llama 3 has no biases");
+        }
+      }
+      return ok_status();
+    case ModelFamily::qwen2:
+      // Qwen2Attention: q, k, v projections always with bias, o_proj without.
+      c->qkv_bias = true;
+      LJ_RETURN_IF_ERROR(read_qwen_window(j, src, c));
+      return check_layer_types(j, src, *c);
+    case ModelFamily::qwen3:
+      if (flag("attention_bias")) {
+        return unimplemented(src + ": 'attention_bias' = true is not supported for Qwen3",
+                             "published Qwen3 configs have attention_bias false");
+      }
+      c->qk_norm = true;
+      LJ_RETURN_IF_ERROR(read_qwen_window(j, src, c));
+      return check_layer_types(j, src, *c);
+    case ModelFamily::mistral:
+      // Every layer windowed (transformers 5 warns on a Mistral config with layer_types).
+      LJ_RETURN_IF_ERROR(read_window(j, src, &c->sliding_window));
+      return check_layer_types(j, src, *c);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string& src,
@@ -170,25 +305,10 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad(src, "not valid JSON");
   if (!j.is_object()) return bad(src, "not a JSON object");
-  if (j.contains("architectures") && j["architectures"].is_array()) {
-    bool llama = false;
-    std::string names;
-    for (const auto& a : j["architectures"]) {
-      const std::string* name = json_string_if(a);
-      if (name == nullptr) continue;
-      names += (names.empty() ? "" : ", ") + *name;
-      llama = llama || *name == "LlamaForCausalLM";
-    }
-    if (!llama)
-      return unimplemented(src + ": architecture " + names + " is not supported",
-                           "ljperf trains LlamaForCausalLM models");
-  }
-  if (j.contains("model_type") && j["model_type"] != "llama") {
-    return unimplemented(src + ": model_type '" + j["model_type"].dump() + "' is not supported",
-                         "ljperf trains Llama models");
-  }
+  LJ_ASSIGN_OR_RETURN(const FamilyInfo* family, read_family(j, src));
   LlamaConfig c;
   c.name = src;
+  c.family = family->family;
   c.rope_theta = 10000.0;
   LJ_RETURN_IF_ERROR(get_int(j, src, "vocab_size", &c.vocab_size, true));
   LJ_RETURN_IF_ERROR(get_int(j, src, "hidden_size", &c.hidden_size, true));
@@ -210,12 +330,7 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
   }
   if (j.contains("rope_parameters")) LJ_RETURN_IF_ERROR(parse_rope(j["rope_parameters"], src, &c));
   if (j.contains("rope_scaling")) LJ_RETURN_IF_ERROR(parse_rope(j["rope_scaling"], src, &c));
-  for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (json_bool_if(json_member(j, key)).value_or(false)) {
-      return unimplemented(src + ": '" + key + "' = true is not supported",
-                           "Llama 3 has no biases");
-    }
-  }
+  LJ_RETURN_IF_ERROR(read_family_fields(j, src, &c));
   // transformers v4 writes torch_dtype, v5 dtype; "auto" or absent: f32.
   for (const char* key : {"torch_dtype", "dtype"}) {
     const json& v = json_member(j, key);
@@ -233,7 +348,7 @@ StatusOr<LlamaConfig> parse_hf_config(const std::string& text, const std::string
   }
   if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
     return unimplemented(src + ": hidden_act " + j["hidden_act"].dump() + " is not supported",
-                         "Llama uses silu");
+                         "Llama, Qwen and Mistral use silu");
   }
   LJ_RETURN_IF_ERROR(c.validate());
   for (std::string& w : unknown_key_warnings(j, src)) {
@@ -267,8 +382,9 @@ const char* hf_dtype_name(DType t) {
 
 std::string hf_config_json(const LlamaConfig& c) {
   nlohmann::ordered_json j;
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
+  const FamilyInfo& family = family_info(c.family);
+  j["architectures"] = {family.architecture};
+  j["model_type"] = family.model_type;
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
@@ -292,8 +408,32 @@ std::string hf_config_json(const LlamaConfig& c) {
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["initializer_range"] = c.initializer_range;
   j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
-  j["mlp_bias"] = false;
+  switch (c.family) {
+    case ModelFamily::llama:
+      j["attention_bias"] = false;
+      j["mlp_bias"] = false;
+      break;
+    case ModelFamily::qwen3:
+      j["attention_bias"] = false;  // q_proj ... o_proj without biases
+      [[fallthrough]];
+    case ModelFamily::qwen2:  // q, k, v biases are implied by the architecture
+      j["use_sliding_window"] = c.sliding_window > 0;
+      if (c.sliding_window > 0) {
+        j["sliding_window"] = c.sliding_window;
+        j["max_window_layers"] = c.max_window_layers;
+      } else {
+        j["sliding_window"] = nullptr;
+        j["max_window_layers"] = c.num_hidden_layers;
+      }
+      break;
+    case ModelFamily::mistral:
+      if (c.sliding_window > 0) {
+        j["sliding_window"] = c.sliding_window;
+      } else {
+        j["sliding_window"] = nullptr;
+      }
+      break;
+  }
   j["torch_dtype"] = hf_dtype_name(c.torch_dtype);
   return j.dump(2) + "\n";
 }

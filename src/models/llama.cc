@@ -38,10 +38,17 @@ std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string s = "model.layers." + std::to_string(l) + ".";
     p.push_back({s + "input_layernorm.weight", {C}, true});
-    p.push_back({s + "self_attn.q_proj.weight", {c.num_attention_heads * D, C}});
-    p.push_back({s + "self_attn.k_proj.weight", {c.num_key_value_heads * D, C}});
-    p.push_back({s + "self_attn.v_proj.weight", {c.num_key_value_heads * D, C}});
+    for (const auto& [proj, heads] :
+         {std::pair{"q_proj", c.num_attention_heads}, std::pair{"k_proj", c.num_key_value_heads},
+          std::pair{"v_proj", c.num_key_value_heads}}) {
+      p.push_back({s + "self_attn." + proj + ".weight", {heads * D, C}});
+      if (c.qkv_bias) p.push_back({s + "self_attn." + proj + ".bias", {heads * D}, false, true});
+    }
     p.push_back({s + "self_attn.o_proj.weight", {C, c.num_attention_heads * D}});
+    if (c.qk_norm) {
+      p.push_back({s + "self_attn.q_norm.weight", {D}, true});
+      p.push_back({s + "self_attn.k_norm.weight", {D}, true});
+    }
     p.push_back({s + "post_attention_layernorm.weight", {C}, true});
     p.push_back({s + "mlp.gate_proj.weight", {c.intermediate_size, C}});
     p.push_back({s + "mlp.up_proj.weight", {c.intermediate_size, C}});
@@ -89,7 +96,13 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
   }
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     ScopeGuard layer(b, "layers." + std::to_string(l));
-    Val w_in = take(), wq = take(), wk = take(), wv = take(), wo = take();
+    // In llama_param_specs' order: q, k, v each with its bias when there is one.
+    Val w_in = take();
+    Val wq = take(), bq = c.qkv_bias ? take() : Val{};
+    Val wk = take(), bk = c.qkv_bias ? take() : Val{};
+    Val wv = take(), bv = c.qkv_bias ? take() : Val{};
+    Val wo = take();
+    Val w_qnorm = c.qk_norm ? take() : Val{}, w_knorm = c.qk_norm ? take() : Val{};
     Val w_post = take(), w_gate = take(), w_up = take(), w_down = take();
     Val h;
     {
@@ -99,26 +112,31 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
     Val attn;
     {
       ScopeGuard s(b, "self_attn");
-      Val q, k, v;
-      {
-        ScopeGuard p(b, "q_proj");
-        q = permute(reshape(linear(h, wq), {kB, kT, H, D}), {0, 2, 1, 3});  // (B, H, T, D)
-      }
-      {
-        ScopeGuard p(b, "k_proj");
-        k = permute(reshape(linear(h, wk), {kB, kT, G, D}), {0, 2, 1, 3});  // (B, G, T, D)
-      }
-      {
-        ScopeGuard p(b, "v_proj");
-        v = permute(reshape(linear(h, wv), {kB, kT, G, D}), {0, 2, 1, 3});  // (B, G, T, D)
-      }
+      // (B, heads, T, D): the projection, with its bias (Qwen2) when it has one, then (Qwen3)
+      // RMSNorm over D of each head, before the transpose and RoPE.
+      const auto project = [&](const char* name, const char* norm_name, Val w, Val bias, Val norm_w,
+                               int64_t heads) {
+        Val y;
+        {
+          ScopeGuard p(b, name);
+          y = linear(h, w);
+          if (bias.valid()) y = y + bias;
+          y = reshape(y, {kB, kT, heads, D});
+          if (!norm_w.valid()) return permute(y, {0, 2, 1, 3});
+        }
+        ScopeGuard n(b, norm_name);
+        return permute(rms_norm(y, norm_w, c.rms_norm_eps), {0, 2, 1, 3});
+      };
+      Val q = project("q_proj", "q_norm", wq, bq, w_qnorm, H);  // (B, H, T, D)
+      Val k = project("k_proj", "k_norm", wk, bk, w_knorm, G);  // (B, G, T, D)
+      Val v = project("v_proj", "", wv, bv, Val{}, G);          // (B, G, T, D)
       {
         ScopeGuard r(b, "rotary_emb");
         q = apply_rope(q, cos, sin, D);
         k = apply_rope(k, cos, sin, D);
       }
-      Val o = sdpa(q, k, v, /*causal=*/true).out;              // (B, H, T, D)
-      o = reshape(permute(o, {0, 2, 1, 3}), {kB, kT, H * D});  // (B, T, H*D)
+      Val o = sdpa(q, k, v, /*causal=*/true, 0.0, c.window_of_layer(l)).out;  // (B, H, T, D)
+      o = reshape(permute(o, {0, 2, 1, 3}), {kB, kT, H * D});                 // (B, T, H*D)
       ScopeGuard p(b, "o_proj");
       attn = linear(o, wo);  // (B, T, C)
     }

@@ -1,8 +1,11 @@
 // The Llama forward graph, in primitives as HF's modeling_llama.py computes it: RMSNorm as
 // square/mean/rsqrt/mul, rotary embedding as slices/neg/concat/mul/add (half-split), attention
 // through sdpa (grouped-query), SwiGLU as silu/mul, linear layers as matmul with (out, in)
-// weights, no biases. Parameters are graph inputs named with HF tensor names, node scopes follow
-// HF module names (model.layers.3.self_attn.q_proj).
+// weights. The dense families beside it change only attention, as their modeling_*.py do:
+// Qwen2 adds biases to q, k and v (matmul + add), Qwen3 RMS-normalises each head of q and k
+// before RoPE (q_norm, k_norm), the sliding window (Mistral's on every layer, Qwen's from
+// max_window_layers on) is sdpa's window. Parameters are graph inputs named with HF tensor
+// names, node scopes follow HF module names (model.layers.3.self_attn.q_proj).
 #pragma once
 
 #include <string>
@@ -31,6 +34,7 @@ struct ParamSpec {
   std::string name;
   std::vector<int64_t> dims;
   bool is_norm = false;  // initialised to ones
+  bool is_bias = false;  // initialised to zeros (HF's _init_weights zeroes Linear biases)
 };
 std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c);
 

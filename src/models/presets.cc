@@ -20,9 +20,64 @@ LlamaConfig llama3_base() {
   return c;
 }
 
+// Qwen2.5 and Qwen3: Qwen's 151k vocabulary, rope theta 1e6, RMSNorm eps 1e-6, bf16; their
+// config.json's sliding_window is off (use_sliding_window false).
+LlamaConfig qwen_base(ModelFamily family) {
+  LlamaConfig c;
+  c.family = family;
+  c.qkv_bias = family == ModelFamily::qwen2;
+  c.qk_norm = family == ModelFamily::qwen3;
+  c.vocab_size = 151936;
+  c.rope_theta = 1000000.0;
+  c.rms_norm_eps = 1e-6;
+  c.torch_dtype = DType::bf16;
+  return c;
+}
+
+// The presets of the families beside Llama, each from the config.json its comment names;
+// hidden_size 0 when `name` is none of them.
+LlamaConfig make_other_preset(const std::string& name) {
+  LlamaConfig c;
+  if (name == "qwen2.5-0.5b") {
+    // Qwen/Qwen2.5-0.5B config.json: tied embeddings, 14 q heads of 64 over 2 kv heads.
+    c = qwen_base(ModelFamily::qwen2);
+    c.hidden_size = 896, c.intermediate_size = 4864, c.num_hidden_layers = 24;
+    c.num_attention_heads = 14, c.num_key_value_heads = 2, c.head_dim = 64;
+    c.max_position_embeddings = 32768, c.tie_word_embeddings = true;
+  } else if (name == "qwen2.5-7b") {
+    // Qwen/Qwen2.5-7B config.json: vocab_size 152064, 28 q heads of 128 over 4 kv heads.
+    c = qwen_base(ModelFamily::qwen2);
+    c.vocab_size = 152064, c.hidden_size = 3584, c.intermediate_size = 18944;
+    c.num_hidden_layers = 28, c.num_attention_heads = 28, c.num_key_value_heads = 4;
+    c.head_dim = 128, c.max_position_embeddings = 131072;
+  } else if (name == "qwen3-0.6b") {
+    // Qwen/Qwen3-0.6B config.json: explicit head_dim 128 (16 heads x 128 != hidden 1024), tied.
+    c = qwen_base(ModelFamily::qwen3);
+    c.hidden_size = 1024, c.intermediate_size = 3072, c.num_hidden_layers = 28;
+    c.num_attention_heads = 16, c.num_key_value_heads = 8, c.head_dim = 128;
+    c.max_position_embeddings = 40960, c.tie_word_embeddings = true;
+  } else if (name == "qwen3-8b") {
+    // Qwen/Qwen3-8B config.json.
+    c = qwen_base(ModelFamily::qwen3);
+    c.hidden_size = 4096, c.intermediate_size = 12288, c.num_hidden_layers = 36;
+    c.num_attention_heads = 32, c.num_key_value_heads = 8, c.head_dim = 128;
+    c.max_position_embeddings = 40960;
+  } else if (name == "mistral-7b") {
+    // mistralai/Mistral-7B-v0.3 config.json: vocab 32768, rope theta 1e6, sliding_window null.
+    c.family = ModelFamily::mistral;
+    c.vocab_size = 32768, c.hidden_size = 4096, c.intermediate_size = 14336;
+    c.num_hidden_layers = 32, c.num_attention_heads = 32, c.num_key_value_heads = 8;
+    c.head_dim = 128, c.max_position_embeddings = 32768, c.rope_theta = 1000000.0;
+    c.rms_norm_eps = 1e-5, c.torch_dtype = DType::bf16;
+  }
+  c.name = name;
+  return c;
+}
+
 LlamaConfig make_preset(const std::string& name) {
   LlamaConfig c = llama3_base();
   c.name = name;
+  if (LlamaConfig other = make_other_preset(name); other.hidden_size != 0) return other;
   if (name == "llama3-8b") {
     c.hidden_size = 4096, c.intermediate_size = 14336, c.num_hidden_layers = 32;
     c.num_attention_heads = 32, c.head_dim = 128, c.max_position_embeddings = 8192;
@@ -63,7 +118,8 @@ LlamaConfig make_preset(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> llama_preset_names() {
-  return {"tiny", "small", "llama3.2-1b", "llama3.2-3b", "llama3-8b", "llama3.1-70b"};
+  return {"tiny",         "small",      "llama3.2-1b", "llama3.2-3b", "llama3-8b", "llama3.1-70b",
+          "qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b",  "qwen3-8b",    "mistral-7b"};
 }
 
 StatusOr<LlamaConfig> llama_preset(const std::string& name) {
@@ -91,6 +147,11 @@ std::optional<int64_t> param_count(const LlamaConfig& c, bool with_embedding) {
   std::optional<int64_t> per_layer = checked_add(*q, *kv);
   if (per_layer) per_layer = checked_add(*per_layer, *mlp);
   if (per_layer) per_layer = checked_add(*per_layer, 2 * C);
+  const auto bias =
+      checked_product<int64_t>({c.num_attention_heads + 2 * c.num_key_value_heads, D});
+  if (!bias) return std::nullopt;
+  if (per_layer && c.qkv_bias) per_layer = checked_add(*per_layer, *bias);  // q, k, v biases
+  if (per_layer && c.qk_norm) per_layer = checked_add(*per_layer, 2 * D);   // q_norm, k_norm
   std::optional<int64_t> n = per_layer ? checked_mul(c.num_hidden_layers, *per_layer) : per_layer;
   if (n) n = checked_add(*n, C);       // final norm
   if (n) n = checked_add(*n, *embed);  // LM head
@@ -137,6 +198,8 @@ Status LlamaConfig::validate() const {
     return bad("the sizes overflow a 64-bit parameter count (vocab_size x hidden_size, ...)");
   if (rms_norm_eps <= 0) return bad("rms_norm_eps must be positive");
   if (rope_theta <= 0) return bad("rope_theta must be positive");
+  if (sliding_window < 0) return bad("sliding_window must be positive (0: full attention)");
+  if (max_window_layers < 0) return bad("max_window_layers must not be negative");
   return ok_status();
 }
 

@@ -58,9 +58,13 @@ MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& mo
       largest = std::max(largest, n);
       if (n < zero.stage3_param_persistence_threshold) persistent += n;
     }
+    // One layer's weights: q, k, v, o, the MLP, and Qwen2's q/k/v biases, Qwen3's q/k norms.
+    const int64_t qkv =
+        model.head_dim * (model.num_attention_heads + 2 * model.num_key_value_heads);
     const int64_t layer = 2 * model.hidden_size * model.head_dim *
                               (model.num_attention_heads + model.num_key_value_heads) +
-                          3 * model.hidden_size * model.intermediate_size;
+                          3 * model.hidden_size * model.intermediate_size +
+                          (model.qkv_bias ? qkv : 0) + (model.qk_norm ? 2 * model.head_dim : 0);
     const int64_t live = std::min(std::max(layer, largest) + zero.stage3_prefetch_bucket_size,
                                   zero.stage3_max_live_parameters);
     gathered = 2.0 * static_cast<double>(live + persistent);

@@ -77,7 +77,7 @@ StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev) {
     const SafetensorsEntry* e = f->find(s.name);
     if (e == nullptr)
       return not_found(f->path() + " has no tensor '" + s.name + "'",
-                       "is this a Llama checkpoint?");
+                       "do config.json and the weights describe the same model?");
     if (e->shape != s.dims) {
       return invalid_argument(f->path() + ": tensor '" + s.name + "' is " +
                               dims_to_string(e->shape) + ", the config needs " +

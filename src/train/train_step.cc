@@ -22,8 +22,9 @@ std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>&
     const uint64_t stream = seed + i;
 #pragma omp parallel for schedule(static) num_threads(dev.threads()) if (n > 65536)
     for (int64_t k = 0; k < n; ++k) {
-      p[k] = specs[i].is_norm
-                 ? 1.0f
+      p[k] = specs[i].is_norm ? 1.0f
+             : specs[i].is_bias
+                 ? 0.0f
                  : static_cast<float>(std * random_normal01(stream, static_cast<uint64_t>(k)));
     }
     params.push_back(std::move(t));
@@ -39,11 +40,13 @@ Tensor init_llama_shard(Device& dev, const std::vector<ParamSpec>& specs, double
   for (const FlatPiece& p : layout.pieces(mine)) {
     float* dst = out + (p.flat_offset - mine.begin);
     const uint64_t stream = seed + p.param;
-    const bool norm = specs[p.param].is_norm;
+    const bool norm = specs[p.param].is_norm, bias = specs[p.param].is_bias;
     for (int64_t k = 0; k < p.count; ++k) {
       dst[k] = norm ? 1.0f
-                    : static_cast<float>(
-                          std * random_normal01(stream, static_cast<uint64_t>(p.param_offset + k)));
+               : bias
+                   ? 0.0f
+                   : static_cast<float>(
+                         std * random_normal01(stream, static_cast<uint64_t>(p.param_offset + k)));
     }
   }
   return t;

@@ -18,6 +18,15 @@ cat >gpt2.json <<'EOF'
 {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 256, "hidden_size": 64,
  "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
 EOF
+cat >mixtral.json <<'EOF'
+{"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 256,
+ "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_local_experts": 8, "num_experts_per_tok": 2}
+EOF
+cat >deepseek.json <<'EOF'
+{"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": 256,
+ "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
+EOF
 echo '{"train_batch_size": 8,, }' >ds_malformed.json
 echo '{"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}' \
   >ds_inconsistent.json
@@ -81,6 +90,10 @@ run_case "malformed config.json" absent new "malformed.json" -- \
   "$LJ" train --model malformed.json --data tok.bin --out new "${small[@]}"
 run_case "unknown architecture in config.json" absent new "GPT2LMHeadModel" -- \
   "$LJ" train --model gpt2.json --data tok.bin --out new "${small[@]}"
+run_case "mixture-of-experts config.json (Mixtral)" absent new "mixture-of-experts" -- \
+  "$LJ" train --model mixtral.json --data tok.bin --out new "${small[@]}"
+run_case "DeepSeek-V3 config.json (MLA)" absent new "DeepseekV3ForCausalLM" -- \
+  "$LJ" train --model deepseek.json --data tok.bin --out new "${small[@]}"
 run_case "malformed DeepSpeed JSON" absent R.jsonl "ds_malformed.json" -- \
   "$LJ" benchmark --model tiny --deepspeed ds_malformed.json --out R.jsonl
 run_case "inconsistent DeepSpeed batch sizes" absent R.jsonl "train_batch_size" -- \

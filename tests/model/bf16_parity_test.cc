@@ -19,9 +19,13 @@
 //     transformers' own bf16-vs-f32 gap at step s (in the fixture) measures that sensitivity:
 //     up to 5.4e-2 (tied, step 5). The per-step bound is 2^-5 (four bf16 ulps of a loss in
 //     [2, 4), relative) plus that gap; observed worst 3.9e-2 against a bound of 8.5e-2 (tied,
-//     compiled, step 5), elsewhere at most 1.3e-2 against 3.4e-2 (head_dim, compiled, step 6).
+//     compiled, step 5), elsewhere at most 2.8e-2 against 4.4e-2 (qwen2, eager, step 6).
 //   - The mean over the 10 steps of the relative difference: bound 2^-6 = 1.6e-2, observed at
-//     most 4.9e-3. The parameter norms after 10 steps: bound 2^-6, observed at most 6.2e-3.
+//     most 7.7e-3 (qwen3, compiled). The parameter norms after 10 steps: bound 2^-6, observed
+//     at most 1.3e-2 (qwen2_window, eager, v_proj), except Qwen2's k_proj.bias: its gradient is
+//     rounding noise where RoPE barely turns (hf_parity_test.cc says why), so after 10 AdamW
+//     steps its norm is a sum of lr-sized steps of random sign, in f32 (6.1e-5 from torch) as in
+//     bf16 (7.7e-2): printed, not bounded.
 // ljperf places casts as DeepSpeed's bf16 does (the residual stream, norms' outputs and rope are
 // bf16; passes/autocast), torch's autocast keeps the residual stream in f32: that difference is
 // bf16 rounding too and sits inside these bounds.
@@ -137,6 +141,11 @@ TEST_P(Bf16Parity, TenStepsAgainstTorchAutocast) {
   for (size_t i = 0; i < bf16.names.size(); ++i) {
     const double tb = ref.read("norm_bf16." + bf16.names[i])[0];
     const double tf = ref.read("norm_f32." + bf16.names[i])[0];
+    if (bf16.names[i].ends_with("k_proj.bias")) {  // noise-level gradient: see the top
+      std::printf("[%s] %s norm rel: f32 %.2e, bf16 %.2e (not bounded)\n", label().c_str(),
+                  bf16.names[i].c_str(), rel(f32.norms[i], tf), rel(bf16.norms[i], tb));
+      continue;
+    }
     EXPECT_LT(rel(f32.norms[i], tf), 1e-5) << "f32 " << bf16.names[i];
     EXPECT_LT(rel(bf16.norms[i], tb), std::ldexp(1.0, -6)) << "bf16 " << bf16.names[i];
     if (rel(bf16.norms[i], tb) > worst_norm)
@@ -148,7 +157,9 @@ TEST_P(Bf16Parity, TenStepsAgainstTorchAutocast) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Bf16Parity,
-                         ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim"),
+                         ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim",
+                                                              "qwen2", "qwen2_window", "qwen3",
+                                                              "mistral_window"),
                                             ::testing::Bool()),
                          [](const ::testing::TestParamInfo<Bf16Parity::ParamType>& info) {
                            return std::get<0>(info.param) +

@@ -73,7 +73,7 @@ TEST_P(HfParity, LogitsLossAndGradients) {
   const double loss_rel = std::fabs(fb->loss - ref_loss) / std::fabs(ref_loss);
   std::printf("[%s] logits: max abs %.3g rel %.3g | loss: ljperf %.7f hf %.7f rel %.3g\n",
               label().c_str(), logits.diff, logits.rel(), fb->loss, ref_loss, loss_rel);
-  // Observed (3 fixtures): logits rel <= 3.7e-7, loss rel <= 1e-7: fp32 rounding in another
+  // Observed (7 fixtures): logits rel <= 3.8e-7, loss rel <= 1e-7: fp32 rounding in another
   // summation order.
   EXPECT_LT(logits.rel(), 1e-5);
   EXPECT_LT(loss_rel, 1e-5);
@@ -85,7 +85,8 @@ TEST_P(HfParity, LogitsLossAndGradients) {
     const auto ref = read("grad." + specs[i].name);
     const MaxError e =
         max_error(fb->grads[i].data<float>(), ref.data(), static_cast<int64_t>(ref.size()));
-    // Observed: worst gradient rel error 6.8e-7 over 62 gradients.
+    // Observed: worst gradient rel error 2.1e-6 (qwen2_window's k_proj.bias, a noise-level
+    // gradient: see FiveAdamWSteps), 7.6e-7 elsewhere, over 161 gradients.
     EXPECT_LT(e.rel(), 1e-4) << specs[i].name << " abs " << e.diff;
     if (e.rel() > worst.rel()) worst = e, worst_name = specs[i].name;
   }
@@ -112,14 +113,14 @@ TEST_P(HfParity, FiveAdamWSteps) {
     const double rel = std::fabs(r->loss - ref_losses[static_cast<size_t>(s)]) /
                        ref_losses[static_cast<size_t>(s)];
     worst_loss = std::max(worst_loss, rel);
-    // Observed: <= 1.1e-7 over 5 steps.
+    // Observed: <= 3e-7 over 5 steps.
     EXPECT_LT(rel, 1e-5) << "step " << s;
   }
   // Parameters after 5 steps, compared through the update each one received (p5 - p0): the
   // norm-wise relative error of the update, and the largest element error against the peak lr.
   // An element-wise relative error is ill-conditioned here: Adam divides by sqrt(v), so where a
   // gradient is tiny, fp32 rounding of that gradient becomes an lr-sized update difference.
-  double worst_update_rel = 0, worst_abs = 0;
+  double worst_update_rel = 0, worst_abs = 0, worst_k_bias_rel = 0;
   std::string worst_name;
   const auto& specs = trainer->param_specs();
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -135,23 +136,41 @@ TEST_P(HfParity, FiveAdamWSteps) {
       max_abs = std::max(max_abs, std::fabs(d));
     }
     const double update_rel = std::sqrt(diff2 / upd2);
-    // Observed: norm-wise update error <= 8.2e-6 over the 62 parameters of the 3 fixtures.
-    EXPECT_LT(update_rel, 1e-4) << specs[i].name;
-    // Observed: worst element 1.1e-5 = 1.1e-3 x max_lr (gate_proj; see above).
+    // Qwen2's k_proj.bias is the ill-conditioned case above as a whole tensor: a bias added to
+    // every key shifts each query's scores by a constant, which softmax ignores, except through
+    // RoPE's rotation; in the head dims RoPE barely turns over T = 16 (theta 1e6) its gradient is
+    // fp32 rounding noise, which Adam scales to lr-sized steps. Only the element bound holds it.
+    const bool noise_gradient = specs[i].name.ends_with("k_proj.bias");
+    if (noise_gradient) {
+      worst_k_bias_rel = std::max(worst_k_bias_rel, update_rel);
+    } else {
+      // Observed: norm-wise update error <= 4.4e-5 over the 7 fixtures' other parameters
+      // (mistral_window's post_attention_layernorm; the 3 Llama fixtures <= 1.4e-5).
+      EXPECT_LT(update_rel, 1e-4) << specs[i].name;
+      if (update_rel > worst_update_rel) worst_update_rel = update_rel, worst_name = specs[i].name;
+    }
+    // Observed: worst element 4.1e-5 = 4.1e-3 x max_lr (qwen2_window compiled; Llama fixtures
+    // 1.9e-5).
     EXPECT_LT(max_abs, 1e-2 * sched.max_lr) << specs[i].name;
-    if (update_rel > worst_update_rel) worst_update_rel = update_rel, worst_name = specs[i].name;
     worst_abs = std::max(worst_abs, max_abs);
   }
   std::printf(
       "[%s] 5 steps: worst loss rel %.3g; update norm-wise rel err worst %.3g at %s; max abs "
       "%.3g\n",
       label().c_str(), worst_loss, worst_update_rel, worst_name.c_str(), worst_abs);
+  // Observed: at most 7.6e-4 (qwen2 compiled).
+  if (worst_k_bias_rel > 0) {
+    std::printf("[%s] k_proj.bias update norm-wise rel err %.3g (noise-level gradient)\n",
+                label().c_str(), worst_k_bias_rel);
+  }
 }
 
 // Compiled (pattern fusion, fused VJPs), observed within the eager figures quoted above: logits
 // rel 3.6e-7, gradients 5.9e-7, 5-step updates 6.5e-6.
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
-                         ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim"),
+                         ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim",
+                                                              "qwen2", "qwen2_window", "qwen3",
+                                                              "mistral_window"),
                                             ::testing::Bool()),
                          [](const ::testing::TestParamInfo<HfParity::ParamType>& info) {
                            return std::get<0>(info.param) +

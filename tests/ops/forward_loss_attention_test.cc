@@ -110,8 +110,9 @@ TEST(Forward, CrossEntropyLabelOutOfRangeIsAStatus) {
 struct SdpaCase {
   int64_t b, h, g, tq, tk, d;
   bool causal;
-  double scale;  // <= 0: 1/sqrt(D)
-  double range;  // inputs in [-range, range]
+  double scale;        // <= 0: 1/sqrt(D)
+  double range;        // inputs in [-range, range]
+  int64_t window = 0;  // > 0: query i sees keys i - window < j <= i (Mistral's sliding window)
 };
 
 const std::vector<SdpaCase>& sdpa_cases() {
@@ -127,17 +128,26 @@ const std::vector<SdpaCase>& sdpa_cases() {
       // D = 48 (`small`'s heads: one 3-vector panel on 16 lanes) and D = 40 (a vector tail).
       {1, 6, 2, 130, 130, 48, true, 0, 1},
       {1, 2, 1, 70, 70, 40, false, 0, 2},
+      // Sliding windows: inside one tile, of one key (only the query's own), across tiles (70 >
+      // the 64-key tile, so a query tile starts in the middle of a key tile), one tile exactly,
+      // and wider than T (plain causal).
+      {2, 4, 2, 37, 37, 16, true, 0, 1, 5},
+      {1, 2, 2, 20, 20, 8, true, 0, 1, 1},
+      {1, 2, 1, 150, 150, 48, true, 0, 1, 70},
+      {1, 3, 3, 130, 130, 16, true, 0, 2, 64},
+      {1, 2, 1, 33, 33, 16, true, 0, 1, 40},
   };
   return kCases;
 }
 
 std::string sdpa_name(const char* op, DType dt, const SdpaCase& c) {
-  char buf[160];
-  std::snprintf(
-      buf, sizeof buf, "%s %s B=%lld H=%lld G=%lld Tq=%lld Tk=%lld D=%lld causal=%d scale=%g", op,
-      dtype_name(dt), static_cast<long long>(c.b), static_cast<long long>(c.h),
-      static_cast<long long>(c.g), static_cast<long long>(c.tq), static_cast<long long>(c.tk),
-      static_cast<long long>(c.d), c.causal ? 1 : 0, c.scale);
+  char buf[180];
+  std::snprintf(buf, sizeof buf,
+                "%s %s B=%lld H=%lld G=%lld Tq=%lld Tk=%lld D=%lld causal=%d scale=%g window=%lld",
+                op, dtype_name(dt), static_cast<long long>(c.b), static_cast<long long>(c.h),
+                static_cast<long long>(c.g), static_cast<long long>(c.tq),
+                static_cast<long long>(c.tk), static_cast<long long>(c.d), c.causal ? 1 : 0,
+                c.scale, static_cast<long long>(c.window));
   return buf;
 }
 
@@ -149,12 +159,12 @@ TEST(Forward, Sdpa) {
       const RefTensor k = random_tensor(dt, {c.b, c.g, c.tk, c.d}, seed++, -c.range, c.range);
       const RefTensor v = random_tensor(dt, {c.b, c.g, c.tk, c.d}, seed++, -c.range, c.range);
       auto r = run_graph({{"q", q}, {"k", k}, {"v", v}}, [&](Builder&, const std::vector<Val>& in) {
-        const SdpaResult s = sdpa(in[0], in[1], in[2], c.causal, c.scale);
+        const SdpaResult s = sdpa(in[0], in[1], in[2], c.causal, c.scale, c.window);
         return std::vector<Val>{s.out, s.lse};
       });
       const std::string what = sdpa_name("sdpa", dt, c);
       ASSERT_TRUE(r.ok()) << what << ": " << r.status().to_string();
-      const ref::SdpaOut want = ref::sdpa(q, k, v, c.causal, c.scale);
+      const ref::SdpaOut want = ref::sdpa(q, k, v, c.causal, c.scale, c.window);
       // out is a convex combination of v entries (|v| <= range): f32 error of the online
       // softmax and the weighted sum, about 1e-6 * range; atol 1e-5 * range. lse is
       // O(log Tk + scores): atol 1e-5 * range. f64: 1e-13 likewise. Observed: f32 abs 2.9e-6
@@ -174,18 +184,19 @@ TEST(Forward, SdpaBackward) {
       const RefTensor k = random_tensor(dt, {c.b, c.g, c.tk, c.d}, seed++, -c.range, c.range);
       const RefTensor v = random_tensor(dt, {c.b, c.g, c.tk, c.d}, seed++, -c.range, c.range);
       const RefTensor dout = random_tensor(dt, {c.b, c.h, c.tq, c.d}, seed++);
-      const ref::SdpaOut fwd = ref::sdpa(q, k, v, c.causal, c.scale);
+      const ref::SdpaOut fwd = ref::sdpa(q, k, v, c.causal, c.scale, c.window);
       const RefTensor out = rounded(fwd.out, dt);
       const RefTensor lse = rounded(fwd.lse, dt);
-      auto r = run_graph(
-          {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"lse", lse}, {"dout", dout}},
-          [&](Builder& b, const std::vector<Val>& in) {
-            return b.add(Op::sdpa_backward, in, {{"causal", c.causal}, {"scale", c.scale}});
-          });
+      auto r = run_graph({{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"lse", lse}, {"dout", dout}},
+                         [&](Builder& b, const std::vector<Val>& in) {
+                           Attrs attrs{{"causal", c.causal}, {"scale", c.scale}};
+                           if (c.window > 0) attrs.set("window", c.window);
+                           return b.add(Op::sdpa_backward, in, attrs);
+                         });
       const std::string what = sdpa_name("sdpa_backward", dt, c);
       ASSERT_TRUE(r.ok()) << what << ": " << r.status().to_string();
       ASSERT_EQ(r->size(), 3u);
-      const ref::SdpaGrads want = ref::sdpa_backward(q, k, v, dout, c.causal, c.scale);
+      const ref::SdpaGrads want = ref::sdpa_backward(q, k, v, dout, c.causal, c.scale, c.window);
       // Gradients sum up to Tk (dq) or H/G * Tq (dk, dv) terms of size <= range^2: f32 atol
       // 1e-5 * range^2 * sqrt(terms) is conservative (observed errors printed with
       // LJ_OPS_VERBOSE). f64 1e-12 likewise. Observed: f32 abs 3.3e-6 at range 4 (bound

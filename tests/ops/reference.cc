@@ -480,16 +480,21 @@ SdpaDims sdpa_dims(const RefTensor& q, const RefTensor& k, double scale) {
 }
 
 // The probability matrix P (Tq, Tk) of one (batch, head): softmax over visible keys of
-// scale * q_i . k_j, masked entries exactly 0. Also returns each row's log-sum-exp.
+// scale * q_i . k_j, masked entries exactly 0 (causal: j > i; window W > 0: also i - j >= W).
+// Also returns each row's log-sum-exp.
 std::vector<double> sdpa_probs(const SdpaDims& s, const RefTensor& q, const RefTensor& k,
-                               int64_t bi, int64_t hi, bool causal, std::vector<double>* lse) {
+                               int64_t bi, int64_t hi, bool causal, int64_t window,
+                               std::vector<double>* lse) {
+  const auto hidden = [&](int64_t i, int64_t j) {
+    return (causal && j > i) || (window > 0 && i - j >= window);
+  };
   const int64_t gi = hi / (s.h / s.g);
   std::vector<double> scores(static_cast<size_t>(s.tq * s.tk), 0.0);
   lse->assign(static_cast<size_t>(s.tq), 0.0);
   for (int64_t i = 0; i < s.tq; ++i) {
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < s.tk; ++j) {
-      if (causal && j > i) continue;
+      if (hidden(i, j)) continue;
       double dot = 0.0;
       for (int64_t c = 0; c < s.d; ++c) {
         dot += q[ravel({bi, hi, i, c}, q.dims)] * k[ravel({bi, gi, j, c}, k.dims)];
@@ -499,12 +504,12 @@ std::vector<double> sdpa_probs(const SdpaDims& s, const RefTensor& q, const RefT
     }
     double sum = 0.0;
     for (int64_t j = 0; j < s.tk; ++j) {
-      if (!(causal && j > i)) sum += std::exp(scores[static_cast<size_t>(i * s.tk + j)] - m);
+      if (!hidden(i, j)) sum += std::exp(scores[static_cast<size_t>(i * s.tk + j)] - m);
     }
     (*lse)[static_cast<size_t>(i)] = m + std::log(sum);
     for (int64_t j = 0; j < s.tk; ++j) {
       double& p = scores[static_cast<size_t>(i * s.tk + j)];
-      p = (causal && j > i) ? 0.0 : std::exp(p - (*lse)[static_cast<size_t>(i)]);
+      p = hidden(i, j) ? 0.0 : std::exp(p - (*lse)[static_cast<size_t>(i)]);
     }
   }
   return scores;
@@ -512,15 +517,15 @@ std::vector<double> sdpa_probs(const SdpaDims& s, const RefTensor& q, const RefT
 
 }  // namespace
 
-SdpaOut sdpa(const RefTensor& q, const RefTensor& k, const RefTensor& v, bool causal,
-             double scale) {
+SdpaOut sdpa(const RefTensor& q, const RefTensor& k, const RefTensor& v, bool causal, double scale,
+             int64_t window) {
   const SdpaDims s = sdpa_dims(q, k, scale);
   SdpaOut r{zeros(q.dtype, q.dims), zeros(q.dtype, {s.b, s.h, s.tq})};
   for (int64_t bi = 0; bi < s.b; ++bi) {
     for (int64_t hi = 0; hi < s.h; ++hi) {
       const int64_t gi = hi / (s.h / s.g);
       std::vector<double> lse;
-      const std::vector<double> p = sdpa_probs(s, q, k, bi, hi, causal, &lse);
+      const std::vector<double> p = sdpa_probs(s, q, k, bi, hi, causal, window, &lse);
       for (int64_t i = 0; i < s.tq; ++i) {
         r.lse[ravel({bi, hi, i}, r.lse.dims)] = lse[static_cast<size_t>(i)];
         for (int64_t c = 0; c < s.d; ++c) {
@@ -537,14 +542,14 @@ SdpaOut sdpa(const RefTensor& q, const RefTensor& k, const RefTensor& v, bool ca
 }
 
 SdpaGrads sdpa_backward(const RefTensor& q, const RefTensor& k, const RefTensor& v,
-                        const RefTensor& dout, bool causal, double scale) {
+                        const RefTensor& dout, bool causal, double scale, int64_t window) {
   const SdpaDims s = sdpa_dims(q, k, scale);
   SdpaGrads r{zeros(q.dtype, q.dims), zeros(k.dtype, k.dims), zeros(v.dtype, v.dims)};
   for (int64_t bi = 0; bi < s.b; ++bi) {
     for (int64_t hi = 0; hi < s.h; ++hi) {
       const int64_t gi = hi / (s.h / s.g);
       std::vector<double> lse;
-      const std::vector<double> p = sdpa_probs(s, q, k, bi, hi, causal, &lse);
+      const std::vector<double> p = sdpa_probs(s, q, k, bi, hi, causal, window, &lse);
       // dP[i][j] = dout_i . v_j ;  dS[i][j] = P[i][j] * (dP[i][j] - sum_l P[i][l] dP[i][l]).
       std::vector<double> dp(p.size(), 0.0);
       for (int64_t i = 0; i < s.tq; ++i) {

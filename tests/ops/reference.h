@@ -106,8 +106,9 @@ struct SdpaOut {
   RefTensor lse;  // (B, H, Tq)
 };
 // q (B, H, Tq, D), k and v (B, G, Tk, D); q head h reads kv head h / (H / G); scale <= 0 means
-// 1/sqrt(D); causal: query i sees keys 0..i.
-SdpaOut sdpa(const RefTensor& q, const RefTensor& k, const RefTensor& v, bool causal, double scale);
+// 1/sqrt(D); causal: query i sees keys 0..i; window > 0 also hides keys j <= i - window.
+SdpaOut sdpa(const RefTensor& q, const RefTensor& k, const RefTensor& v, bool causal, double scale,
+             int64_t window = 0);
 struct SdpaGrads {
   RefTensor dq;  // (B, H, Tq, D)
   RefTensor dk;  // (B, G, Tk, D)
@@ -115,6 +116,6 @@ struct SdpaGrads {
 };
 // Recomputes the probabilities from q, k (does not trust a saved out / lse).
 SdpaGrads sdpa_backward(const RefTensor& q, const RefTensor& k, const RefTensor& v,
-                        const RefTensor& dout, bool causal, double scale);
+                        const RefTensor& dout, bool causal, double scale, int64_t window = 0);
 
 }  // namespace lj::ref

@@ -75,8 +75,8 @@ TEST(HfConfig, Refusals) {
     const char* expect;
   };
   const Case cases[] = {
-      {R"({"architectures": ["MistralForCausalLM"]})",
-       "architecture MistralForCausalLM is not supported"},
+      {R"({"architectures": ["GPT2LMHeadModel"]})",
+       "architecture GPT2LMHeadModel is not supported"},
       {R"({"model_type": "gpt2"})", "model_type"},
       {"{not json", "not valid JSON"},
       {R"({"vocab_size": 10})", "missing 'hidden_size'"},

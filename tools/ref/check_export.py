@@ -5,7 +5,8 @@ Run by hand (needs torch + transformers, see make_fixtures.py for pinned version
   build/ljperf init --model tiny --out /tmp/ljm            # or `ljperf export` of a checkpoint
   python3 tools/ref/check_export.py build/ljperf /tmp/ljm
 It writes a token file, runs `ljperf eval --dump-logits` on the first batch, loads the folder
-with LlamaForCausalLM.from_pretrained, and compares logits and the mean loss.
+with AutoModelForCausalLM.from_pretrained (Llama, Qwen2, Qwen3 or Mistral, as its config.json
+says), and compares logits and the mean loss.
 """
 import os
 import subprocess
@@ -15,14 +16,14 @@ import tempfile
 import numpy as np
 import torch
 from safetensors.numpy import load_file
-from transformers import LlamaForCausalLM
+from transformers import AutoModelForCausalLM
 
 B, T = 2, 32
 
 
 def main():
     ljperf, folder = sys.argv[1], sys.argv[2]
-    model = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, attn_implementation="eager")
     model.eval()
     rng = np.random.default_rng(7)
     tokens = rng.integers(0, model.config.vocab_size, size=B * T + 1, dtype=np.uint32)

@@ -14,8 +14,11 @@ Each output file <name>.bf16.safetensors is small; it holds
   - norm_bf16.<name>, norm_f32.<name> (): the L2 norm of each parameter after the 10 steps,
 and in __metadata__ the training settings (train) and the versions used.
 
-Regenerate (the venv of bench/peers; pinned: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0):
-  /tmp/peers-venv/bin/python tools/ref/make_bf16_fixtures.py tests/model/fixtures
+Regenerate (the venv of bench/peers; pinned: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0;
+the qwen2, qwen2_window, qwen3 and mistral_window files were written with transformers 5.24.0):
+  /tmp/peers-venv/bin/python tools/ref/make_bf16_fixtures.py tests/model/fixtures [name ...]
+With names, only those fixtures are (re)written. The model class is the config's model_type's
+(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM).
 """
 import json
 import math
@@ -25,9 +28,9 @@ import torch
 import transformers
 from safetensors import safe_open
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-FIXTURES = ["gqa_llama3", "tied", "head_dim"]
+FIXTURES = ["gqa_llama3", "tied", "head_dim", "qwen2", "qwen2_window", "qwen3", "mistral_window"]
 STEPS = 10
 
 
@@ -48,9 +51,9 @@ def load(path):
 
 def train(meta, tensors, train_cfg, bf16):
     cfg_dict = json.loads(meta["config_json"])
-    cfg = LlamaConfig(**cfg_dict)
+    cfg = CONFIG_MAPPING[cfg_dict.get("model_type", "llama")](**cfg_dict)
     cfg._attn_implementation = "eager"
-    model = LlamaForCausalLM(cfg).float()
+    model = AutoModelForCausalLM.from_config(cfg).float()
     params = dict(model.named_parameters())  # tied weights appear once
     with torch.no_grad():
         for n, p in params.items():
@@ -80,7 +83,10 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "tests/model/fixtures"
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
+    only = set(sys.argv[2:])
     for name in FIXTURES:
+        if only and name not in only:
+            continue
         meta, tensors = load(f"{outdir}/{name}.safetensors")
         train_cfg = dict(json.loads(meta["train"]), total_steps=STEPS)
         out = {}

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the HF-parity fixtures that tests/model/ compares ljperf against.
 
-Each fixture is one safetensors file holding, for a small LlamaForCausalLM built by
-transformers in float32 with eager attention:
+Each fixture is one safetensors file holding, for a small LlamaForCausalLM (or Qwen2, Qwen3,
+Mistral: FAMILIES) built by transformers in float32 with eager attention:
   - every parameter under its HF name (initial weights),
   - input_ids (B, T) int64 and labels (B, T) int64 (some -100: ignored),
   - logits (B, T, V) and loss () from model(input_ids, labels=labels),
@@ -15,7 +15,8 @@ file's __metadata__ as JSON strings (config_json, train).
 Regenerate (pinned: torch 2.15.0, transformers 5.24.0, safetensors 0.8.0, CPU):
   python3 -m venv /tmp/venv-ref && /tmp/venv-ref/bin/pip install torch==2.15.0 \
       transformers==5.24.0 safetensors==0.8.0 numpy
-  /tmp/venv-ref/bin/python tools/ref/make_fixtures.py tests/model/fixtures
+  /tmp/venv-ref/bin/python tools/ref/make_fixtures.py tests/model/fixtures [name ...]
+With names, only those fixtures are (re)written.
 """
 import json
 import math
@@ -24,7 +25,8 @@ import sys
 import torch
 import transformers
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 B, T = 2, 16
 TRAIN = dict(max_lr=1e-2, min_lr=1e-3, warmup_steps=2, total_steps=5, beta1=0.9, beta2=0.95,
@@ -46,6 +48,37 @@ CONFIGS = {
     "head_dim": dict(vocab_size=128, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                      max_position_embeddings=64, rope_theta=10000.0, tie_word_embeddings=False),
+    # Qwen2: biases on q, k and v, tied embeddings, rope theta 1e6, RMSNorm eps 1e-6; a
+    # sliding_window with use_sliding_window false, which transformers ignores.
+    "qwen2": dict(family="qwen2", vocab_size=128, hidden_size=48, intermediate_size=96,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=64, rope_theta=1000000.0, tie_word_embeddings=True,
+                  use_sliding_window=False, sliding_window=5, rms_norm_eps=1e-6),
+    # Qwen2 with use_sliding_window: a window of 5 on the layers from max_window_layers (1) on,
+    # layer 0 fully causal.
+    "qwen2_window": dict(family="qwen2", vocab_size=128, hidden_size=48, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=64, rope_theta=1000000.0,
+                         tie_word_embeddings=False, use_sliding_window=True, sliding_window=5,
+                         max_window_layers=1, rms_norm_eps=1e-6),
+    # Qwen3: q_norm and k_norm over an explicit head_dim (16, not 48 / 4).
+    "qwen3": dict(family="qwen3", vocab_size=128, hidden_size=48, intermediate_size=96,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  max_position_embeddings=64, rope_theta=1000000.0, tie_word_embeddings=False,
+                  attention_bias=False, rms_norm_eps=1e-6),
+    # Mistral with a sliding window of 5 at T = 16: query i sees keys i - 5 < j <= i.
+    "mistral_window": dict(family="mistral", vocab_size=128, hidden_size=48,
+                           intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, max_position_embeddings=64,
+                           rope_theta=1000000.0, tie_word_embeddings=False, sliding_window=5),
+}
+
+# family -> (config class, model class); absent: Llama.
+FAMILIES = {
+    "llama": (LlamaConfig, LlamaForCausalLM),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+    "mistral": (MistralConfig, MistralForCausalLM),
 }
 
 
@@ -60,13 +93,18 @@ def lr_at(step):
 
 def make(name, cfg_kwargs, seed):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(**cfg_kwargs, rms_norm_eps=1e-5, initializer_range=0.02,
-                      attn_implementation="eager", torch_dtype=torch.float32)
-    model = LlamaForCausalLM(cfg).float()
-    # Norm weights start at one in HF; perturb them so their gradients are tested non-trivially.
+    kwargs = dict(cfg_kwargs)
+    family = kwargs.pop("family", "llama")
+    config_class, model_class = FAMILIES[family]
+    kwargs.setdefault("rms_norm_eps", 1e-5)
+    cfg = config_class(**kwargs, initializer_range=0.02, attn_implementation="eager",
+                       torch_dtype=torch.float32)
+    model = model_class(cfg).float()
+    # Norm weights start at one and biases at zero in HF; perturb them so that the forward
+    # depends on them and their gradients are tested non-trivially.
     with torch.no_grad():
         for n, p in model.named_parameters():
-            if n.endswith("norm.weight"):
+            if n.endswith("norm.weight") or n.endswith(".bias"):
                 p.add_(0.1 * torch.randn_like(p))
     input_ids = torch.randint(0, cfg.vocab_size, (B, T))
     labels = input_ids.clone()
@@ -105,7 +143,10 @@ def make(name, cfg_kwargs, seed):
     for n, p in params.items():
         out["step5." + n] = p.detach().clone()
 
-    meta = {"config_json": cfg.to_json_string(), "train": json.dumps(TRAIN),
+    # The Llama fixtures were written with only the keys that differ from LlamaConfig's defaults;
+    # the others hold every key, so that no family default is left for ljperf to guess.
+    config_json = cfg.to_json_string(use_diff=family == "llama")
+    meta = {"config_json": config_json, "train": json.dumps(TRAIN),
             "torch": torch.__version__, "transformers": transformers.__version__}
     out = {k: v.contiguous() for k, v in out.items()}
     return out, meta
@@ -114,7 +155,10 @@ def make(name, cfg_kwargs, seed):
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "tests/model/fixtures"
     torch.use_deterministic_algorithms(True)
+    only = set(sys.argv[2:])
     for i, (name, kw) in enumerate(CONFIGS.items()):
+        if only and name not in only:
+            continue
         tensors, meta = make(name, kw, seed=1000 + i)
         path = f"{outdir}/{name}.safetensors"
         save_file(tensors, path, metadata=meta)

@@ -4,11 +4,13 @@
 //   sdpa(q (B, H, Tq, D), k (B, G, Tk, D), v (B, G, Tk, D)) -> out (B, H, Tq, D), lse (B, H, Tq)
 //   sdpa_backward(q, k, v, out, lse, dout) -> dq, dk, dv
 //
-// q head h reads kv head h / (H / G). causal: query i sees keys 0..i (Tq == Tk). scale <= 0
-// means 1 / sqrt(D).
+// q head h reads kv head h / (H / G). causal: query i sees keys 0..i (Tq == Tk). window W > 0
+// (causal only, Mistral's sliding window): query i sees keys i - W < j <= i. scale <= 0 means
+// 1 / sqrt(D).
 //
 // Forward, parallel over (b, h, query tile): online softmax over key tiles (tiles fully above the
-// diagonal skipped; on a diagonal tile every product skips the micro-blocks the mask hides); the
+// diagonal, and with a window those wholly older than it, skipped; on a diagonal tile every
+// product skips the micro-blocks the mask hides; keys older than the window are masked); the
 // output rows accumulate in place and are normalised at the end; lse = m + log(l). Scores are
 // computed transposed, St = K_tile Q_tileᵀ (keys x queries), so the row statistics of a query
 // vectorise across queries and no K tile is transposed.
@@ -251,13 +253,14 @@ struct Dims {
   int64_t b, h, g, tq, tk, d;
   bool causal;
   double scale;
+  int64_t window;  // 0: none; else query i sees keys j > i - window (causal)
 };
 
 Dims read_dims(const KernelContext& c) {
   const TensorView& q = c.in[0];
   const TensorView& k = c.in[1];
   LJ_CHECK(q.rank() == 4 && k.rank() == 4 && c.in[2].rank() == 4) << "sdpa needs rank-4 q, k, v";
-  Dims d{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), false, 0.0};
+  Dims d{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), false, 0.0, 0};
   LJ_CHECK(d.g > 0 && d.h % d.g == 0) << "sdpa: H=" << d.h << " is not a multiple of G=" << d.g;
   LJ_CHECK_EQ(k.dim(3), d.d) << "sdpa head dims";
   LJ_CHECK(c.in[2].dims == k.dims) << "sdpa: k and v shapes differ";
@@ -265,6 +268,8 @@ Dims read_dims(const KernelContext& c) {
   LJ_CHECK(!d.causal || d.tq == d.tk) << "causal sdpa needs Tq == Tk";
   d.scale = c.attrs().f_or("scale", 0.0);
   if (d.scale <= 0) d.scale = 1.0 / std::sqrt(static_cast<double>(d.d));
+  d.window = c.attrs().i_or("window", 0);
+  LJ_CHECK(d.window == 0 || (d.causal && d.window > 0)) << "sdpa window needs causal attention";
   return d;
 }
 
@@ -299,8 +304,12 @@ void sdpa_tile_forward(const Dims& dm, const T* q, const T* k, const T* v, T* ou
     s.l[i] = T(0);
   }
   const int64_t key_end = dm.causal ? i0 + mq : dm.tk;
+  // With a window, the key tiles before the one holding the first query's oldest key hold none
+  // any query of this tile sees.
+  const int64_t key_begin =
+      dm.window > 0 ? std::max<int64_t>(0, i0 - dm.window + 1) / kTile * kTile : 0;
   if (key_end == 0) std::fill(o, o + static_cast<ptrdiff_t>(mq) * d, T(0));
-  for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
+  for (int64_t j0 = key_begin; j0 < key_end; j0 += kTile) {
     const int nk = static_cast<int>(std::min<int64_t>(kTile, key_end - j0));
     // St (nk, kTile) = K_tile (nk, D) Q_tileᵀ (D, kTile); padded query columns score 0.
     const Tri diag = dm.causal && j0 == i0 ? Tri::out_lower : Tri::none;
@@ -309,6 +318,12 @@ void sdpa_tile_forward(const Dims& dm, const T* q, const T* k, const T* v, T* ou
       for (int j = 0; j < nk; ++j) {  // key j0 + j is hidden from queries i0 .. j0 + j - 1
         const int64_t hidden = std::min<int64_t>(kTile, j0 + j - i0);
         for (int64_t i = 0; i < hidden; ++i) s.st[j * kTile + i] = kNegInf;
+      }
+    }
+    if (dm.window > 0 && i0 + mq - 1 - j0 >= dm.window) {
+      for (int j = 0; j < nk; ++j) {  // key j0 + j is too old for queries j0 + j + window ..
+        const int64_t first = std::max<int64_t>(0, j0 + j + dm.window - i0);
+        for (int64_t i = first; i < mq; ++i) s.st[j * kTile + i] = kNegInf;
       }
     }
     // Per query (vectorised across queries): running max m of scale * score, the rescale
@@ -333,7 +348,7 @@ void sdpa_tile_forward(const Dims& dm, const T* q, const T* k, const T* v, T* ou
       simd::store(s.m + i, m_new);
       simd::store(s.l + i, simd::fma(simd::load(s.l + i), alpha, sum));
     }
-    if (j0 > 0) {
+    if (j0 > key_begin) {
       for (int i = 0; i < mq; ++i) {
         const T a = s.alpha[i];
         if (a != T(1)) {
@@ -342,7 +357,7 @@ void sdpa_tile_forward(const Dims& dm, const T* q, const T* k, const T* v, T* ou
       }
     }
     // O (mq, D) [+]= P (mq, nk) V_tile (nk, D), P read from St transposed.
-    tile_gemm(mq, d, nk, s.st, 1, kTile, v + j0 * d, d, o, d, j0 > 0,
+    tile_gemm(mq, d, nk, s.st, 1, kTile, v + j0 * d, d, o, d, j0 > key_begin,
               diag == Tri::none ? Tri::none : Tri::k_upto_row);
   }
   for (int i = 0; i < mq; ++i) {
@@ -439,9 +454,11 @@ void sdpa_kv_tile_backward(const Dims& dm, const HeadPtrs<T>& h, const T* di, in
   const int nk_pad = (nk + W - 1) / W * W;  // vector width; columns nk..nk_pad are zero
   T* dk = h.dk + j0 * d;
   T* dv = h.dv + j0 * d;
-  // Causal: query tiles whose last query is before j0 see none of these keys.
+  // Causal: query tiles whose last query is before j0 see none of these keys; with a window,
+  // neither do those whose first query is past the last key's window.
   const int64_t i_begin = dm.causal ? j0 / kTile * kTile : 0;
-  for (int64_t i0 = i_begin; i0 < dm.tq; i0 += kTile) {
+  const int64_t i_end = dm.window > 0 ? std::min(dm.tq, j0 + nk - 1 + dm.window) : dm.tq;
+  for (int64_t i0 = i_begin; i0 < i_end; i0 += kTile) {
     const int mq = static_cast<int>(std::min<int64_t>(kTile, dm.tq - i0));
     const T* q = h.q + i0 * d;
     const T* dout = h.dout + i0 * d;
@@ -459,6 +476,10 @@ void sdpa_kv_tile_backward(const Dims& dm, const HeadPtrs<T>& h, const T* di, in
         simd::store(row + j, simd::exp_vec<T>(simd::load(row + j) * scale - lse));
       }
       for (int j = visible; j < nk_pad; ++j) row[j] = T(0);  // hidden keys and padding
+      if (dm.window > 0) {  // keys older than the window: j0 + j <= i0 + i - window
+        const int64_t old = std::min<int64_t>(nk, i0 + i - dm.window - j0 + 1);
+        for (int64_t j = 0; j < old; ++j) row[j] = T(0);
+      }
     }
     // dV_tile (nk, D) += Pᵀ (nk, mq) dO_tile (mq, D).
     tile_gemm(nk, d, mq, s.p, 1, kTile, dout, d, dv, d, true, diag ? Tri::k_from_row : Tri::none);

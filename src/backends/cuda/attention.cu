@@ -39,7 +39,8 @@ __global__ void __launch_bounds__(kThreads)
   float acc[2] = {0, 0};
   float m = -INFINITY, l = 0;
   const int64_t key_end = dm.causal ? i + 1 : dm.tk;
-  for (int64_t j0 = 0; j0 < key_end; j0 += blockDim.x) {
+  const int64_t key_begin = dm.window > 0 && i + 1 > dm.window ? i + 1 - dm.window : 0;
+  for (int64_t j0 = key_begin; j0 < key_end; j0 += blockDim.x) {
     const int64_t j = j0 + threadIdx.x;
     const float s = j < key_end ? dm.scale * dot_row(qs, kb + j * d, d) : -INFINITY;
     const float m_new = fmaxf(m, block_max(s));
@@ -92,7 +93,8 @@ __global__ void __launch_bounds__(kThreads)
   const float li = lse[row];
   float acc[2] = {0, 0};
   const int64_t key_end = dm.causal ? i + 1 : dm.tk;
-  for (int64_t j0 = 0; j0 < key_end; j0 += blockDim.x) {
+  const int64_t key_begin = dm.window > 0 && i + 1 > dm.window ? i + 1 - dm.window : 0;
+  for (int64_t j0 = key_begin; j0 < key_end; j0 += blockDim.x) {
     const int64_t j = j0 + threadIdx.x;
     float dsj = 0;
     if (j < key_end) {
@@ -136,13 +138,14 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   float adk[2] = {0, 0}, adv[2] = {0, 0};
   const int64_t q_begin = dm.causal ? j : 0;
+  const int64_t q_end = dm.window > 0 && j + dm.window < dm.tq ? j + dm.window : dm.tq;
   for (int64_t hh = 0; hh < group; ++hh) {
     const int64_t h = g * group + hh;
     const int64_t qbase = (b * dm.h + h) * dm.tq;
-    for (int64_t i0 = q_begin; i0 < dm.tq; i0 += blockDim.x) {
+    for (int64_t i0 = q_begin; i0 < q_end; i0 += blockDim.x) {
       const int64_t i = i0 + threadIdx.x;
       float pij = 0, dsij = 0;
-      if (i < dm.tq) {
+      if (i < q_end) {
         const float s = dm.scale * dot_row(ks, q + (qbase + i) * d, d);
         pij = expf(s - lse[qbase + i]);
         dsij = pij * (dot_row(vs, dout + (qbase + i) * d, d) - di[qbase + i]);
@@ -151,7 +154,7 @@ __global__ void __launch_bounds__(kThreads)
       ps[threadIdx.x] = pij;
       dss[threadIdx.x] = dsij;
       __syncthreads();
-      const int64_t nq = dm.tq - i0 < blockDim.x ? dm.tq - i0 : blockDim.x;
+      const int64_t nq = q_end - i0 < blockDim.x ? q_end - i0 : blockDim.x;
       for (int r = 0; r < 2; ++r) {
         const int64_t x = threadIdx.x + r * blockDim.x;
         if (x >= d) continue;
@@ -186,9 +189,11 @@ bool flash_enabled() {
 
 Status dims_of(KernelContext& c, Dims* dm) {
   const TensorView &q = c.in[0], &k = c.in[1];
-  *dm = Dims{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), false, 0.0f};
+  *dm = Dims{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), false, 0.0f, 0};
   dm->causal = c.attrs().b_or("causal", false);
   LJ_CHECK(!dm->causal || dm->tq == dm->tk) << "causal sdpa needs Tq == Tk";
+  dm->window = c.attrs().i_or("window", 0);
+  LJ_CHECK(dm->window == 0 || (dm->causal && dm->window > 0)) << "sdpa window needs causal";
   double scale = c.attrs().f_or("scale", 0.0);
   if (scale <= 0) scale = 1.0 / std::sqrt(static_cast<double>(dm->d));
   dm->scale = static_cast<float>(scale);

@@ -1,9 +1,10 @@
 // CUDA kernels of scaled dot-product attention (f32 and bf16 storage, f32 math):
 //   sdpa(q (B, H, Tq, D), k (B, G, Tk, D), v (B, G, Tk, D)) -> out (B, H, Tq, D), lse (B, H, Tq)
 //   sdpa_backward(q, k, v, out, lse, dout) -> dq, dk, dv
-// q head h reads kv head h / (H / G); causal: query i sees keys 0..i (Tq == Tk); scale <= 0
-// means 1 / sqrt(D). As backends/cpu/attention.cc: P = exp(scale S - lse), Di = rowsum(dO ∘ O),
-// dS = P ∘ (dO Vᵀ - Di), dQ = scale dS K, dK = scale dSᵀ Q, dV = Pᵀ dO.
+// q head h reads kv head h / (H / G); causal: query i sees keys 0..i (Tq == Tk); a window W > 0
+// (causal) hides keys j <= i - W, on the plain kernels only; scale <= 0 means 1 / sqrt(D). As
+// backends/cpu/attention.cc: P = exp(scale S - lse), Di = rowsum(dO ∘ O), dS = P ∘ (dO Vᵀ - Di), dQ
+// = scale dS K, dK = scale dSᵀ Q, dV = Pᵀ dO.
 //
 // Head dims up to 128 (f32 and bf16, sm_80 and later) run the flash kernels
 // (flash_attention.cuh: tiled, online softmax, bf16 on tensor cores). Other calls run the plain

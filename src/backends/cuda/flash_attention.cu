@@ -175,6 +175,7 @@ unsigned tiles(int64_t n) {
 }  // namespace
 
 bool flash_supports(const SdpaDims& dm, DType dt) {
+  if (dm.window > 0) return false;
   if (dt != DType::f32 && dt != DType::bf16) return false;
   if (padded_d(dm.d) == 0 || dm.tq >= (1LL << 31) || dm.tk >= (1LL << 31)) return false;
   int dev = 0, major = 0, optin = 0;

@@ -13,9 +13,11 @@ struct SdpaDims {
   int64_t b, h, g, tq, tk, d;
   bool causal;
   float scale;
+  int64_t window;  // 0: none; else (causal) query i sees keys i - window < j <= i
 };
 
-// Whether the flash kernels take this call: d <= kFlashMaxD, f32 or bf16, and the device grants
+// Whether the flash kernels take this call: no sliding window (the plain kernels take those),
+// d <= kFlashMaxD, f32 or bf16, and the device grants
 // the shared memory of the head dim's tiles (up to 150 KiB: f32 at d = 128; bf16 at most 68 KiB).
 bool flash_supports(const SdpaDims& dm, DType dt);
 

@@ -170,6 +170,31 @@ TEST(GpuOps, SdpaForwardAndBackwardCausalGqa) {
   }
 }
 
+// Mistral's sliding window (query i sees keys i - W < j <= i): the plain kernels take it (flash
+// declines a window), against the CPU backend. Bounds as the causal test above; not yet observed
+// on a GPU (written on a host without one).
+TEST(GpuOps, SdpaSlidingWindow) {
+  for (int64_t window : {1, 5, 40}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    std::vector<GraphInput> in = {{"q", random_tensor(DType::f32, {2, 4, 37, 32}, 40)},
+                                  {"k", random_tensor(DType::f32, {2, 2, 37, 32}, 41)},
+                                  {"v", random_tensor(DType::f32, {2, 2, 37, 32}, 42)},
+                                  {"dout", random_tensor(DType::f32, {2, 4, 37, 32}, 43)}};
+    expect_same(
+        in,
+        [window](Builder& b, const std::vector<Val>& v) {
+          Attrs a;
+          a.set("causal", true);
+          a.set("window", window);
+          std::vector<Val> fwd = b.add(Op::sdpa, {v[0], v[1], v[2]}, a);
+          std::vector<Val> bwd =
+              b.add(Op::sdpa_backward, {v[0], v[1], v[2], fwd[0], fwd[1], v[3]}, a);
+          return std::vector<Val>{fwd[0], fwd[1], bwd[0], bwd[1], bwd[2]};
+        },
+        1e-5, 1e-4);
+  }
+}
+
 // The flash kernels (head dims <= 128) and the plain fallback (D = 160) on the shapes of
 // tests/cuda/flash_emulation_test.cc, f32 and bf16, against the CPU backend. Bounds: those the
 // host emulation of the same kernels shows against the CPU (its test states them), which a
