@@ -71,7 +71,10 @@ Status LineReader::fill() {
   // file"): that is an error too, not a corpus that silently ends early.
   if (n < 0 || code != Z_OK) {
     buf_.resize(old);
-    return io_error("reading " + path_ + ": " + (msg ? msg : "zlib error"),
+    // zlib's message starts with the path it was opened with: said once here.
+    std::string what = msg ? msg : "zlib error";
+    if (what.rfind(path_ + ": ", 0) == 0) what = what.substr(path_.size() + 2);
+    return io_error("reading " + path_ + ": " + what,
                     "the file is damaged (a truncated or corrupt .gz?)");
   }
   buf_.resize(old + static_cast<size_t>(n));
