@@ -672,7 +672,6 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
                                                    r.parallel(a.f.threads)));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
-  LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
   g.dev = std::make_unique<Device>(a.f.threads);
   r.step.profile = a.profile;
   r.step.profile_cpu = a.profile_clock == "cpu";

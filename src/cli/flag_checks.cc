@@ -53,22 +53,12 @@ CLI::Validator integer_at_least(int64_t min) {
       "INT>=" + std::to_string(min));
 }
 
-}  // namespace lj::cli
-
-namespace lj::cli {
-
-void warn_renamed(const std::string& old_name, const std::string& new_name,
-                  const std::string& why) {
-  std::fprintf(stderr, "warning: %s is now %s (%s); the old name will go\n", old_name.c_str(),
-               new_name.c_str(), why.c_str());
-}
-
-CLI::Option* add_renamed_flag(CLI::App* sub, const std::string& old_name,
-                              const std::string& new_name, const std::string& why, bool* target) {
-  return sub->add_flag(old_name, *target)
-      ->group("")
-      ->each(
-          [old_name, new_name, why](const std::string&) { warn_renamed(old_name, new_name, why); });
+CLI::Option* renamed(CLI::Option* opt, const std::string& new_name, const std::string& why) {
+  const std::string old_name = opt->get_name();
+  return opt->group("")->each([old_name, new_name, why](const std::string&) {
+    std::fprintf(stderr, "warning: %s is now %s (%s); the old name will go\n", old_name.c_str(),
+                 new_name.c_str(), why.c_str());
+  });
 }
 
 }  // namespace lj::cli

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/run_config.h"
+#include "dist/communicator.h"
 
 namespace CLI {
 class App;

@@ -1,23 +1,13 @@
 #include "cli/tokenizer_files.h"
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
+#include "core/text_file.h"
 #include "io/atomic_file.h"
+#include "tokenize/tokenizer.h"
 
 namespace lj::cli {
 namespace fs = std::filesystem;
-
-namespace {
-
-StatusOr<std::string> read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot read " + path, "check the path");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-}  // namespace
 
 std::vector<std::string> tokenizer_files_in(const std::string& dir) {
   std::vector<std::string> files;
@@ -47,9 +37,11 @@ Status keep_tokenizer(const std::string& tokenizer, const std::string& out) {
     files = {tokenizer};
   }
   const std::string kept = (fs::path(out) / "tokenizer.json").string();
-  LJ_ASSIGN_OR_RETURN(const std::string given, read_all(files.front()));
+  LJ_ASSIGN_OR_RETURN(const std::string given, read_text_file(files.front(), "check --tokenizer",
+                                                              tok::kMaxTokenizerFileBytes));
   if (fs::exists(kept)) {
-    LJ_ASSIGN_OR_RETURN(const std::string before, read_all(kept));
+    LJ_ASSIGN_OR_RETURN(const std::string before,
+                        read_text_file(kept, "", tok::kMaxTokenizerFileBytes));
     if (before == given) return ok_status();
     return invalid_argument(
         out + " was trained with another tokenizer (its tokenizer.json differs from " +
