@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn_info.h"
 #include "backends/cuda/workspace.h"
 #include "core/check.h"
@@ -194,7 +195,8 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
       return i.isa_avx512 ? SgemmIsa::avx512_core : i.isa_avx2 ? SgemmIsa::avx2 : SgemmIsa::other;
     }();
     const int threads = dry.threads > 0 ? dry.threads : omp_get_max_threads();
-    if (auto b = graph_sgemm_buffer_bytes(g, ex.env(), threads, isa)) f.gemm_buffer_bytes = *b;
+    if (auto b = graph_sgemm_buffer_bytes(g, ex.env(), threads, isa, cpu::gemm_bf16_uses_own()))
+      f.gemm_buffer_bytes = *b;
     if (const ArenaMemory* pm = ex.arena_memory()) f.plan = pm->plan();
   }
   f.bytes_peak = f.stats.bytes_total_peak;

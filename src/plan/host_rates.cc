@@ -29,7 +29,8 @@
 namespace lj {
 namespace {
 
-// 9: huge pages opt-in again (format-8 probes ran on them). 8: the runtime's blocks on
+// 10: GEMM classes and attention per dtype (format 9 priced bf16 GEMMs at f32 rates). 9: huge
+// pages opt-in again (format-8 probes ran on them). 8: the runtime's blocks on
 // transparent huge pages by default (format-7 probes ran on 4 KiB pages). 7: a layer's GEMMs go to
 // ljperf's own GEMM from 128 in every dimension (format-6 classes measured oneDNN's). 6: AdamW's
 // kernel divides by a reciprocal (1.75x the speed): format-5 optimizer rates are stale. 5: each
@@ -38,7 +39,7 @@ namespace {
 // (reading the add before's output), no longer one add rerun in cache. 4: pointwise also measured
 // hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement and reduction cold; 1,
 // 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 9";
+constexpr const char* kFormat = "ljperf host rates 10";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the median process CPU time per run divided by the threads (other processes on
@@ -70,8 +71,8 @@ StatusOr<Timing> time_graph(const Graph& g, Device& dev, const std::vector<Tenso
   return t;
 }
 
-Tensor zeros(Device& dev, std::vector<int64_t> dims) {
-  return Tensor::zeros(dev, DType::f32, std::move(dims), MemCategory::temporaries);
+Tensor zeros(Device& dev, std::vector<int64_t> dims, DType dtype = DType::f32) {
+  return Tensor::zeros(dev, dtype, std::move(dims), MemCategory::temporaries);
 }
 
 // One GEMM's seconds, its operands cold as in a step (independent copies on their own
@@ -82,63 +83,65 @@ constexpr int kMaxGemmCopies = 16;
 StatusOr<double> gemm_seconds_measured(Device& dev, const GemmSample& s, int reps) {
   const std::vector<int64_t> da = s.ta ? std::vector{s.k, s.m} : std::vector{s.m, s.k};
   const std::vector<int64_t> db = s.tb ? std::vector{s.n, s.k} : std::vector{s.k, s.n};
-  const double bytes = 4.0 * static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n);
+  const DType dt = s.bf16 ? DType::bf16 : DType::f32;
+  const double bytes =
+      static_cast<double>(dtype_size(dt)) * static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n);
   const int copies = std::clamp(static_cast<int>(kColdGemmBytes / bytes), 1, kMaxGemmCopies);
   Graph g;
   Builder b(&g);
   std::vector<Tensor> in;
   for (int c = 0; c < copies; ++c) {
-    Val x = b.input("a" + std::to_string(c), DType::f32, Shape::concrete(da));
-    Val y = b.input("b" + std::to_string(c), DType::f32, Shape::concrete(db));
+    Val x = b.input("a" + std::to_string(c), dt, Shape::concrete(da));
+    Val y = b.input("b" + std::to_string(c), dt, Shape::concrete(db));
     b.output("c" + std::to_string(c), matmul(x, y, s.ta, s.tb));
-    in.push_back(zeros(dev, da));
-    in.push_back(zeros(dev, db));
+    in.push_back(zeros(dev, da, dt));
+    in.push_back(zeros(dev, db, dt));
   }
   LJ_RETURN_IF_ERROR(b.status());
   LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, in, reps, Op::matmul));
   return t.seconds / copies;
 }
 
-// Causal sdpa and its backward at (B, H, T, D): forward and backward FLOP/s, each op alone (the
-// backward fed the forward's outputs).
-Status measure_attention(Device& dev, HostRates* r) {
+// Causal sdpa and its backward at (B, H, T, D) with q, k, v (and out, dout) of `dt`: forward and
+// backward FLOP/s, each op alone (the backward fed the forward's outputs).
+Status measure_attention(Device& dev, DType dt, double* forward, double* backward) {
   const int64_t B = 2, H = 8, T = 256, D = 64;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<Tensor> fwd_out;
   {
     Graph g;
     Builder b(&g);
-    Val q = b.input("q", DType::f32, Shape{B, H, T, D});
-    Val k = b.input("k", DType::f32, Shape{B, H, T, D});
-    Val v = b.input("v", DType::f32, Shape{B, H, T, D});
+    Val q = b.input("q", dt, Shape{B, H, T, D});
+    Val k = b.input("k", dt, Shape{B, H, T, D});
+    Val v = b.input("v", dt, Shape{B, H, T, D});
     SdpaResult o = sdpa(q, k, v, /*causal=*/true, scale);
     b.output("out", o.out);
     b.output("lse", o.lse);
     LJ_RETURN_IF_ERROR(b.status());
     std::vector<Tensor> in;
-    for (int i = 0; i < 3; ++i) in.push_back(zeros(dev, {B, H, T, D}));
+    for (int i = 0; i < 3; ++i) in.push_back(zeros(dev, {B, H, T, D}, dt));
     LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, in, 4, Op::sdpa, &fwd_out));
-    r->attention_forward_flops = t.flops / t.seconds;
+    *forward = t.flops / t.seconds;
   }
   Graph g;
   Builder b(&g);
-  Val q = b.input("q", DType::f32, Shape{B, H, T, D});
-  Val k = b.input("k", DType::f32, Shape{B, H, T, D});
-  Val v = b.input("v", DType::f32, Shape{B, H, T, D});
-  Val out = b.input("out", DType::f32, Shape{B, H, T, D});
+  Val q = b.input("q", dt, Shape{B, H, T, D});
+  Val k = b.input("k", dt, Shape{B, H, T, D});
+  Val v = b.input("v", dt, Shape{B, H, T, D});
+  Val out = b.input("out", dt, Shape{B, H, T, D});
   Val lse = b.input("lse", fwd_out[1].dtype(), Shape::concrete(fwd_out[1].dims()));
-  Val dout = b.input("dout", DType::f32, Shape{B, H, T, D});
+  Val dout = b.input("dout", dt, Shape{B, H, T, D});
   const std::vector<Val> grads =
       b.add(Op::sdpa_backward, {q, k, v, out, lse, dout}, {{"causal", true}, {"scale", scale}});
   for (size_t i = 0; i < grads.size(); ++i) b.output("d" + std::to_string(i), grads[i]);
   LJ_RETURN_IF_ERROR(b.status());
   std::vector<Tensor> in;
-  for (int i = 0; i < 3; ++i) in.push_back(zeros(dev, {B, H, T, D}));
+  for (int i = 0; i < 3; ++i) in.push_back(zeros(dev, {B, H, T, D}, dt));
   in.push_back(fwd_out[0]);
   in.push_back(fwd_out[1]);
-  in.push_back(zeros(dev, {B, H, T, D}));
+  in.push_back(zeros(dev, {B, H, T, D}, dt));
   LJ_ASSIGN_OR_RETURN(Timing t, time_graph(g, dev, in, 4, Op::sdpa_backward));
-  r->attention_backward_flops = t.flops / t.seconds;
+  *backward = t.flops / t.seconds;
   return ok_status();
 }
 
@@ -309,16 +312,25 @@ GemmSample gemm_class(const GemmSample& s) {
           std::min(s.k, kGemmClassCap),
           s.ta,
           s.tb,
-          0.0};
+          0.0,
+          s.bf16};
 }
 
 const std::vector<GemmSample>& gemm_shapes() {
-  static const std::vector<GemmSample> kShapes = {
-      {1024, 1024, 1024, false, false}, {2048, 1024, 1024, false, true},
-      {2048, 1024, 1024, false, false}, {1024, 1024, 2048, true, false},
-      {2048, 2048, 128, false, true},   {2048, 128, 2048, false, false},
-      {128, 2048, 2048, false, true},   {2048, 512, 512, false, true},
-  };
+  static const std::vector<GemmSample> kShapes = [] {
+    const std::vector<GemmSample> f32 = {
+        {1024, 1024, 1024, false, false}, {2048, 1024, 1024, false, true},
+        {2048, 1024, 1024, false, false}, {1024, 1024, 2048, true, false},
+        {2048, 2048, 128, false, true},   {2048, 128, 2048, false, false},
+        {128, 2048, 2048, false, true},   {2048, 512, 512, false, true},
+    };
+    std::vector<GemmSample> all = f32;
+    for (GemmSample g : f32) {
+      g.bf16 = true;
+      all.push_back(g);
+    }
+    return all;
+  }();
   return kShapes;
 }
 
@@ -332,14 +344,20 @@ double flops_of(const GemmSample& s) {
 constexpr double kOtherGemmDistance = 1e4;
 
 bool same_class(const GemmSample& a, const GemmSample& b) {
-  return a.m == b.m && a.n == b.n && a.k == b.k && a.ta == b.ta && a.tb == b.tb;
+  return a.m == b.m && a.n == b.n && a.k == b.k && a.ta == b.ta && a.tb == b.tb && a.bf16 == b.bf16;
+}
+
+// Which GEMM runs the class: ljperf's own or oneDNN's (backends/cpu/gemm.h).
+bool runs_own(const GemmSample& c) {
+  return c.bf16 ? cpu::gemm_bf16_uses_own()
+                : cpu::gemm_uses_own_sgemm(c.ta, c.tb, c.m, c.n, c.k, false);
 }
 
 }  // namespace
 
 double HostRates::gemm_seconds(const GemmSample& shape) const {
   const GemmSample c = gemm_class(shape);
-  const bool own = cpu::gemm_uses_own_sgemm(c.ta, c.tb, c.m, c.n, c.k, false);
+  const bool own = runs_own(c);
   const GemmSample* best = nullptr;
   double best_d = 1e300;
   for (const GemmSample& g : gemm) {
@@ -353,11 +371,11 @@ double HostRates::gemm_seconds(const GemmSample& shape) const {
     };
     // A class another GEMM runs (ljperf's own against oneDNN's) is a different kernel with its
     // own rate: taken only when no class of the shape's own GEMM was measured.
-    const double other_gemm = cpu::gemm_uses_own_sgemm(g.ta, g.tb, g.m, g.n, g.k, false) != own
-                                  ? kOtherGemmDistance
-                                  : 0.0;
-    const double d =
-        l(g.m, c.m) + l(g.n, c.n) + l(g.k, c.k) + (g.ta != c.ta || g.tb != c.tb) + other_gemm;
+    // A class of the other dtype, further still: taken only when the dtype has none.
+    const double other_gemm = runs_own(g) != own ? kOtherGemmDistance : 0.0;
+    const double other_dtype = g.bf16 != c.bf16 ? 2 * kOtherGemmDistance : 0.0;
+    const double d = l(g.m, c.m) + l(g.n, c.n) + l(g.k, c.k) + (g.ta != c.ta || g.tb != c.tb) +
+                     other_gemm + other_dtype;
     if (d < best_d) {
       best_d = d;
       best = &g;
@@ -408,6 +426,12 @@ bool samples_ok(const std::vector<BandwidthSample>& v) {
 
 }  // namespace
 
+double HostRates::attention_flops(bool backward, bool bf16) const {
+  const double low = backward ? attention_bf16_backward_flops : attention_bf16_forward_flops;
+  if (bf16 && low > 0) return low;
+  return backward ? attention_backward_flops : attention_forward_flops;
+}
+
 double HostRates::pointwise_bandwidth(double bytes) const {
   return interpolate_bandwidth(pointwise, bytes);
 }
@@ -442,7 +466,10 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   HostRates r;
   r.threads = dev.threads();
   LJ_RETURN_IF_ERROR(measure_gemm_classes(&r, gemm_shapes()).status());
-  LJ_RETURN_IF_ERROR(measure_attention(dev, &r));
+  LJ_RETURN_IF_ERROR(
+      measure_attention(dev, DType::f32, &r.attention_forward_flops, &r.attention_backward_flops));
+  LJ_RETURN_IF_ERROR(measure_attention(dev, DType::bf16, &r.attention_bf16_forward_flops,
+                                       &r.attention_bf16_backward_flops));
   for (int64_t n : {int64_t{1} << 14, int64_t{1} << 17, int64_t{1} << 20, int64_t{1} << 23}) {
     LJ_ASSIGN_OR_RETURN(BandwidthSample s, measure_add(dev, n));
     r.pointwise.push_back(s);
@@ -461,9 +488,12 @@ StatusOr<HostRates> measure_host_rates(int threads) {
 
 nlohmann::json host_rates_to_json(const HostRates& r) {
   nlohmann::json gemm = nlohmann::json::array();
-  for (const GemmSample& s : r.gemm)
-    gemm.push_back(
-        {{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb}, {"seconds", s.seconds}});
+  for (const GemmSample& s : r.gemm) {
+    nlohmann::json e = {{"m", s.m},   {"n", s.n},   {"k", s.k},
+                        {"ta", s.ta}, {"tb", s.tb}, {"seconds", s.seconds}};
+    if (s.bf16) e["dtype"] = "bf16";
+    gemm.push_back(e);
+  }
   const auto samples = [](const std::vector<BandwidthSample>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const BandwidthSample& s : v)
@@ -474,6 +504,8 @@ nlohmann::json host_rates_to_json(const HostRates& r) {
           {"gemm", gemm},
           {"attention_forward_flops", r.attention_forward_flops},
           {"attention_backward_flops", r.attention_backward_flops},
+          {"attention_bf16_forward_flops", r.attention_bf16_forward_flops},
+          {"attention_bf16_backward_flops", r.attention_bf16_backward_flops},
           {"pointwise", samples(r.pointwise)},
           {"pointwise_hot", samples(r.pointwise_hot)},
           {"movement_bandwidth", r.movement_bandwidth},
@@ -510,6 +542,13 @@ StatusOr<GemmSample> gemm_sample(const nlohmann::json& s, const JsonWhere& at) {
   LJ_ASSIGN_OR_RETURN(g.ta, json_read<bool>(json_member(s, "ta"), at / "ta"));
   LJ_ASSIGN_OR_RETURN(g.tb, json_read<bool>(json_member(s, "tb"), at / "tb"));
   LJ_ASSIGN_OR_RETURN(g.seconds, json_read<double>(json_member(s, "seconds"), at / "seconds"));
+  LJ_ASSIGN_OR_RETURN(const std::string dtype,
+                      json_read_or<std::string>(json_member(s, "dtype"), "f32", at / "dtype"));
+  if (dtype != "f32" && dtype != "bf16")
+    return invalid_argument(
+        fmt::format("{}: dtype '{}' is neither f32 nor bf16", (at / "dtype").name(), dtype),
+        "remeasure with ljperf calibrate --measure");
+  g.bf16 = dtype == "bf16";
   return g;
 }
 
@@ -534,6 +573,11 @@ StatusOr<HostRates> host_rates_from_json(const nlohmann::json& j) {
   LJ_RETURN_IF_ERROR(read_samples(j, "gemm", at, gemm_sample, &r.gemm));
   LJ_RETURN_IF_ERROR(number("attention_forward_flops", &r.attention_forward_flops));
   LJ_RETURN_IF_ERROR(number("attention_backward_flops", &r.attention_backward_flops));
+  for (const auto& [key, out] :
+       {std::pair{"attention_bf16_forward_flops", &r.attention_bf16_forward_flops},
+        std::pair{"attention_bf16_backward_flops", &r.attention_bf16_backward_flops}}) {
+    LJ_ASSIGN_OR_RETURN(*out, json_read_or<double>(json_member(j, key), 0.0, at / key));
+  }
   LJ_RETURN_IF_ERROR(read_samples(j, "pointwise", at, bandwidth_sample, &r.pointwise));
   LJ_RETURN_IF_ERROR(read_samples(j, "pointwise_hot", at, bandwidth_sample, &r.pointwise_hot));
   LJ_RETURN_IF_ERROR(number("movement_bandwidth", &r.movement_bandwidth));
@@ -556,11 +600,16 @@ std::string describe_host_rates(const HostRates& r) {
   std::string s =
       fmt::format("  time model rates ({} threads; median CPU time / threads)\n", r.threads);
   for (const GemmSample& g : r.gemm) {
-    s += fmt::format("    GEMM {:>5} x {:>5} x {:>5} {}{}  {:7.1f} GFLOP/s\n", g.m, g.n, g.k,
-                     g.ta ? "ta" : "  ", g.tb ? "tb" : "  ", flops_of(g) / g.seconds / 1e9);
+    s += fmt::format("    GEMM {:>5} x {:>5} x {:>5} {}{} {:4}  {:7.1f} GFLOP/s\n", g.m, g.n, g.k,
+                     g.ta ? "ta" : "  ", g.tb ? "tb" : "  ", g.bf16 ? "bf16" : "f32",
+                     flops_of(g) / g.seconds / 1e9);
   }
   s += fmt::format("    attention (causal sdpa) forward {:.1f}, backward {:.1f} GFLOP/s\n",
                    r.attention_forward_flops / 1e9, r.attention_backward_flops / 1e9);
+  if (r.attention_bf16_forward_flops > 0) {
+    s += fmt::format("    attention bf16 forward {:.1f}, backward {:.1f} GFLOP/s\n",
+                     r.attention_bf16_forward_flops / 1e9, r.attention_bf16_backward_flops / 1e9);
+  }
   for (size_t i = 0; i < r.pointwise.size(); ++i) {
     const BandwidthSample& b = r.pointwise[i];
     s += fmt::format("    pointwise (add) moving {:>9}: {:.1f} GB/s cold, {:.1f} GB/s chained\n",
@@ -655,7 +704,8 @@ namespace {
 const GemmSample* largest_square(const HostRates& r) {
   const GemmSample* big = nullptr;
   for (const GemmSample& g : r.gemm) {
-    if (g.m == g.n && g.n == g.k && g.seconds > 0 && (big == nullptr || g.m > big->m)) big = &g;
+    if (!g.bf16 && g.m == g.n && g.n == g.k && g.seconds > 0 && (big == nullptr || g.m > big->m))
+      big = &g;
   }
   return big;
 }

@@ -13,7 +13,9 @@
 //              calibrate starts the table with kGemmShapes (square, small K, small M, the three
 //              layouts of a linear layer). Measured cold, as a step meets its operands: independent
 //              copies of the GEMM on their own buffers (64 MiB of operands, at most 16 copies).
-//   attention  sdpa forward and backward FLOP/s (causal, head_dim 64, T 256).
+//              Classes are per dtype: a bf16 GEMM takes a bf16 class (format 9 priced bf16 at the
+//              f32 rates: `small` bf16 predicted 716 ms against 352 measured, issue 36).
+//   attention  sdpa forward and backward FLOP/s (causal, head_dim 64, T 256), f32 and bf16.
 //   pointwise  elementwise kernels: bytes moved (node_cost) / bandwidth, interpolated over the
 //              bytes a kernel moves (log scale). Measured cold, as a step meets its operands:
 //              independent copies of the kernel on their own buffers, 256 MiB in all.
@@ -55,6 +57,9 @@ struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
   double seconds = 0;  // median of the repetitions
+  // bf16 operands (backends/cpu/gemm.h gemm_bf16, its output bf16), else f32: a different kernel
+  // with its own rate (oneDNN's vdpbf16ps or AMX, or the own GEMM on widened operands).
+  bool bf16 = false;
 };
 
 struct BandwidthSample {
@@ -68,6 +73,8 @@ struct HostRates {
   int threads = 0;
   std::vector<GemmSample> gemm;  // measured classes (dims capped at kGemmClassCap)
   double attention_forward_flops = 0, attention_backward_flops = 0;
+  // The same with bf16 q, k, v (the autocast graph's sdpa); 0: not measured (f32's rates).
+  double attention_bf16_forward_flops = 0, attention_bf16_backward_flops = 0;
   std::vector<BandwidthSample> pointwise;      // ascending bytes, operands cold
   std::vector<BandwidthSample> pointwise_hot;  // ascending bytes, chained (one input just made)
   double movement_bandwidth = 0;               // permute, cold
@@ -84,13 +91,17 @@ struct HostRates {
   bool cached = false;
 
   // Seconds of one (M, N, K) GEMM: its class's measured seconds × FLOPs / the class's FLOPs
-  // (nearest class when it was not measured; 0 without any).
+  // (nearest class when it was not measured, of the same dtype unless there is none; 0 without
+  // any).
   double gemm_seconds(const GemmSample& shape) const;
   // The pointwise bandwidth for a kernel moving `bytes` (log-linear between samples, flat
   // outside them).
   double pointwise_bandwidth(double bytes) const;
   // The same for a kernel reading what the kernel before it just produced (pointwise_hot).
   double pointwise_hot_bandwidth(double bytes) const;
+  // sdpa's FLOP/s, forward or backward, with q, k, v of `bf16` (f32's where bf16's were not
+  // measured).
+  double attention_flops(bool backward, bool bf16) const;
   bool valid() const;
   // Measured while other processes held more than kContendedShare of the cores.
   bool contended() const;
@@ -113,7 +124,7 @@ bool should_remeasure(const HostRates& r, double load_per_core, double peak_flop
 // remeasure.
 std::string contention_note(const HostRates& r);
 
-// The FLOP/s of the largest square GEMM class in `r` (calibrate measures 1024³), 0 when it has
+// The FLOP/s of the largest square f32 GEMM class in `r` (calibrate measures 1024³), 0 when it has
 // none: the rate a healthy probe puts near the FMA peak.
 double square_gemm_flops(const HostRates& r);
 // Below this share of the host's measured FMA peak, the cached square GEMM rate is stale. On
@@ -130,7 +141,7 @@ std::string stale_rates_note(const HostRates& r, double peak_flops);
 // The class of a GEMM shape: dims capped at kGemmClassCap, seconds 0.
 GemmSample gemm_class(const GemmSample& shape);
 
-// The GEMM classes calibrate measures up front.
+// The GEMM classes calibrate measures up front, in f32 and in bf16.
 const std::vector<GemmSample>& gemm_shapes();
 
 // Runs the micro-benchmarks on `threads` threads (0: all), the GEMM classes of gemm_shapes().

@@ -200,21 +200,26 @@ std::optional<int64_t> sgemm_buffer_bytes(const SgemmShape& s, int threads, Sgem
 }
 
 std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env, int threads,
-                                                SgemmIsa isa) {
+                                                SgemmIsa isa, bool bf16_own) {
   if (isa == SgemmIsa::other) return std::nullopt;
   const bool avx512 = isa == SgemmIsa::avx512_core;
   threads = std::max(threads, 1);
   int64_t most = 0;
   // ljperf's own GEMM (backends/cpu/sgemm_avx512.h) on the shapes it takes: each thread keeps
   // its largest A and B packing buffers for good, on top of oneDNN's per-call ones.
-  int64_t own_a = 0, own_b = 0;
+  int64_t own_a = 0, own_b = 0, own_c = 0;
+  const auto own = [&](const SgemmShape& s, int call_threads, bool bf16_out) {
+    const cpu::SgemmAvx512Buffers o =
+        cpu::sgemm_avx512_buffer_bytes(s.m, s.n, s.k, call_threads, bf16_out);
+    own_a = std::max(own_a, o.a_bytes);
+    own_b = std::max(own_b, o.b_bytes);
+    own_c = std::max(own_c, o.c_bytes);
+  };
   // nested: the call runs on one thread inside the kernel's own parallel region.
   const auto call_bytes = [&](const SgemmShape& s, int call_threads, bool isa512,
                               bool nested) -> int64_t {
     if (isa512 && cpu::sgemm_avx512_chosen(s.ta, s.tb, s.m, s.n, s.k, nested)) {
-      const cpu::SgemmAvx512Buffers o = cpu::sgemm_avx512_buffer_bytes(s.m, s.n, s.k, call_threads);
-      own_a = std::max(own_a, o.a_bytes);
-      own_b = std::max(own_b, o.b_bytes);
+      own(s, call_threads, false);
       return 0;
     }
     return lj::call_bytes(s, call_threads, isa512);
@@ -226,6 +231,18 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       // x (N, C), w (V, C); chunks of kChunkRows rows (at most 32 MiB of f32 logits), each:
       // logits = x wᵀ, dx = dlogits w, dw += dlogitsᵀ x (backends/cpu/loss.cc).
       if (!eval(g, n.inputs[0], env, &a) || !eval(g, n.inputs[1], env, &b)) continue;
+      if (g.type(n.inputs[0]).dtype == DType::bf16 && bf16_own) {
+        // The bf16 kernel's three GEMMs per chunk of rows, on all threads (backends/cpu/loss.cc).
+        const int64_t rows_total = a[0], dim = a[1], vocab = b[0];
+        const int64_t rows = cpu::linear_cross_entropy_chunk_rows(n.attrs, rows_total, vocab);
+        for (int64_t m : {rows, rows_total % rows}) {
+          if (m <= 0) continue;
+          own({false, true, m, vocab, dim}, threads, false);
+          own({false, false, m, dim, vocab}, threads, true);
+          own({true, false, vocab, dim, m}, threads, false);
+        }
+        continue;
+      }
       if (g.type(n.inputs[0]).dtype != DType::f32) continue;
       // Where the own GEMM runs, the f32 kernel is built from its packing and micro-kernel with
       // every pack in the kernel's workspace (backends/cpu/loss_fused_avx512.h): no GEMM buffers,
@@ -248,7 +265,8 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       continue;
     }
     if (n.op != Op::matmul && n.op != Op::matmul_add) continue;
-    if (g.type(n.inputs[0]).dtype != DType::f32) continue;
+    const DType in_dtype = g.type(n.inputs[0]).dtype;
+    if (in_dtype != DType::f32 && !(in_dtype == DType::bf16 && bf16_own)) continue;
     if (!eval(g, n.inputs[0], env, &a) || !eval(g, n.inputs[1], env, &b) ||
         !eval(g, n.outputs[0], env, &out))
       continue;
@@ -260,6 +278,13 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
     s.n = s.tb ? b[b.size() - 2] : b[b.size() - 1];
     const int64_t batch = batch_of(out);
     const bool a_batched = batch_of(a) > 1, b_batched = batch_of(b) > 1;
+    const bool single = !b_batched && (!a_batched || !s.ta);
+    const bool across = threads > 1 && (batch % threads == 0 || batch >= 4 * threads);
+    if (in_dtype == DType::bf16) {  // every bf16 call goes to the own GEMM (gemm.h)
+      if (single) s.m *= batch;
+      own(s, single || !across ? threads : 1, g.type(n.outputs[0]).dtype == DType::bf16);
+      continue;
+    }
     if (!b_batched && (!a_batched || !s.ta)) {
       s.m *= batch;  // one GEMM over the batch rows
       most = std::max(most, call_bytes(s, threads, avx512, false));
@@ -270,7 +295,7 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
       most = std::max(most, call_bytes(s, threads, avx512, false));
     }
   }
-  return most + threads * (resident(own_a) + resident(own_b));
+  return most + threads * (resident(own_a) + resident(own_b) + resident(own_c));
 }
 
 }  // namespace lj

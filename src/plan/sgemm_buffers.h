@@ -45,7 +45,10 @@ std::optional<int64_t> sgemm_buffer_bytes(const SgemmShape& s, int threads, Sgem
 // (matmul, matmul_add, the fused linear cross-entropy's chunked GEMMs), as the CPU kernels issue
 // them (backends/cpu/matmul.cc: one GEMM over the batch rows, or one per matrix; per-matrix GEMMs
 // spread over the threads run single-threaded, `threads` of them at once).
+// bf16_own: bf16 GEMMs run on the own GEMM too (backends/cpu/gemm.h gemm_bf16_uses_own), each
+// thread keeping its A, B and, for bf16 outputs, C buffers (the fused loss's too); else they run
+// on oneDNN's matmul primitive, which this model does not price.
 std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env, int threads,
-                                                SgemmIsa isa);
+                                                SgemmIsa isa, bool bf16_own = false);
 
 }  // namespace lj

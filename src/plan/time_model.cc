@@ -79,6 +79,7 @@ NodeGemms node_gemms(const Graph& g, const Node& n, const SymEnv& env) {
   if (n.inputs.size() < 2 || !g.type(n.inputs[0]).shape.eval(env, &a) ||
       !g.type(n.inputs[1]).shape.eval(env, &b) || a.size() < 2 || b.size() < 2)
     return r;
+  const bool bf16 = g.type(n.inputs[0]).dtype == DType::bf16;
   if (n.op == Op::linear_cross_entropy) {
     // x (N, C), w (V, C): per chunk of rows (backends/cpu/loss.cc) logits = x wᵀ, dx = dlogits w,
     // dw += dlogitsᵀ x.
@@ -86,9 +87,9 @@ NodeGemms node_gemms(const Graph& g, const Node& n, const SymEnv& env) {
     const int64_t chunk = cpu::linear_cross_entropy_chunk_rows(n.attrs, rows, vocab);
     const auto add = [&](int64_t m, int64_t count) {
       if (m <= 0 || count <= 0) return;
-      r.gemms.push_back({{m, vocab, dim, false, true, 0}, count});
-      r.gemms.push_back({{m, dim, vocab, false, false, 0}, count});
-      r.gemms.push_back({{vocab, dim, m, true, false, 0}, count});
+      r.gemms.push_back({{m, vocab, dim, false, true, 0, bf16}, count});
+      r.gemms.push_back({{m, dim, vocab, false, false, 0, bf16}, count});
+      r.gemms.push_back({{vocab, dim, m, true, false, 0, bf16}, count});
     };
     add(chunk, rows / chunk);
     add(rows % chunk, 1);
@@ -102,13 +103,13 @@ NodeGemms node_gemms(const Graph& g, const Node& n, const SymEnv& env) {
   const int64_t ncols = tb ? b[rb - 2] : b[rb - 1];
   if (rb == 2 && !ta) {
     // A weight: every leading row of a in one GEMM (backends/cpu/matmul.cc).
-    r.gemms.push_back({{prod(a, 0, ra - 1), ncols, k, false, tb, 0}, 1});
+    r.gemms.push_back({{prod(a, 0, ra - 1), ncols, k, false, tb, 0, bf16}, 1});
     return r;
   }
   const int64_t m = ta ? a[ra - 1] : a[ra - 2];
   std::vector<int64_t> out;
   if (!g.type(n.outputs[0]).shape.eval(env, &out) || out.size() < 2) return r;
-  r.gemms.push_back({{m, ncols, k, ta, tb, 0}, prod(out, 0, out.size() - 2)});
+  r.gemms.push_back({{m, ncols, k, ta, tb, 0, bf16}, prod(out, 0, out.size() - 2)});
   return r;
 }
 
@@ -160,7 +161,7 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
       }
       case OpCategory::attention:
         s = c.flops /
-            (n.op == Op::sdpa ? rates.attention_forward_flops : rates.attention_backward_flops);
+            rates.attention_flops(n.op != Op::sdpa, g.type(n.inputs[0]).dtype == DType::bf16);
         break;
       case OpCategory::reduction:
         s = per_byte(c.bytes, n.op == Op::cross_entropy || n.op == Op::cross_entropy_backward

@@ -121,5 +121,26 @@ TEST(SgemmBuffersTest, OwnGemmBuffersArePricedOnEveryThread) {
             sgemm_buffer_bytes({true, false, 768, 288, 2048}, 2, SgemmIsa::avx2));
 }
 
+// bf16 GEMMs on the own GEMM (gemm.h gemm_bf16_uses_own): every one is priced, a bf16 output with
+// its C buffer too; on oneDNN's matmul primitive they are not priced.
+TEST(SgemmBuffersTest, Bf16GemmsOnTheOwnGemmKeepACBufferForBf16Outputs) {
+  Graph g;
+  Builder b(&g);
+  Val x = b.input("x", DType::bf16, Shape{2048, 288});
+  Val w = b.input("w", DType::bf16, Shape{768, 288});
+  b.output("y", matmul(x, w, false, true));  // (2048, 768) bf16
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  const SymEnv env;
+  const cpu::SgemmAvx512Buffers own = cpu::sgemm_avx512_buffer_bytes(2048, 768, 288, 2, true);
+  ASSERT_GT(own.c_bytes, 0);
+  EXPECT_EQ(cpu::sgemm_avx512_buffer_bytes(2048, 768, 288, 2, false).c_bytes, 0);
+  const auto got = graph_sgemm_buffer_bytes(g, env, 2, SgemmIsa::avx512_core, true);
+  ASSERT_TRUE(got.has_value());
+  const int64_t low = 2 * (own.a_bytes + own.b_bytes + own.c_bytes);
+  EXPECT_GE(*got, low);
+  EXPECT_LE(*got, low + 2 * 3 * 2 * 4096);
+  EXPECT_EQ(graph_sgemm_buffer_bytes(g, env, 2, SgemmIsa::avx512_core, false), 0);
+}
+
 }  // namespace
 }  // namespace lj

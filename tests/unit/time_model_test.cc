@@ -94,6 +94,33 @@ TEST(HostRatesTest, NearestClassIsOneTheShapesOwnGemmRuns) {
   EXPECT_NEAR(dims / r.gemm_seconds(dw), 100e9, 1e3);
 }
 
+TEST(HostRatesTest, Bf16GemmsAndAttentionTakeTheirOwnRates) {
+  // issue 36: a bf16 step was priced at the f32 rates (small bf16 predicted 716 ms against 352).
+  HostRates r = made_up_rates();
+  const double sq = 2.0 * 1024 * 1024 * 1024;
+  EXPECT_FALSE(r.gemm_seconds({1024, 1024, 1024, false, true, 0, true}) == 0);  // none: f32's
+  EXPECT_NEAR(sq / r.gemm_seconds({1024, 1024, 1024, false, true, 0, true}), 100e9, 1e3);
+  r.gemm.push_back({1024, 1024, 1024, false, true, sq / 400e9, true});
+  EXPECT_NEAR(sq / r.gemm_seconds({1024, 1024, 1024, false, true, 0, true}), 400e9, 1e3);
+  EXPECT_NEAR(sq / r.gemm_seconds({1024, 1024, 1024, false, true}), 100e9, 1e3);  // f32 kept
+  // A bf16 shape nearer an f32 class still takes the bf16 one.
+  const double small_k = 2.0 * 1024 * 1024 * 64;
+  EXPECT_NEAR(small_k / r.gemm_seconds({1024, 1024, 64, false, false, 0, true}), 400e9, 1e3);
+  EXPECT_NEAR(small_k / r.gemm_seconds({1024, 1024, 64, false, false}), 50e9, 1e3);
+  EXPECT_TRUE(gemm_class({4096, 8, 8, false, false, 0, true}).bf16);
+  // Attention: bf16's rates where measured, else f32's.
+  EXPECT_DOUBLE_EQ(r.attention_flops(false, true), 80e9);
+  r.attention_bf16_forward_flops = 150e9;
+  r.attention_bf16_backward_flops = 160e9;
+  EXPECT_DOUBLE_EQ(r.attention_flops(false, true), 150e9);
+  EXPECT_DOUBLE_EQ(r.attention_flops(true, true), 160e9);
+  EXPECT_DOUBLE_EQ(r.attention_flops(true, false), 100e9);
+  // calibrate measures every class in both dtypes.
+  int bf16 = 0;
+  for (const GemmSample& g : gemm_shapes()) bf16 += g.bf16;
+  EXPECT_EQ(2 * bf16, static_cast<int>(gemm_shapes().size()));
+}
+
 TEST(HostRatesTest, ProbeRunsTakeTheMedianNotTheBest) {
   EXPECT_DOUBLE_EQ(median_of({3.0, 1.0, 2.0}), 2.0);
   EXPECT_DOUBLE_EQ(median_of({4.0, 1.0, 3.0, 2.0}), 2.5);
@@ -156,6 +183,22 @@ TEST(HostRatesTest, JsonRoundTripAndRefusals) {
   j = host_rates_to_json(r);
   j["gemm"] = nlohmann::json::array();
   EXPECT_FALSE(host_rates_from_json(j).ok());
+  // Per-dtype classes and attention round-trip; an unknown dtype is refused.
+  HostRates low = made_up_rates();
+  low.gemm[1].bf16 = true;
+  low.attention_bf16_forward_flops = 3e11;
+  back = host_rates_from_json(host_rates_to_json(low));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_FALSE(back->gemm[0].bf16);
+  EXPECT_TRUE(back->gemm[1].bf16);
+  EXPECT_DOUBLE_EQ(back->attention_bf16_forward_flops, 3e11);
+  EXPECT_DOUBLE_EQ(back->attention_bf16_backward_flops, 0);
+  j = host_rates_to_json(low);
+  j["gemm"][1]["dtype"] = "f16";
+  const auto refused = host_rates_from_json(j);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().to_string().find("'f16'"), std::string::npos)
+      << refused.status().to_string();
 }
 
 TEST(HostRatesTest, ContentionIsRecordedAndDecidesARemeasure) {
@@ -372,6 +415,15 @@ TEST(TimeModelTest, GraphGemmShapesAreTheLinearLayersAndTheLossChunks) {
   EXPECT_TRUE(in_fused(128, 64, 256, false, false));
   EXPECT_TRUE(in_fused(256, 64, 128, true, false));
   EXPECT_FALSE(has(128, 256, 64, false, false));  // eager: a matmul with tb, no fused dx layout
+  for (const GemmSample& s : fused) EXPECT_FALSE(s.bf16);
+  // bf16 (autocast): the same GEMMs, each a bf16 class.
+  GraphOptions low = compiled;
+  low.autocast = DType::bf16;
+  Graph gl;
+  ASSERT_TRUE(build_train_graph(m, low, &gl).ok());
+  const std::vector<GemmSample> low_shapes = graph_gemm_shapes(gl, env);
+  ASSERT_EQ(low_shapes.size(), fused.size());
+  for (const GemmSample& s : low_shapes) EXPECT_TRUE(s.bf16) << s.m << " x " << s.n << " x " << s.k;
 }
 
 }  // namespace

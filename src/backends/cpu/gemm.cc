@@ -3,7 +3,11 @@
 
 #include <dnnl.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <dnnl.hpp>
+#include <string>
 
 #include "backends/cpu/sgemm_avx512.h"
 #include "core/check.h"
@@ -20,6 +24,10 @@ dnnl::engine& cpu_engine() {
 
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
                const uint16_t* b, void* c, bool c_f32, bool accumulate) {
+  if (gemm_bf16_uses_own()) {
+    gemm_bf16_avx512(ta, tb, m, n, k, a, b, c, c_f32, accumulate);
+    return;
+  }
   using dnnl::memory;
   const memory::data_type c_dt = c_f32 ? memory::data_type::f32 : memory::data_type::bf16;
   const memory::desc a_md({m, k}, memory::data_type::bf16,
@@ -56,6 +64,31 @@ bool own_sgemm_enabled() {
     return own_sgemm_allowed(sgemm_avx512_available(), (bits & core) == core);
   }();
   return allowed;
+}
+
+Bf16Gemm bf16_gemm_rule(bool own_sgemm, bool onednn_amx, bool intel, const char* env) {
+  if (env != nullptr && std::strcmp(env, "onednn") == 0) return {false, ""};
+  if (env != nullptr && std::strcmp(env, "own") == 0) {
+    if (own_sgemm) return {true, ""};
+    return {false, "LJ_BF16_GEMM=own needs AVX-512 (CPU and oneDNN); using oneDNN"};
+  }
+  std::string warning;
+  if (env != nullptr && *env != '\0') {
+    warning = std::string("LJ_BF16_GEMM='") + env + "' is neither own nor onednn; ignored";
+  }
+  return {own_sgemm && intel && !onednn_amx, warning};
+}
+
+bool gemm_bf16_uses_own() {
+  static const bool own = [] {
+    const auto bits = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    const auto amx = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx);
+    const Bf16Gemm r = bf16_gemm_rule(own_sgemm_enabled(), (bits & amx) == amx,
+                                      __builtin_cpu_is("intel") != 0, std::getenv("LJ_BF16_GEMM"));
+    if (!r.warning.empty()) std::fprintf(stderr, "warning: %s\n", r.warning.c_str());
+    return r.own;
+  }();
+  return own;
 }
 
 bool gemm_uses_own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace lj::cpu {
 
@@ -46,9 +47,26 @@ bool own_sgemm_allowed(bool cpu_avx512f, bool onednn_avx512_core);
 bool own_sgemm_enabled();
 // bf16 operands a, b (dense row-major: lda = ta ? m : k, ldb = tb ? k : n), f32 accumulation,
 // c (m, n) dense in f32 (c_f32) or bf16, rounded once; accumulate: c += instead of c =. oneDNN's
-// matmul primitive (AMX or AVX512_BF16, as its dispatcher picks), cached by descriptor.
+// matmul primitive (AMX or AVX512_BF16, as its dispatcher picks), or where gemm_bf16_uses_own(),
+// ljperf's own GEMM with the operands widened to f32 (sgemm_avx512.h gemm_bf16_avx512).
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
                const uint16_t* b, void* c, bool c_f32, bool accumulate);
+// Whether gemm_bf16 runs ljperf's own GEMM: on Intel hosts where the own f32 GEMM runs
+// (own_sgemm_enabled) and oneDNN has no AMX. There oneDNN runs bf16 on vdpbf16ps, which on the
+// Intel class without AMX (Xeon, AVX512_BF16 and AVX512_FP16, 2 vCPUs; session 16,
+// bench/speed/RESULTS.md) peaks at half the f32 FMA rate: dot-product probe 168-174 GFLOP/s
+// against 342-354 for f32 FMA, and the wide model's bf16 GEMMs ran at 129 GFLOP/s against 196
+// for its f32 ones on the own GEMM. AMD Zen 4 (AVX512_BF16, double-rate dot products) and AMX
+// hosts keep oneDNN. LJ_BF16_GEMM=own or =onednn overrides the rule (own needs
+// own_sgemm_enabled). Fixed for the process, so every step of a run takes the same path.
+bool gemm_bf16_uses_own();
+// The rule from its inputs (testable on any host); `warning` is non-empty for an env value it
+// ignored.
+struct Bf16Gemm {
+  bool own = false;
+  std::string warning;
+};
+Bf16Gemm bf16_gemm_rule(bool own_sgemm, bool onednn_amx, bool intel, const char* env);
 // `threads`: the OpenMP threads of the row loop.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,

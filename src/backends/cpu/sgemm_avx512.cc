@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
+#include "backends/cpu/cpu_util.h"
 #include "backends/cpu/sgemm_avx512_kernels.h"
 #include "core/check.h"
+#include "core/dtype.h"
 
 namespace lj::cpu {
 namespace {
@@ -103,14 +106,34 @@ void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
   }
 }
 
-// One thread's part, single-threaded.
-void run_part(bool ta, bool tb, const Part& part, int64_t k, float alpha, const float* a,
-              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+// The thread's packing buffers, shared by every source type (so a thread holds one A, one B and,
+// for bf16 outputs, one C buffer whatever it multiplies).
+PackBuffer& a_buffer() {
+  thread_local PackBuffer b;
+  return b;
+}
+PackBuffer& b_buffer() {
+  thread_local PackBuffer b;
+  return b;
+}
+PackBuffer& c_buffer() {
+  thread_local PackBuffer b;
+  return b;
+}
+
+// The f32 sum of one (row block, column block) of c in the C buffer, row stride nc.
+int64_t c_floats(const Sizes& s) {
+  return s.mc * s.nc;
+}
+
+// One thread's part, single-threaded, into f32 c. T: the operands' type (float, or bf16 bits).
+template <class T>
+void run_part(bool ta, bool tb, const Part& part, int64_t k, float alpha, const T* a, int64_t lda,
+              const T* b, int64_t ldb, float beta, float* c, int64_t ldc,
               const SgemmBlocking& blk) {
-  thread_local PackBuffer a_buf, b_buf;
   const Sizes s = sizes_of(blk, part.m, part.n, k);
-  float* ap = a_buf.at_least(a_floats(s));
-  float* bp = b_buf.at_least(b_floats(s));
+  float* ap = a_buffer().at_least(a_floats(s));
+  float* bp = b_buffer().at_least(b_floats(s));
   for (int64_t jc = 0; jc < part.n; jc += s.nc) {
     const int64_t nc = std::min(s.nc, part.n - jc);
     for (int64_t pc = 0; pc < k; pc += s.kc) {
@@ -135,6 +158,74 @@ void run_part(bool ta, bool tb, const Part& part, int64_t k, float alpha, const 
       }
     }
   }
+}
+
+// One thread's part of a bf16 product into bf16 c (ldc = n): each (column block, row block)
+// sums every k block in the C buffer in f32, then rounds once into c, adding c's own value
+// first when accumulating. B is packed again per row block (one row block per part for the
+// step's shapes: mc is most of L2).
+void run_part_bf16_out(bool ta, bool tb, const Part& part, int64_t k, const uint16_t* a,
+                       int64_t lda, const uint16_t* b, int64_t ldb, bool accumulate, uint16_t* c,
+                       int64_t ldc, const SgemmBlocking& blk) {
+  const Sizes s = sizes_of(blk, part.m, part.n, k);
+  float* ap = a_buffer().at_least(a_floats(s));
+  float* bp = b_buffer().at_least(b_floats(s));
+  float* cp = c_buffer().at_least(c_floats(s));
+  for (int64_t jc = 0; jc < part.n; jc += s.nc) {
+    const int64_t nc = std::min(s.nc, part.n - jc);
+    for (int64_t ic = 0; ic < part.m; ic += s.mc) {
+      const int64_t mc = std::min(s.mc, part.m - ic);
+      for (int64_t pc = 0; pc < k; pc += s.kc) {
+        const int64_t kc = std::min(s.kc, k - pc);
+        const int64_t a_step = sgemm_detail::a_panel_floats(ta, kc);
+        sgemm_detail::pack_b(tb, b, ldb, pc, part.j0 + jc, kc, nc, bp);
+        sgemm_detail::pack_a(ta, a, lda, part.i0 + ic, pc, mc, kc, ap);
+        for (int64_t ir = 0; ir < mc; ir += kMr) {
+          const int mr = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
+          const float* a_panel = ap + ir / kMr * a_step;
+          for (int64_t jr = 0; jr < nc; jr += kNr) {
+            const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
+            sgemm_detail::micro_tile(!ta, mr, nr, kc, a_panel, bp + jr * kc, cp + ir * s.nc + jr,
+                                     s.nc, 1.0f, pc == 0 ? 0.0f : 1.0f);
+          }
+        }
+      }
+      for (int64_t i = 0; i < mc; ++i) {
+        float* src = cp + i * s.nc;
+        uint16_t* dst = c + (part.i0 + ic + i) * ldc + part.j0 + jc;
+        if (accumulate) {
+          for (int64_t j = 0; j < nc; ++j) src[j] += bf16_to_f32(dst[j]);
+        }
+        f32_to_bf16_row(src, dst, nc);
+      }
+    }
+  }
+}
+
+// The thread split of an m x n x k call and each thread's part.
+struct Plan {
+  Split sp;
+  int64_t m, n;
+  Part part(int t) const {
+    const int64_t lo = t * sp.per;
+    return sp.rows ? Part{lo, std::min(sp.per, m - lo), 0, n}
+                   : Part{0, m, lo, std::min(sp.per, n - lo)};
+  }
+};
+
+Plan plan_of(int64_t m, int64_t n, int64_t k) {
+  return {split_of(m, n, k, omp_in_parallel() ? 1 : omp_get_max_threads()), m, n};
+}
+
+// Runs f(part) for every thread's part: inline for one, else in a parallel region.
+template <class F>
+void for_parts(const Plan& p, F f) {
+  if (p.sp.threads == 1) {
+    f(Part{0, p.m, 0, p.n});
+    return;
+  }
+#pragma omp parallel for num_threads(p.sp.threads) schedule(static, 1)
+  for (int t = 0; t < p.sp.threads; ++t) f(p.part(t));
 }
 
 }  // namespace
@@ -169,20 +260,31 @@ void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
     return;
   }
   const SgemmBlocking blk = blocking ? *blocking : sgemm_avx512_blocking();
-  const Split sp = split_of(m, n, k, omp_in_parallel() ? 1 : omp_get_max_threads());
-  const auto part_of = [&](int t) {
-    const int64_t lo = t * sp.per;
-    return sp.rows ? Part{lo, std::min(sp.per, m - lo), 0, n}
-                   : Part{0, m, lo, std::min(sp.per, n - lo)};
-  };
-  if (sp.threads == 1) {
-    run_part(ta, tb, {0, m, 0, n}, k, alpha, a, lda, b, ldb, beta, c, ldc, blk);
+  for_parts(plan_of(m, n, k), [&](const Part& part) {
+    run_part(ta, tb, part, k, alpha, a, lda, b, ldb, beta, c, ldc, blk);
+  });
+}
+
+void gemm_bf16_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+                      const uint16_t* b, void* c, bool c_f32, bool accumulate,
+                      const SgemmBlocking* blocking) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  if (k <= 0) {
+    if (accumulate) return;
+    std::memset(c, 0, static_cast<size_t>(m * n) * (c_f32 ? 4 : 2));
     return;
   }
-#pragma omp parallel for num_threads(sp.threads) schedule(static, 1)
-  for (int t = 0; t < sp.threads; ++t) {
-    run_part(ta, tb, part_of(t), k, alpha, a, lda, b, ldb, beta, c, ldc, blk);
-  }
+  const SgemmBlocking blk = blocking ? *blocking : sgemm_avx512_blocking();
+  for_parts(plan_of(m, n, k), [&](const Part& part) {
+    if (c_f32) {
+      run_part(ta, tb, part, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f,
+               static_cast<float*>(c), n, blk);
+    } else {
+      run_part_bf16_out(ta, tb, part, k, a, lda, b, ldb, accumulate, static_cast<uint16_t*>(c), n,
+                        blk);
+    }
+  });
 }
 
 bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested) {
@@ -209,12 +311,14 @@ bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool
   return ta && !tb && std::min({m, n, k}) >= 256 && n <= 1024;
 }
 
-SgemmAvx512Buffers sgemm_avx512_buffer_bytes(int64_t m, int64_t n, int64_t k, int threads) {
+SgemmAvx512Buffers sgemm_avx512_buffer_bytes(int64_t m, int64_t n, int64_t k, int threads,
+                                             bool bf16_out) {
   if (m <= 0 || n <= 0 || k <= 0) return {};
   const Split sp = split_of(m, n, k, std::max(threads, 1));
   const Sizes s = sizes_of(sgemm_avx512_blocking(), sp.rows ? std::min(sp.per, m) : m,
                            sp.rows ? n : std::min(sp.per, n), k);
-  return {rnd_up(a_floats(s), 16) * 4, rnd_up(b_floats(s), 16) * 4};
+  return {rnd_up(a_floats(s), 16) * 4, rnd_up(b_floats(s), 16) * 4,
+          bf16_out ? rnd_up(c_floats(s), 16) * 4 : 0};
 }
 
 }  // namespace lj::cpu

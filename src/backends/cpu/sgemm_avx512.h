@@ -36,6 +36,16 @@ void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
                   const SgemmBlocking* blocking = nullptr);
 
+// bf16 operands (bits), dense row-major (lda = ta ? m : k, ldb = tb ? k : n), widened to f32 as
+// they are packed and multiplied with the f32 micro-kernel: every product is exact in f32 and
+// the sums run in f32, as in a bf16 dot-product instruction. c (m, n) dense: f32 (c_f32) or bf16,
+// rounded once after the whole sum; accumulate: c += instead of c =. Same blocking, threads and
+// determinism as sgemm_avx512; a bf16 c also keeps a C buffer per thread (the f32 sum of one row
+// block by one column block).
+void gemm_bf16_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+                      const uint16_t* b, void* c, bool c_f32, bool accumulate,
+                      const SgemmBlocking* blocking = nullptr);
+
 // Whether gemm.h's f32 gemm sends this call here (on a host where sgemm_avx512_available() and
 // oneDNN runs AVX-512 too: gemm.h gemm_uses_own_sgemm), rather than to oneDNN. `nested`: the call
 // runs inside an OpenMP parallel region, on the calling thread alone (the fused loss's blocks,
@@ -47,10 +57,12 @@ bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool
 // The packing buffers one thread holds after a call of this shape with `threads` threads sharing
 // it (threads = 1 inside a parallel region), bytes. They stay allocated for the thread's life,
 // each grown to the largest the thread has needed, so a thread holds the largest a_bytes and the
-// largest b_bytes over its calls.
+// largest b_bytes over its calls. bf16_out: a gemm_bf16_avx512 call with a bf16 c, which also
+// holds c_bytes.
 struct SgemmAvx512Buffers {
-  int64_t a_bytes = 0, b_bytes = 0;
+  int64_t a_bytes = 0, b_bytes = 0, c_bytes = 0;
 };
-SgemmAvx512Buffers sgemm_avx512_buffer_bytes(int64_t m, int64_t n, int64_t k, int threads);
+SgemmAvx512Buffers sgemm_avx512_buffer_bytes(int64_t m, int64_t n, int64_t k, int threads,
+                                             bool bf16_out = false);
 
 }  // namespace lj::cpu

@@ -29,6 +29,26 @@ __mmask16 low_mask(int64_t n) {
 constexpr __mmask16 kAll = 0xFFFF;
 constexpr __mmask8 kAll8 = 0xFF;
 
+// The lanes of mask m (low bits set, as low_mask makes them) of p as f32, the others 0. bf16
+// sources widen exactly (the bf16 bits become an f32's high half). Partial bf16 loads copy through
+// a stack buffer: a masked 16-bit load needs AVX512BW, which these functions do not assume.
+inline __m512 load16(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+inline __m512 load16(const uint16_t* p, __mmask16 m) {
+  __m256i h;
+  if (m == kAll) {
+    h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  } else {
+    alignas(32) uint16_t tmp[16] = {};
+    const int n = __builtin_popcount(static_cast<unsigned>(m));
+    for (int i = 0; i < n; ++i) tmp[i] = p[i];
+    h = _mm256_load_si256(reinterpret_cast<const __m256i*>(tmp));
+  }
+  return _mm512_castsi512_ps(
+      _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepu16_epi32(kAll, h), 16));
+}
+
 // r[j] becomes column j of the 16 x 16 matrix whose rows are r[0..15].
 inline void transpose16(__m512 r[16]) {
   __m512 t[16];
@@ -61,15 +81,15 @@ inline void transpose16(__m512 r[16]) {
 // Transposing pack: `rows` source rows (src + r * ld, r < rows <= 16), each contiguous in k, for
 // k = 0..kc-1, written k-major: dst[k * stride + r] for r < min(stride, 16). Rows past `rows`
 // read as 0.
-void pack_rows_kmajor(const float* src, int64_t ld, int rows, int64_t kc, float* dst,
-                      int64_t stride) {
+template <class T>
+void pack_rows_kmajor(const T* src, int64_t ld, int rows, int64_t kc, float* dst, int64_t stride) {
   const __mmask16 wm = low_mask(stride);
   __m512 r[16];
   for (int64_t p = 0; p < kc; p += 16) {
     const int64_t kn = kc - p < 16 ? kc - p : 16;
     const __mmask16 km = low_mask(kn);
     for (int i = 0; i < 16; ++i) {
-      r[i] = i < rows ? _mm512_maskz_loadu_ps(km, src + i * ld + p) : _mm512_setzero_ps();
+      r[i] = i < rows ? load16(src + i * ld + p, km) : _mm512_setzero_ps();
     }
     transpose16(r);
     for (int64_t t = 0; t < kn; ++t) _mm512_mask_storeu_ps(dst + (p + t) * stride, wm, r[t]);
@@ -136,18 +156,17 @@ constexpr auto kTilesRows = tiles<true, false>(std::make_integer_sequence<int, k
 constexpr auto kTilesKMajorStrided = tiles<false, true>(std::make_integer_sequence<int, kMr>{});
 constexpr auto kTilesRowsStrided = tiles<true, true>(std::make_integer_sequence<int, kMr>{});
 
-}  // namespace
-
-void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
-            float* dst) {
+template <class T>
+void pack_a_any(bool ta, const T* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
+                float* dst) {
   if (!ta) {  // row-major panels: a copy of each row
     const __mmask16 tail = low_mask(kc % 16);
     for (int64_t i = 0; i < mc; ++i) {
-      const float* src = a + (i0 + i) * lda + p0;
+      const T* src = a + (i0 + i) * lda + p0;
       float* d = dst + (i / kMr) * kMr * kAStride + (i % kMr) * kAStride;
       int64_t p = 0;
-      for (; p + 16 <= kc; p += 16) _mm512_storeu_ps(d + p, _mm512_loadu_ps(src + p));
-      if (p < kc) _mm512_mask_storeu_ps(d + p, tail, _mm512_maskz_loadu_ps(tail, src + p));
+      for (; p + 16 <= kc; p += 16) _mm512_storeu_ps(d + p, load16(src + p, kAll));
+      if (p < kc) _mm512_mask_storeu_ps(d + p, tail, load16(src + p, tail));
     }
     return;
   }
@@ -157,16 +176,61 @@ void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t p0, int64_
   const int64_t panels = (mc + kMr - 1) / kMr;
   const __mmask16 full = low_mask(kMr), last = low_mask(mc - (panels - 1) * kMr);
   for (int64_t p = 0; p < kc; ++p) {
-    const float* src = a + (p0 + p) * lda + i0;
+    const T* src = a + (p0 + p) * lda + i0;
     float* d = dst + p * kMr;
     for (int64_t q = 0; q + 1 < panels; ++q) {
-      _mm512_mask_storeu_ps(d + q * kc * kMr, full, _mm512_maskz_loadu_ps(full, src + q * kMr));
+      _mm512_mask_storeu_ps(d + q * kc * kMr, full, load16(src + q * kMr, full));
     }
     _mm512_mask_storeu_ps(d + (panels - 1) * kc * kMr, full,
-                          _mm512_maskz_loadu_ps(last, src + (panels - 1) * kMr));
+                          load16(src + (panels - 1) * kMr, last));
   }
 }
 
+template <class T>
+void pack_b_any(bool tb, const T* b, int64_t ldb, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
+                float* dst) {
+  for (int64_t j = 0; tb && j < nc; j += kNr) {
+    float* dst_j = dst + j * kc;
+    const int64_t cols = nc - j < kNr ? nc - j : kNr;
+    {
+      const T* src = b + (j0 + j) * ldb + p0;
+      const int lo = static_cast<int>(cols < 16 ? cols : 16);
+      pack_rows_kmajor(src, ldb, lo, kc, dst_j, kNr);
+      if (cols > 16) {
+        pack_rows_kmajor(src + 16 * ldb, ldb, static_cast<int>(cols - 16), kc, dst_j + 16, kNr);
+      } else {
+        for (int64_t p = 0; p < kc; ++p) _mm512_store_ps(dst_j + p * kNr + 16, _mm512_setzero_ps());
+      }
+    }
+  }
+  if (tb) return;
+  // Row by row of the source (contiguous), as in pack_a.
+  const int64_t panels = (nc + kNr - 1) / kNr;
+  const int64_t tail = nc - (panels - 1) * kNr;
+  const __mmask16 t0 = low_mask(tail), t1 = low_mask(tail - 16);
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* src = b + (p0 + p) * ldb + j0;
+    float* d = dst + p * kNr;
+    for (int64_t q = 0; q + 1 < panels; ++q) {
+      _mm512_store_ps(d + q * kc * kNr, load16(src + q * kNr, kAll));
+      _mm512_store_ps(d + q * kc * kNr + 16, load16(src + q * kNr + 16, kAll));
+    }
+    float* dl = d + (panels - 1) * kc * kNr;
+    _mm512_store_ps(dl, load16(src + (panels - 1) * kNr, t0));
+    _mm512_store_ps(dl + 16, load16(src + (panels - 1) * kNr + 16, t1));
+  }
+}
+
+}  // namespace
+
+void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
+            float* dst) {
+  pack_a_any(ta, a, lda, i0, p0, mc, kc, dst);
+}
+void pack_a(bool ta, const uint16_t* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
+            float* dst) {
+  pack_a_any(ta, a, lda, i0, p0, mc, kc, dst);
+}
 void pack_a_rows_scaled(const float* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
                         const float* scale, float* dst) {
   const __mmask16 tail = low_mask(kc % 16);
@@ -187,36 +251,11 @@ void pack_a_rows_scaled(const float* a, int64_t lda, int64_t i0, int64_t p0, int
 
 void pack_b(bool tb, const float* b, int64_t ldb, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
             float* dst) {
-  for (int64_t j = 0; tb && j < nc; j += kNr) {
-    float* dst_j = dst + j * kc;
-    const int64_t cols = nc - j < kNr ? nc - j : kNr;
-    {
-      const float* src = b + (j0 + j) * ldb + p0;
-      const int lo = static_cast<int>(cols < 16 ? cols : 16);
-      pack_rows_kmajor(src, ldb, lo, kc, dst_j, kNr);
-      if (cols > 16) {
-        pack_rows_kmajor(src + 16 * ldb, ldb, static_cast<int>(cols - 16), kc, dst_j + 16, kNr);
-      } else {
-        for (int64_t p = 0; p < kc; ++p) _mm512_store_ps(dst_j + p * kNr + 16, _mm512_setzero_ps());
-      }
-    }
-  }
-  if (tb) return;
-  // Row by row of the source (contiguous), as in pack_a.
-  const int64_t panels = (nc + kNr - 1) / kNr;
-  const int64_t tail = nc - (panels - 1) * kNr;
-  const __mmask16 t0 = low_mask(tail), t1 = low_mask(tail - 16);
-  for (int64_t p = 0; p < kc; ++p) {
-    const float* src = b + (p0 + p) * ldb + j0;
-    float* d = dst + p * kNr;
-    for (int64_t q = 0; q + 1 < panels; ++q) {
-      _mm512_store_ps(d + q * kc * kNr, _mm512_loadu_ps(src + q * kNr));
-      _mm512_store_ps(d + q * kc * kNr + 16, _mm512_loadu_ps(src + q * kNr + 16));
-    }
-    float* dl = d + (panels - 1) * kc * kNr;
-    _mm512_store_ps(dl, _mm512_maskz_loadu_ps(t0, src + (panels - 1) * kNr));
-    _mm512_store_ps(dl + 16, _mm512_maskz_loadu_ps(t1, src + (panels - 1) * kNr + 16));
-  }
+  pack_b_any(tb, b, ldb, p0, j0, kc, nc, dst);
+}
+void pack_b(bool tb, const uint16_t* b, int64_t ldb, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
+            float* dst) {
+  pack_b_any(tb, b, ldb, p0, j0, kc, nc, dst);
 }
 
 void micro_tile(bool a_rows, int mr, int nr, int64_t kc, const float* a_panel, const float* b_panel,

@@ -32,12 +32,18 @@ inline int64_t a_panel_floats(bool ta, int64_t kc) {
 // ceil(mc / kMr) * a_panel_floats(ta, kc) floats.
 void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
             float* dst);
+// The same from bf16 a, each value widened to f32 exactly as it is packed.
+void pack_a(bool ta, const uint16_t* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
+            float* dst);
 // pack_a(false, ...) with column k of the block multiplied by scale[k] (k < kc) as it is copied.
 void pack_a_rows_scaled(const float* a, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
                         const float* scale, float* dst);
 // Packs the kc x nc block of op(b) at (row p0, column j0): tb = false reads b[p * ldb + j],
 // tb = true reads b[j * ldb + p] (transposed while packing). `dst` holds ceil(nc / kNr) * kc * kNr.
 void pack_b(bool tb, const float* b, int64_t ldb, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
+            float* dst);
+// The same from bf16 b, widened to f32 as it is packed.
+void pack_b(bool tb, const uint16_t* b, int64_t ldb, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
             float* dst);
 
 // c (mr x nr, row stride ldc) = alpha * (a_panel x b_panel) + beta * c over kc, the sum over k
