@@ -6,8 +6,10 @@
 //   blocked  the same primitive with the weights in the layout it prefers (format_tag::any),
 //            reordered once outside the timed loop, as a layout kept across steps would be.
 // And for bf16 (AMX here), the host cost of building the matmul per call:
-//   bf16_per_call  backends/cpu/gemm.h's gemm_bf16 (primitive_desc + primitive every call;
-//                  oneDNN's primitive cache holds the kernel, the descriptor is rebuilt);
+//   bf16_per_call  backends/cpu/gemm.h's gemm_bf16 (since session 16 its primitive is built once
+//                  per shape and thread, and on Intel without AMX it is the own GEMM: run with
+//                  LJ_BF16_GEMM=onednn to compare it with bf16_built; gemm_bf16_bench.cc compares
+//                  the two kernels);
 //   bf16_built     the same matmul built once, executed in the loop.
 // GFLOP/s per call; compare CPU time with OMP_NUM_THREADS=1 on a busy host.
 // Run: build/micro_bench --benchmark_filter=gemm_format

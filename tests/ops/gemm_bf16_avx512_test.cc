@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -198,6 +200,17 @@ TEST(GemmBf16Rule, OwnGemmOnIntelWithoutAmxUnlessOverridden) {
   EXPECT_TRUE(bad.own);
   EXPECT_NE(bad.warning.find("'fast'"), std::string::npos) << bad.warning;
   EXPECT_TRUE(cpu::bf16_gemm_rule(true, false, true, "").warning.empty());
+}
+
+// ctest's bf16_gemm_own / bf16_gemm_onednn runs set LJ_BF16_GEMM: the process takes that path.
+TEST(GemmBf16Rule, ProcessFollowsTheEnvironment) {
+  const char* env = std::getenv("LJ_BF16_GEMM");
+  if (env == nullptr) GTEST_SKIP() << "LJ_BF16_GEMM not set (ctest's bf16_gemm_* runs set it)";
+  if (std::string(env) == "onednn") {
+    EXPECT_FALSE(cpu::gemm_bf16_uses_own());
+  } else if (std::string(env) == "own") {
+    EXPECT_EQ(cpu::gemm_bf16_uses_own(), cpu::own_sgemm_enabled());
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <dnnl.hpp>
 #include <string>
+#include <unordered_map>
 
 #include "backends/cpu/sgemm_avx512.h"
 #include "core/check.h"
@@ -20,15 +21,39 @@ dnnl::engine& cpu_engine() {
   return e;
 }
 
-}  // namespace
-
-void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
-               const uint16_t* b, void* c, bool c_f32, bool accumulate) {
-  if (gemm_bf16_uses_own()) {
-    gemm_bf16_avx512(ta, tb, m, n, k, a, b, c, c_f32, accumulate);
-    return;
+// One bf16 matmul as oneDNN runs it: descriptors and the primitive, built once per shape.
+struct MatmulKey {
+  bool ta, tb;
+  int64_t m, n, k;
+  bool c_f32, accumulate;
+  bool operator==(const MatmulKey&) const = default;
+};
+struct MatmulKeyHash {
+  size_t operator()(const MatmulKey& key) const {
+    size_t h = std::hash<int64_t>()(key.m);
+    for (int64_t v : {key.n, key.k,
+                      int64_t{key.ta} | int64_t{key.tb} << 1 | int64_t{key.c_f32} << 2 |
+                          int64_t{key.accumulate} << 3}) {
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    }
+    return h;
   }
+};
+struct OneDnnMatmul {
+  dnnl::memory::desc a_md, b_md, c_md;
+  dnnl::matmul prim;
+};
+
+// This thread's primitive for `key` (a kernel may call from inside its own parallel region, so
+// each thread keeps its own; a step meets a few dozen shapes). Rebuilding the descriptor and the
+// primitive per call cost (oneDNN's primitive cache holds the kernel, not the descriptor) is what
+// this saves.
+const OneDnnMatmul& onednn_matmul(const MatmulKey& key) {
+  thread_local std::unordered_map<MatmulKey, OneDnnMatmul, MatmulKeyHash> cache;
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() >= 512) cache.clear();  // a bound, never met by one model's shapes
   using dnnl::memory;
+  const auto [ta, tb, m, n, k, c_f32, accumulate] = key;
   const memory::data_type c_dt = c_f32 ? memory::data_type::f32 : memory::data_type::bf16;
   const memory::desc a_md({m, k}, memory::data_type::bf16,
                           ta ? memory::dims{1, m} : memory::dims{k, 1});
@@ -41,14 +66,26 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, cpu_engine());
+  return cache.emplace(key, OneDnnMatmul{a_md, b_md, c_md, dnnl::matmul(pd)}).first->second;
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+               const uint16_t* b, void* c, bool c_f32, bool accumulate) {
+  if (gemm_bf16_uses_own()) {
+    gemm_bf16_avx512(ta, tb, m, n, k, a, b, c, c_f32, accumulate);
+    return;
+  }
+  const OneDnnMatmul& mm = onednn_matmul({ta, tb, m, n, k, c_f32, accumulate});
+  using dnnl::memory;
   dnnl::engine& eng = cpu_engine();
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
-  const dnnl::matmul prim(pd);
-  dnnl::stream s(eng);
-  memory am(a_md, eng, const_cast<uint16_t*>(a));
-  memory bm(b_md, eng, const_cast<uint16_t*>(b));
-  memory cm(c_md, eng, c);
-  prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  memory am(mm.a_md, eng, const_cast<uint16_t*>(a));
+  memory bm(mm.b_md, eng, const_cast<uint16_t*>(b));
+  memory cm(mm.c_md, eng, c);
+  thread_local dnnl::stream s(eng);
+  mm.prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   s.wait();
 }
 
