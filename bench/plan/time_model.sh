@@ -5,7 +5,8 @@
 #
 #   bench/plan/time_model.sh [--ljperf build/ljperf] [--out DIR] [--model small] [--batch-size 8]
 #                            [--seq-len 256] [--rounds 12] [--warmup-rounds 1] [--threads 2]
-#                            [--compile] [--no-calibrate] [--no-categories]
+#                            [--compile] [--precision fp32|bf16] [--no-calibrate]
+#                            [--no-categories]
 #
 # 1. `ljperf calibrate --measure --threads T` remeasures this host's rates (plan/host_rates.h)
 #    into the per-host cache, unless --no-calibrate.
@@ -26,6 +27,7 @@ args="$*"
 ljperf=build/ljperf
 out=$(mktemp -d /tmp/ljperf_time_model.XXXXXX)
 model=small batch=8 seq=256 rounds=12 warmup=1 threads=2 compile="" calibrate=1 categories=1
+precision=fp32
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ljperf) ljperf=$2; shift 2 ;;
@@ -37,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --warmup-rounds) warmup=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --compile) compile=--compile; shift ;;
+    --precision) precision=$2; shift 2 ;;
     --no-calibrate) calibrate=0; shift ;;
     --no-categories) categories=0; shift ;;
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
@@ -60,7 +63,7 @@ echo "measure $(uptime)" >> "$out/load.txt"
 echo "measuring every choice in one process, round-robin, $rounds rounds, $threads threads (progress: $out/measure.log)"
 "$ljperf" plan --model "$model" --device cpu --batch-size "$batch" --seq-len "$seq" \
   --exhaustive --measure --rounds "$rounds" --warmup-rounds "$warmup" --threads "$threads" \
-  --json $compile > "$out/plan.json" 2> "$out/measure.log" ||
+  --json $compile --precision "$precision" > "$out/plan.json" 2> "$out/measure.log" ||
   { echo "error: ljperf plan --measure failed, see $out/measure.log" >&2; tail -3 "$out/measure.log" >&2; exit 1; }
 echo "measured $(uptime)" >> "$out/load.txt"
 if [[ $categories == 1 ]]; then
@@ -71,7 +74,7 @@ if [[ $categories == 1 ]]; then
     else f=(--recompute "$p" --recompute-method block --recompute-layers "$k"); name=${p}_$k; fi
     echo "profile_$name $(uptime)" >> "$out/load.txt"
     "$ljperf" benchmark --model "$model" --batch-size "$batch" --seq-len "$seq" --steps 4 \
-      --skip-steps 1 --threads "$threads" $compile "${f[@]}" --profile --profile-clock cpu \
+      --skip-steps 1 --threads "$threads" $compile --precision "$precision" "${f[@]}" --profile --profile-clock cpu \
       --out "$out/runs/$name.jsonl" > "$out/runs/$name.log" 2>&1 ||
       { echo "error: benchmark $name failed, see $out/runs/$name.log" >&2; exit 1; }
   done
