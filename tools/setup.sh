@@ -21,10 +21,11 @@ cd "$(dirname "$0")/.."
 # Recommends of libdnnl-dev, which --no-install-recommends skips: without it configure fails on a
 # fresh machine. libopenmpi-dev, openmpi-bin: the MPI backend (multi-process runs, mpirun).
 # libpcre2-dev: tokenizer.json's pre-tokenizer regexes (PCRE2 with JIT); zlib1g-dev: .gz corpora
-# (both for ljperf tokenize). iproute2: `ip`, with which e2e dist_multihost_test makes its two
+# (both for ljperf tokenize); libutf8proc-dev: the Unicode normalizers (NFC, NFKC, ...) of
+# tokenizer.json (Qwen's is NFC). iproute2: `ip`, with which e2e dist_multihost_test makes its two
 # "hosts" (network namespaces joined by a veth pair); minbase Debian has no `ip`.
 readonly packages=(
-  build-essential cmake ninja-build pkg-config libpcre2-dev zlib1g-dev
+  build-essential cmake ninja-build pkg-config libpcre2-dev zlib1g-dev libutf8proc-dev
   libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libopenmpi-dev openmpi-bin iproute2
   libgtest-dev libgmock-dev libbenchmark-dev

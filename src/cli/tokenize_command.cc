@@ -114,8 +114,10 @@ Command add_tokenize_command(CLI::App& app) {
       "uint32 when the vocab exceeds 65536; megatron: raw tokens + PATH.idx with one sequence per "
       "document); with --val-fraction, PATH_val.bin too. Files appear only when complete.\n"
       "Supported tokenizer.json parts: BPE (byte-level or SentencePiece-style with byte_fallback), "
-      "normalizers Sequence/Prepend/Replace/Strip, pre-tokenizers Sequence/Split/ByteLevel/"
-      "Metaspace, TemplateProcessing, and their decoders (Llama 2, Llama 3, Mistral, GPT-2).");
+      "normalizers Sequence/Prepend/Replace/Strip/NFC/NFD/NFKC/NFKD, pre-tokenizers "
+      "Sequence/Split/ByteLevel/"
+      "Metaspace, TemplateProcessing, and their decoders (Llama 2, Llama 3, Mistral, Qwen, "
+      "GPT-2).");
   sub->add_option("--tokenizer", a->tokenizer, "tokenizer.json, or a folder holding it")
       ->required();
   sub->add_option("--input", a->inputs, "Text files: .txt, .jsonl (also .gz)")->required();

@@ -7,7 +7,7 @@ namespace lj::tok {
 Status unsupported_component(const std::string& kind, const std::string& type) {
   return unimplemented("unsupported tokenizer component: " + kind + " \"" + type + "\"",
                        "ljperf reads byte-level and SentencePiece-style BPE tokenizers (Llama 2, "
-                       "Llama 3, Mistral, GPT-2); see ljperf tokenize --help");
+                       "Llama 3, Mistral, Qwen, GPT-2); see ljperf tokenize --help");
 }
 
 StatusOr<std::string> component_type(const nlohmann::json& j, const std::string& kind) {

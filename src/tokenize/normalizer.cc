@@ -1,5 +1,8 @@
 #include "tokenize/normalizer.h"
 
+#include <utf8proc.h>
+
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -63,6 +66,28 @@ class StripNormalizer final : public Normalizer {
       }
     }
     *s = s->substr(b, e - b);
+    return ok_status();
+  }
+};
+
+// Unicode normalization forms, as HF's NFC / NFD / NFKC / NFKD normalizers (Rust's
+// unicode-normalization) apply them, through utf8proc (Debian's libutf8proc). The input is valid
+// UTF-8 (the tokenizer checks it first).
+class UnicodeNormalizer final : public Normalizer {
+ public:
+  std::string form;
+  utf8proc_option_t options{};
+  Status normalize(std::string* s, Scratch&) const override {
+    if (s->empty()) return ok_status();
+    utf8proc_uint8_t* out = nullptr;
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s->data()),
+                     static_cast<utf8proc_ssize_t>(s->size()), &out, options);
+    if (n < 0) {
+      return invalid_argument("tokenizer.json: normalizer " + form + ": " + utf8proc_errmsg(n));
+    }
+    s->assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+    std::free(out);
     return ok_status();
   }
 };
@@ -148,6 +173,16 @@ StatusOr<std::unique_ptr<Normalizer>> parse_normalizer(const nlohmann::json& j, 
     LJ_ASSIGN_OR_RETURN(n->right, get_bool(j, "strip_right", true, "normalizer Strip"));
     return std::unique_ptr<Normalizer>(std::move(n));
   }
+  const auto unicode = [&](int flags) {
+    auto n = std::make_unique<UnicodeNormalizer>();
+    n->form = type;
+    n->options = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | flags);
+    return std::unique_ptr<Normalizer>(std::move(n));
+  };
+  if (type == "NFC") return unicode(UTF8PROC_COMPOSE);
+  if (type == "NFD") return unicode(UTF8PROC_DECOMPOSE);
+  if (type == "NFKC") return unicode(UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
+  if (type == "NFKD") return unicode(UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
   return unsupported_component("normalizer", type);
 }
 

@@ -1,5 +1,6 @@
-// Normalizers of tokenizer.json that Llama 2/3 and Mistral-style files use: Sequence, Prepend,
-// Replace (String or Regex pattern) and Strip. Each one rewrites a whole segment (the text
+// Normalizers of tokenizer.json that Llama 2/3, Mistral and Qwen-style files use: Sequence,
+// Prepend, Replace (String or Regex pattern), Strip, and the Unicode forms NFC (Qwen's), NFD,
+// NFKC and NFKD. Each one rewrites a whole segment (the text
 // between two added tokens), as HF does: Llama 2's Prepend("▁") therefore applies after every
 // special token, not just at the start of the input.
 #pragma once

@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* const kTexts[] = {
       "Hello world, it's 2024!  New\nlines\t and   spaces.",
       "na\xc3\xafve caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x98\x80",
+      "cafe\xcc\x81 \xe2\x84\xab \xef\xac\x81 \xe1\x84\x80\xe1\x85\xa1",  // NFC/NFKC changes
       "<|begin_of_text|><s></s><unk>[CLS] 12345678901234567890",
       "",
   };

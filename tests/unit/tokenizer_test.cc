@@ -19,12 +19,21 @@ namespace {
 
 const std::string kDir = LJ_TOKENIZE_FIXTURE_DIR;
 
-std::vector<std::string> corpus() {
+std::vector<std::string> text_lines(const std::string& file) {
   std::vector<std::string> lines;
-  std::ifstream f(kDir + "/corpus.jsonl");
+  std::ifstream f(kDir + "/" + file);
   std::string line;
   while (std::getline(f, line)) lines.push_back(nlohmann::json::parse(line)["text"]);
   return lines;
+}
+
+std::vector<std::string> corpus() {
+  return text_lines("corpus.jsonl");
+}
+
+// Text whose Unicode normalization forms differ (tools/ref/make_tokenizer_fixtures.py).
+std::vector<std::string> unicode_lines() {
+  return text_lines("unicode.jsonl");
 }
 
 std::vector<std::vector<uint32_t>> expected_ids(const std::string& name) {
@@ -53,8 +62,14 @@ TEST_P(Parity, IdsAndDecodeMatchHfTokenizers) {
   const std::string name = GetParam();
   auto tok = Tokenizer::load(kDir + "/" + name + ".tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
-  const auto lines = corpus();
   const auto want = expected_ids(name);
+  auto lines = corpus();
+  if (name == "qwen2") {  // its ids cover 500 corpus lines, then the Unicode lines
+    const auto extra = unicode_lines();
+    ASSERT_GT(want.size(), extra.size());
+    lines.resize(want.size() - extra.size());
+    lines.insert(lines.end(), extra.begin(), extra.end());
+  }
   ASSERT_GT(want.size(), 400u);
   ASSERT_LE(want.size(), lines.size());
   std::map<size_t, std::string> hf_decode;  // lines whose decode is not the text
@@ -95,7 +110,42 @@ TEST_P(Parity, IdsAndDecodeMatchHfTokenizers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Parity,
-                         ::testing::Values("llama3", "gpt2", "llama2", "mistral"));
+                         ::testing::Values("llama3", "gpt2", "llama2", "mistral", "qwen2"));
+
+// The gpt2 tokenizer with each Unicode normalizer (NFC, NFD, NFKC, NFKD, NFKC then Strip): HF's
+// ids on text whose forms differ, then on corpus lines.
+TEST(Tokenizer, UnicodeNormalizersMatchHfTokenizers) {
+  std::vector<std::string> lines = unicode_lines();
+  ASSERT_GE(lines.size(), 20u);
+  const auto more = corpus();
+  lines.insert(lines.end(), more.begin(), more.end());
+  std::ifstream base_file(kDir + "/gpt2.tokenizer.json");
+  const auto base = nlohmann::json::parse(base_file);
+  std::ifstream f(kDir + "/normalizers.jsonl");
+  std::string line;
+  int forms = 0;
+  while (std::getline(f, line)) {
+    const auto v = nlohmann::json::parse(line);
+    auto j = base;
+    j["normalizer"] = v["normalizer"];
+    const std::string name = v["name"];
+    auto tok = Tokenizer::from_json(j.dump(), name);
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    TokenizerSession session(**tok);
+    size_t mismatched = 0;
+    for (size_t i = 0; i < v["ids"].size(); ++i) {
+      std::vector<uint32_t> ids;
+      ASSERT_TRUE(session.encode(lines[i], true, &ids).ok());
+      const auto want = v["ids"][i].get<std::vector<uint32_t>>();
+      if (ids != want && ++mismatched <= 3)
+        ADD_FAILURE() << name << " line " << i << " " << nlohmann::json(lines[i]).dump()
+                      << "\n  ljperf: " << show(ids) << "\n  hf:     " << show(want);
+    }
+    EXPECT_EQ(mismatched, 0u) << name;
+    ++forms;
+  }
+  EXPECT_EQ(forms, 5);
+}
 
 // The gpt2 tokenizer with other normalizers and pre-tokenizers (every Split behavior, invert,
 // String patterns, ByteLevel's prefix space, Strip, Replace by regex, Metaspace): HF's ids.
@@ -172,7 +222,7 @@ TEST(Tokenizer, UnsupportedComponentsAreNamed) {
   };
   const std::vector<Case> cases = {
       {"normalizer", {{"type", "BertNormalizer"}}, "normalizer \"BertNormalizer\""},
-      {"normalizer", {{"type", "NFKC"}}, "normalizer \"NFKC\""},
+      {"normalizer", {{"type", "Lowercase"}}, "normalizer \"Lowercase\""},
       {"pre_tokenizer", {{"type", "Whitespace"}}, "pre_tokenizer \"Whitespace\""},
       {"decoder", {{"type", "WordPiece"}}, "decoder \"WordPiece\""},
       {"post_processor", {{"type", "BertProcessing"}}, "post_processor \"BertProcessing\""},

@@ -25,6 +25,17 @@ Into the output folder (tests/fixtures/tokenize/):
                           Metaspace always/split), and the ids for the first 80 lines
   <name>.decode.jsonl     {"line": i, "text": decode(ids)} for the lines where decode(encode(x))
                           is not x itself (skip_special_tokens=True, as decode() does by default)
+  unicode.jsonl           {"text": ...} per line: text whose Unicode normalization forms differ
+                          (combining marks in and out of canonical order, precomposed and
+                          decomposed letters, Hangul jamo, singletons such as U+212B, composition
+                          exclusions, compatibility characters such as ligatures, full-width
+                          and circled forms)
+  qwen2.*                 Qwen2's tokenizer.json layout on llama3's BPE model (no training):
+                          NFC normalizer, Qwen2's split regex (single digits), ByteLevel; ids
+                          for the first 500 corpus lines, then every unicode.jsonl line
+  normalizers.jsonl       {"name", "normalizer", "ids"}: the gpt2 tokenizer with each Unicode
+                          normalizer (NFC, NFD, NFKC, NFKD, and NFKC in a Sequence with Strip),
+                          ids for every unicode.jsonl line and the first 80 corpus lines
 
 tokenizers' BPE trainer breaks some ties through hash maps, so a rerun may train slightly
 different SentencePiece-style vocabularies; the checked-in files are one run's, consistent with
@@ -33,6 +44,9 @@ each other.
 Regenerate (pinned: Python 3.11, tokenizers 0.23.3):
   pip install tokenizers==0.23.3
   python3 tools/ref/make_tokenizer_fixtures.py tests/fixtures/tokenize
+Only the Unicode-normalizer fixtures (unicode.jsonl, qwen2.*, normalizers.jsonl), from the
+checked-in llama3 and gpt2 tokenizers, leaving every other file as it is:
+  python3 tools/ref/make_tokenizer_fixtures.py tests/fixtures/tokenize --unicode-only
 """
 import inspect
 import json
@@ -252,9 +266,72 @@ def variants(out, gpt2, lines):
             f.write(json.dumps({"name": name, "normalizer": norm, "pre_tokenizer": pre, "ids": ids}) + "\n")
 
 
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# Text whose NFC, NFD, NFKC and NFKD forms differ from it or from each other (escapes, so this
+# file shows what each line holds).
+UNICODE_LINES = [
+    "cafe\u0301 au lait, caf\u00e9 au lait",
+    "A\u030a and \u00c5 and \u212b (Angstrom sign)",
+    "\u2126 ohm sign, \u03a9 omega",
+    "a\u0317\u0301 versus a\u0301\u0317 (marks out of canonical order)",
+    "\u1100\u1161\u11a8 \uac01 \ud55c\uad6d\uc5b4 \u1112\u1161\u11ab",
+    "\u0958 \u0915\u093c (a composition exclusion)",
+    "Vi\u1ec7t Nam, Vie\u0323\u0302t Nam, Vi\u00ea\u0323t",
+    "\ufb01nancial \ufb02ow, \ufb00ord",
+    "\u2460\u2461\u2462 circled, \u00b9\u00b2\u00b3 superscripts, x\u00b2 + y\u00b2",
+    "\uff21\uff22\uff23 full-width \uff11\uff12\uff13 and \uff08\uff09",
+    "\u3300 \u3231 \u2122 \u2103 \u00bd \u2153",
+    "\u1e31\u1e77\u1e53n and k\u0301u\u032dn",
+    "\u00c7a va? C\u0327a va. \u0130stanbul I\u0307stanbul",
+    "\u0041\u0308\u0304 \u01de \u00c4\u0304",
+    "emoji: \U0001f469\u200d\U0001f4bb \u2764\ufe0f \U0001f1fa\U0001f1f8",
+    "Greek \u1f00\u0345 \u1f80 \u03b1\u0313\u0345",
+    "Arabic \ufefb \u0644\u0627 and \ufdfa",
+    "\u00a0non-breaking\u2002en space\u3000ideographic",
+    "long s \u017f and \u1e9b\u0323",
+    "   leading and trailing \u2003spaces\u2003   ",
+]
+N_LINES_NORMALIZERS = 80
+
+
+def unicode_fixtures(out, lines):
+    """unicode.jsonl, qwen2.* and normalizers.jsonl from the checked-in llama3 and gpt2 files."""
+    with open(os.path.join(out, "unicode.jsonl"), "w", encoding="utf-8") as f:
+        for l in UNICODE_LINES:
+            f.write(json.dumps({"text": l}, ensure_ascii=False) + "\n")
+    with open(os.path.join(out, "llama3.tokenizer.json"), encoding="utf-8") as f:
+        j = json.load(f)
+    j["normalizer"] = {"type": "NFC"}
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_SPLIT}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    j["post_processor"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                           "use_regex": False}
+    qwen2 = Tokenizer.from_str(json.dumps(j))
+    write(out, "qwen2", qwen2, lines[:N_LINES_SECONDARY] + UNICODE_LINES)
+    with open(os.path.join(out, "gpt2.tokenizer.json"), encoding="utf-8") as f:
+        base = json.load(f)
+    strip = {"type": "Strip", "strip_left": True, "strip_right": True}
+    cases = [("nfc", {"type": "NFC"}), ("nfd", {"type": "NFD"}), ("nfkc", {"type": "NFKC"}),
+             ("nfkd", {"type": "NFKD"}),
+             ("nfkc_strip", {"type": "Sequence", "normalizers": [{"type": "NFKC"}, strip]})]
+    texts = UNICODE_LINES + lines[:N_LINES_NORMALIZERS]
+    with open(os.path.join(out, "normalizers.jsonl"), "w", encoding="utf-8") as f:
+        for name, norm in cases:
+            tok = Tokenizer.from_str(json.dumps(dict(base, normalizer=norm)))
+            ids = [e.ids for e in tok.encode_batch(texts)]
+            f.write(json.dumps({"name": name, "normalizer": norm, "ids": ids}) + "\n")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/tokenize"
     os.makedirs(out, exist_ok=True)
+    if "--unicode-only" in sys.argv[2:]:
+        with open(os.path.join(out, "corpus.jsonl"), encoding="utf-8") as f:
+            unicode_fixtures(out, [json.loads(l)["text"] for l in f])
+        return
     rng = random.Random(17)
     lines = corpus(rng)
     with open(os.path.join(out, "corpus.jsonl"), "w", encoding="utf-8") as f:
@@ -279,6 +356,7 @@ def main():
     base = train_sentencepiece_style(lines, 1500)
     write(out, "llama2", Tokenizer.from_str(json.dumps(with_normalized_token(llama2_json(base)))), lines)
     write(out, "mistral", Tokenizer.from_str(json.dumps(mistral_json(base))), lines[:N_LINES_SECONDARY])
+    unicode_fixtures(out, lines)
 
 
 if __name__ == "__main__":
