@@ -15,6 +15,7 @@
 #                 source package, is not needed to build)
 #   PCRE2         libpcre2-dev and every library its .so links point at (8, 16, 32, posix)
 #   zlib          zlib1g-dev, zlib1g
+#   utf8proc      libutf8proc-dev, libutf8proc2 (tokenizer.json's Unicode normalizers)
 #   pkg-config    pkgconf, pkgconf-bin, libpkgconf3: CMakeLists.txt finds PCRE2 with
 #                 pkg_check_modules, and the device may have no pkg-config
 # Left out: Open MPI (one GPU, one rank: -DLJ_MPI=OFF), Google Benchmark (-DLJ_BENCH=OFF), OpenMP
@@ -36,6 +37,7 @@ readonly packages=(
   libgtest-dev libgmock-dev
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
   zlib1g-dev zlib1g
+  libutf8proc-dev libutf8proc2
   pkgconf pkgconf-bin libpkgconf3
 )
 

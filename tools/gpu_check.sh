@@ -328,7 +328,7 @@ nccl_version=$(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p
 note "NCCL ${nccl_version:-?}: $nccl_lib (header $nccl_inc/nccl.h; from $nccl_from)"
 {
   echo "dependencies found by the configure:"
-  for v in dnnl_DIR fmt_DIR CLI11_DIR nlohmann_json_DIR GTest_DIR pkgcfg_lib_PCRE2_pcre2-8 \
+  for v in dnnl_DIR fmt_DIR CLI11_DIR nlohmann_json_DIR GTest_DIR pkgcfg_lib_PCRE2_pcre2-8 pkgcfg_lib_UTF8PROC_utf8proc \
     PKG_CONFIG_EXECUTABLE ZLIB_LIBRARY OpenCL_LIBRARY LJ_NCCL_LIBRARY CMAKE_CUDA_COMPILER; do
     printf '  %-26s %s\n' "$v" "$(cache "$v")"
   done

@@ -4,7 +4,7 @@
 # hidden, so the configure can only succeed against the bundle unpacked under /tmp.
 #   - A private mount namespace (unshare -m; root) lays an overlay over /usr whose upper layer
 #     holds a whiteout for every file of the -dev packages the bundle brings (oneDNN, fmt, CLI11,
-#     nlohmann-json, GoogleTest, PCRE2's and zlib's dev files, OpenCL, pkg-config), Open MPI's and
+#     nlohmann-json, GoogleTest, PCRE2's, utf8proc's and zlib's dev files, OpenCL, pkg-config), Open MPI's and
 #     Google Benchmark's, and of NCCL (the CUDA toolkit's and /usr/local/include's). The runtime
 #     libraries the system itself uses (libpcre2-8, zlib) stay, as they do on the device.
 #   - NCCL then comes only from a stand-in for PyTorch's nvidia-nccl-cu13 wheel: a namespace
@@ -34,7 +34,7 @@ fi
 
 hide_packages=(
   libdnnl-dev libdnnl2 libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  googletest libpcre2-dev zlib1g-dev ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers
+  googletest libpcre2-dev zlib1g-dev libutf8proc-dev libutf8proc2 ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers
   opencl-clhpp-headers pkgconf pkgconf-bin pkg-config libpkgconf3 libopenmpi-dev openmpi-bin
   libbenchmark-dev libbenchmark1debian
 )
