@@ -7,7 +7,10 @@
 #   bench/peers/compare.sh [--ljperf build/ljperf] [--python .venv-peers/bin/python]
 #                          [--rounds 3] [--model small] [--out bench/peers/small]
 #                          [--batch-size N] [--seq-len N] [--threads N] [--steps N]
-#                          [--warmup-steps N] [--seed N]
+#                          [--warmup-steps N] [--seed N] [--precision fp32|bf16]
+#
+# --precision bf16: ljperf's runs take --precision bf16, the peers run under
+# torch.autocast("cpu", torch.bfloat16) with f32 weights and AdamW (peer_train.py --precision).
 #
 # Pinned peers (Python is used only here and in tools/ref/; the product never needs it):
 #   torch==2.15.0  transformers==5.23.0  (Python 3.11)
@@ -34,8 +37,9 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    --batch-size|--seq-len|--threads|--steps|--warmup-steps|--seed) shape+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --batch-size|--seq-len|--threads|--steps|--warmup-steps|--seed|--precision)
+      shape+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "error: unknown flag $1" >&2
        echo "hint: bench/peers/compare.sh --help lists the flags" >&2; exit 2 ;;
   esac

@@ -8,7 +8,9 @@ Pinned (bench/peers/compare.sh installs them): torch==2.15.0, transformers==5.23
 The model is an HF folder written by `ljperf init --model <preset> --out DIR`: the preset's own
 config.json (so the shape is ljperf's one table, src/models/presets.cc, not a copy) and the same
 initial weights. What matches `ljperf benchmark`:
-  - fp32; micro-batch x sequence length; `--steps` steps of which the first `--warmup-steps`
+  - precision: fp32, or with --precision bf16 mixed precision as ljperf's (f32 weights, AdamW
+    and gradients; the forward and backward under torch.autocast("cpu", torch.bfloat16), the
+    loss in f32: what the DeepSpeed recipe does on a CPU); micro-batch x sequence length; `--steps` steps of which the first `--warmup-steps`
     are not measured; tokens/s = tokens per step / median measured step (ljperf's summary);
   - loss: mean cross-entropy over all B x T positions of next-token targets (ljperf's synthetic
     batch: tokens and targets are consecutive windows of one random stream);
@@ -38,6 +40,8 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: autocast to bfloat16 (f32 master weights), as ljperf --precision bf16")
     p.add_argument("--round", type=int, default=0, help="written into the JSON line (0: omitted)")
     a = p.parse_args()
     if a.steps <= 0 or not 0 <= a.warmup_steps < a.steps:
@@ -66,7 +70,8 @@ def main():
         stream = torch.randint(0, vocab, (B, T + 1), generator=gen)
         x, y = stream[:, :T].contiguous(), stream[:, 1:].contiguous()
         t0 = time.perf_counter()
-        logits = forward(input_ids=x).logits
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = forward(input_ids=x).logits
         loss = F.cross_entropy(logits.reshape(-1, vocab).float(), y.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -80,7 +85,8 @@ def main():
 
     p50 = statistics.median(step_s[a.warmup_steps:])
     out = {
-        "peer": "PyTorch compile" if a.compile else "PyTorch eager",
+        "peer": ("PyTorch compile" if a.compile else "PyTorch eager") +
+                (" bf16 autocast" if a.precision == "bf16" else ""),
         "tokens_per_s": B * T / p50,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "step_s_p50": p50,
@@ -89,6 +95,7 @@ def main():
         "model": os.path.basename(os.path.normpath(a.model_dir)),
         "batch_size": B,
         "seq_len": T,
+        "precision": a.precision,
         "threads": threads,
         "steps": a.steps,
         "warmup_steps": a.warmup_steps,
