@@ -121,6 +121,39 @@ TEST(ForwardBf16, SdpaAndBackward) {
       1e-2, kBf16Rtol);
 }
 
+// rms_norm_backward's own bf16 kernel (rows widened one at a time) gives bitwise what the f32
+// kernel gives on the widened tensors, rounded once: dx per element, dw f64 -> f32 -> bf16. With
+// and without dres; rows past one dw block (64) and a thread split.
+TEST(ForwardBf16, RmsNormBackwardIsTheF32KernelOnWidenedValuesRounded) {
+  for (const bool with_res : {false, true}) {
+    const Dims d{3, 47, 40};
+    std::vector<GraphInput> in = {{"dy", random_tensor(DType::f32, d, 31)},
+                                  {"x", random_tensor(DType::f32, d, 32)},
+                                  {"w", random_tensor(DType::f32, {40}, 33, 0.5, 1.5)},
+                                  {"rstd", random_tensor(DType::f32, {3, 47, 1}, 34, 0.5, 2.0)}};
+    if (with_res) in.push_back({"dres", random_tensor(DType::f32, d, 35)});
+    std::vector<GraphInput> f32_in, bf16_in;
+    for (const GraphInput& g : in) {
+      f32_in.push_back({g.name, rounded(rounded(g.value, DType::bf16), DType::f32)});
+      bf16_in.push_back({g.name, rounded(g.value, DType::bf16)});
+    }
+    const BuildFn build = [&](Builder&, const std::vector<Val>& v) {
+      const RmsNormGrads g = with_res ? rms_norm_backward(v[0], v[1], v[2], v[3], v[4])
+                                      : rms_norm_backward(v[0], v[1], v[2], v[3]);
+      return std::vector<Val>{g.dx, g.dw};
+    };
+    auto want = run_graph(f32_in, build);
+    auto got = run_graph(bf16_in, build);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_EQ((*got)[i].dtype, DType::bf16);
+      EXPECT_EQ((*got)[i].data, rounded((*want)[i], DType::bf16).data)
+          << (i == 0 ? "dx" : "dw") << (with_res ? " with dres" : "");
+    }
+  }
+}
+
 TEST(ForwardBf16, NormSwigluRope) {
   const RefTensor x = random_tensor(DType::f32, {3, 17, 64}, 8);
   const RefTensor r = random_tensor(DType::f32, {3, 17, 64}, 9);

@@ -1,4 +1,4 @@
-// CPU kernels of the fused RMSNorm ops (f32 and f64; the forwards also bf16, rows in f32):
+// CPU kernels of the fused RMSNorm ops (f32 and f64; also bf16, rows widened to f32):
 //
 //   rms_norm(x (N, C), w (C)) -> y (N, C), rstd (N, 1)        (leading dims flattened into N)
 //   add_rms_norm(x, r, w) -> s = x + r, y = rms_norm(s, w), rstd
@@ -108,6 +108,57 @@ void add_rms_norm_impl(KernelContext& c) {
   });
 }
 
+// One row of the backward: dx (+ dres) and the row's dw terms added into p (f64), T's arithmetic.
+template <class T>
+void backward_row(const T* dyi, const T* xi, const T* w, T r, const T* di, T* dxi, double* p,
+                  int64_t cols, double inv_c) {
+  // sum_c dy * w * x, in f64.
+  const double dot = lane_sum(cols, [&](int64_t j) {
+    return static_cast<double>(dyi[j] * w[j]) * static_cast<double>(xi[j]);
+  });
+  const double rd = static_cast<double>(r);
+  const T k = static_cast<T>(rd * rd * rd * dot * inv_c);
+  if (di != nullptr) {
+    for (int64_t j = 0; j < cols; ++j) dxi[j] = (r * (w[j] * dyi[j]) - k * xi[j]) + di[j];
+  } else {
+    for (int64_t j = 0; j < cols; ++j) dxi[j] = r * (w[j] * dyi[j]) - k * xi[j];
+  }
+  for (int64_t j = 0; j < cols; ++j) p[j] += static_cast<double>(dyi[j] * (xi[j] * r));
+}
+
+// The backward over `rows` rows of `cols`: row(i, p) computes row i, adding its dw terms into
+// the block's partial p; then dw[j] = store(j, the partials summed in block order).
+template <class Row, class Store>
+void backward_rows(KernelContext& c, int64_t rows, int64_t cols, Row row, Store store) {
+  const int64_t nblk = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::vector<double> fallback;
+  const size_t count = static_cast<size_t>(nblk * cols);
+  double* partial = nullptr;
+  if (c.workspace != nullptr) {
+    partial = static_cast<double*>(c.workspace->get(count * sizeof(double)));
+  } else {
+    fallback.assign(count, 0.0);
+    partial = fallback.data();
+  }
+  parallel_for(c.threads, nblk, std::max<int64_t>(1, row_grain(cols) / kRowsPerBlock),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t blk = b; blk < e; ++blk) {
+                   double* p = partial + blk * cols;
+                   std::fill(p, p + cols, 0.0);
+                   const int64_t r1 = std::min(rows, (blk + 1) * kRowsPerBlock);
+                   for (int64_t i = blk * kRowsPerBlock; i < r1; ++i) row(i, p);
+                 }
+               });
+  // dw = the partials summed in block order, into the first partial row, then rounded once.
+  parallel_for(c.threads, cols, kPointwiseGrain, [&](int64_t b, int64_t e) {
+    for (int64_t blk = 1; blk < nblk; ++blk) {
+      const double* p = partial + blk * cols;
+      for (int64_t j = b; j < e; ++j) partial[j] += p[j];
+    }
+    for (int64_t j = b; j < e; ++j) store(j, partial[j]);
+  });
+}
+
 template <class T>
 void rms_norm_backward_impl(KernelContext& c) {
   const TensorView& x = c.in[1];
@@ -124,54 +175,61 @@ void rms_norm_backward_impl(KernelContext& c) {
     std::fill(dw, dw + cols, T(0));
     return;
   }
-  const int64_t nblk = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  std::vector<double> fallback;
-  const size_t count = static_cast<size_t>(nblk * cols);
-  double* partial = nullptr;
-  if (c.workspace != nullptr) {
-    partial = static_cast<double*>(c.workspace->get(count * sizeof(double)));
-  } else {
-    fallback.assign(count, 0.0);
-    partial = fallback.data();
-  }
   const double inv_c = 1.0 / static_cast<double>(cols);
-  parallel_for(c.threads, nblk, std::max<int64_t>(1, row_grain(cols) / kRowsPerBlock),
-               [&](int64_t b, int64_t e) {
-                 for (int64_t blk = b; blk < e; ++blk) {
-                   double* p = partial + blk * cols;
-                   std::fill(p, p + cols, 0.0);
-                   const int64_t r1 = std::min(rows, (blk + 1) * kRowsPerBlock);
-                   for (int64_t i = blk * kRowsPerBlock; i < r1; ++i) {
-                     const T* dyi = dy + i * cols;
-                     const T* xi = xp + i * cols;
-                     T* dxi = dx + i * cols;
-                     const T r = rstd[i];
-                     // sum_c dy * w * x, in f64.
-                     const double dot = lane_sum(cols, [&](int64_t j) {
-                       return static_cast<double>(dyi[j] * w[j]) * static_cast<double>(xi[j]);
-                     });
-                     const double rd = static_cast<double>(r);
-                     const T k = static_cast<T>(rd * rd * rd * dot * inv_c);
-                     if (dres != nullptr) {
-                       const T* di = dres + i * cols;
-                       for (int64_t j = 0; j < cols; ++j)
-                         dxi[j] = (r * (w[j] * dyi[j]) - k * xi[j]) + di[j];
-                     } else {
-                       for (int64_t j = 0; j < cols; ++j) dxi[j] = r * (w[j] * dyi[j]) - k * xi[j];
-                     }
-                     for (int64_t j = 0; j < cols; ++j)
-                       p[j] += static_cast<double>(dyi[j] * (xi[j] * r));
-                   }
-                 }
-               });
-  // dw = the partials summed in block order, into the first partial row, then rounded once.
-  parallel_for(c.threads, cols, kPointwiseGrain, [&](int64_t b, int64_t e) {
-    for (int64_t blk = 1; blk < nblk; ++blk) {
-      const double* p = partial + blk * cols;
-      for (int64_t j = b; j < e; ++j) partial[j] += p[j];
+  backward_rows(
+      c, rows, cols,
+      [&](int64_t i, double* p) {
+        backward_row(dy + i * cols, xp + i * cols, w, rstd[i],
+                     dres != nullptr ? dres + i * cols : nullptr, dx + i * cols, p, cols, inv_c);
+      },
+      [&](int64_t j, double v) { dw[j] = static_cast<T>(v); });
+}
+
+// The backward on bf16 (mixed precision): each row's dy, x (and dres) widened to f32 and run
+// through the f32 row, dx rounded once per row (or kept in f32); dw rounded f64 -> f32 (-> bf16).
+// Bitwise what the f32 kernel gives on the widened tensors, rounded (widen.cc's path, without its
+// whole-tensor f32 copies).
+void rms_norm_backward_bf16(KernelContext& c) {
+  const TensorView& x = c.in[1];
+  const int64_t cols = x.dim(-1);
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  const auto* dy = c.in[0].as<uint16_t>();
+  const auto* xp = x.as<uint16_t>();
+  const auto* rstd = c.in[3].as<uint16_t>();
+  const auto* dres = c.in.size() == 5 ? c.in[4].as<uint16_t>() : nullptr;
+  // dx and dw are bf16 or f32 each (master weights take an f32 dw).
+  const bool dx_f32 = c.out[0].dtype == DType::f32, dw_f32 = c.out[1].dtype == DType::f32;
+  const auto store_dw = [&](int64_t j, double v) {
+    const float f = static_cast<float>(v);
+    if (dw_f32) {
+      c.out[1].as<float>()[j] = f;
+    } else {
+      c.out[1].as<uint16_t>()[j] = f32_to_bf16(f);
     }
-    for (int64_t j = b; j < e; ++j) dw[j] = static_cast<T>(partial[j]);
-  });
+  };
+  if (rows == 0) {
+    for (int64_t j = 0; j < cols; ++j) store_dw(j, 0.0);
+    return;
+  }
+  std::vector<float> w(static_cast<size_t>(cols));  // (C)
+  bf16_to_f32_row(c.in[2].as<uint16_t>(), w.data(), cols);
+  const double inv_c = 1.0 / static_cast<double>(cols);
+  const size_t n = static_cast<size_t>(cols);
+  backward_rows(
+      c, rows, cols,
+      [&](int64_t i, double* p) {
+        thread_local std::vector<float> buf;  // dy, x, dres, dx rows of (C)
+        if (buf.size() < 4 * n) buf.resize(4 * n);
+        float *dyf = buf.data(), *xf = dyf + n, *df = xf + n, *dxf = df + n;
+        bf16_to_f32_row(dy + i * cols, dyf, cols);
+        bf16_to_f32_row(xp + i * cols, xf, cols);
+        if (dres != nullptr) bf16_to_f32_row(dres + i * cols, df, cols);
+        float* out = dx_f32 ? c.out[0].as<float>() + i * cols : dxf;
+        backward_row(dyf, xf, w.data(), bf16_to_f32(rstd[i]), dres != nullptr ? df : nullptr, out,
+                     p, cols, inv_c);
+        if (!dx_f32) f32_to_bf16_row(dxf, c.out[0].as<uint16_t>() + i * cols, cols);
+      },
+      store_dw);
 }
 
 // rms_norm / add_rms_norm on bf16 (mixed precision): each row is loaded into f32 and goes
@@ -227,6 +285,20 @@ Status add_rms_norm_forward(KernelContext& c) {
 }
 
 Status rms_norm_backward(KernelContext& c) {
+  if (c.in[1].dtype == DType::bf16) {
+    for (const TensorView& v : c.in) {
+      if (v.dtype != DType::bf16)
+        return invalid_argument("rms_norm_backward: bf16 x with a " +
+                                std::string(dtype_name(v.dtype)) + " operand");
+    }
+    for (const TensorView& v : c.out) {
+      if (v.dtype != DType::bf16 && v.dtype != DType::f32)
+        return invalid_argument("rms_norm_backward: bf16 x with a " +
+                                std::string(dtype_name(v.dtype)) + " output");
+    }
+    rms_norm_backward_bf16(c);
+    return ok_status();
+  }
   dispatch_float(c.in[1].dtype, [&](auto tag) { rms_norm_backward_impl<decltype(tag)>(c); });
   return ok_status();
 }
@@ -236,8 +308,9 @@ Status rms_norm_backward(KernelContext& c) {
 void register_norm(KernelTable& t) {
   t[Op::rms_norm] = rms_norm_forward;
   t[Op::add_rms_norm] = add_rms_norm_forward;
-  t[Op::rms_norm_backward] = rms_norm_backward;  // bf16: widened (widen.cc)
+  t[Op::rms_norm_backward] = rms_norm_backward;
   t.bf16[static_cast<int>(Op::rms_norm)] = true;
+  t.bf16[static_cast<int>(Op::rms_norm_backward)] = true;
   t.bf16[static_cast<int>(Op::add_rms_norm)] = true;
 }
 
