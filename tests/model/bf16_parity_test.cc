@@ -347,9 +347,10 @@ TEST_F(Bf16Ops, FusedRmsNormSwigluRope) {
 // (fixture): the logits of the fixture's initial weights and batch at step 0, eager. torch's
 // reference is the model cast to bf16 with ljperf's cast placement (bf16_logits in the script):
 // every GEMM, norm, activation, RoPE and residual add rounded where ljperf's eager graph rounds.
-// Observed: 100% bitwise on all seven fixtures (GEMMs summing in f32 in another order in the
-// reference changed none: K <= 128 here). Bound: 95% bitwise, any distance (a rounding flipped by
-// another accumulation order spreads through the layers). ljperf's f32 run rounded to bf16:
+// Observed: 100% bitwise on all seven fixtures. With the reference's GEMMs summing in f32 in
+// another order (sgemm on widened operands, or k reversed), 99.98-100% bitwise and none more than
+// one ulp apart (K <= 128 here). Bound: 95% bitwise, any distance (a rounding flipped by another
+// accumulation order spreads through the layers). ljperf's f32 run rounded to bf16:
 // 22.2-27.7% bitwise, 40-47% more than one ulp apart. The compiled graph fuses ops that round once
 // (rms_norm, swiglu, rope, the residual add into the GEMM), so its logits differ from this
 // reference by design (22-26% bitwise observed); its kernels are checked above, its training by the
