@@ -12,6 +12,7 @@
 #include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "cli/run_config.h"
+#include "cli/run_flags.h"
 #include "cli/tokenizer_files.h"
 #include "core/units.h"
 #include "io/safetensors.h"
@@ -24,18 +25,20 @@
 namespace lj::cli {
 namespace {
 
+// The settings eval shares with benchmark and train (model, micro-batch, sequence, precision,
+// threads) are RunFlags and go through resolve_run, as theirs do.
 struct EvalArgs {
-  std::string model;
+  RunFlags f;  // f.model: the folder given; the weights folder is resolved from it
   std::string data;
   std::string data_format = "auto";
-  int64_t batch_size = 4;
-  int64_t seq_len = 256;
   int64_t max_batches = 0;  // --val-batches (train's name for the same count)
-  int threads = 0;
   std::string dump_logits;
   std::string tokenizer;  // a decoded sample of the data is printed when given
-  std::string precision = "f32";
 };
+
+// The settings of resolve_run that eval reads, in its printout.
+const std::vector<std::string> kEvalConfigKeys = {"model", "micro_batch", "seq_len", "precision",
+                                                  "threads"};
 
 // The weights eval scores: an HF model folder, a `ljperf train --out` folder (its latest
 // checkpoint, as `ljperf export` takes it) or one of its step folders. A preset or config.json
@@ -61,12 +64,13 @@ Status run_eval(const EvalArgs& a) {
     return invalid_argument("unknown --data-format '" + a.data_format + "'",
                             "use auto, llmc, megatron, u16 or u32");
   }
-  DType precision = DType::f32;
-  if (!parse_precision(a.precision, &precision)) {
-    return invalid_argument("unknown --precision '" + a.precision + "'", "use f32, bf16 or fp16");
-  }
-  LJ_ASSIGN_OR_RETURN(const std::string weights, eval_weights_dir(a.model));
-  Device dev(a.threads);
+  LJ_ASSIGN_OR_RETURN(const std::string weights, eval_weights_dir(a.f.model));
+  RunFlags f = a.f;
+  f.model = weights;
+  LJ_ASSIGN_OR_RETURN(const ResolvedRun run, resolve_run(f, RunSettings{}, 1, 0, "self"));
+  const DType precision = run.settings.precision;
+  fmt::print("{}", describe_config(select_config(run.lines, kEvalConfigKeys)));
+  Device dev(f.threads);
   LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(weights, dev));
   LJ_ASSIGN_OR_RETURN(TokenFile data, TokenFile::open(a.data, fmt));
   if (!a.tokenizer.empty()) {
@@ -76,8 +80,8 @@ Status run_eval(const EvalArgs& a) {
   Progress progress("eval", "batches");
   Tensor logits;
   EvalOptions o;
-  o.batch_size = a.batch_size;
-  o.seq_len = a.seq_len;
+  o.batch_size = run.settings.micro_batch;
+  o.seq_len = run.seq_len;
   o.max_batches = a.max_batches;
   o.autocast = precision;
   o.progress = [&](int64_t done, int64_t total) { progress.update(done, total); };
@@ -88,7 +92,7 @@ Status run_eval(const EvalArgs& a) {
     LJ_RETURN_IF_ERROR(
         write_safetensors(a.dump_logits, {{"logits", DType::f32, logits.dims(), logits.raw()}}));
   }
-  fmt::print("model {} ({:.2f}M params), data {} ({} tokens, {})\n", a.model,
+  fmt::print("model {} ({:.2f}M params), data {} ({} tokens, {})\n", a.f.model,
              static_cast<double>(model.config.num_params()) / 1e6, a.data, data.size(),
              token_format_name(data.format()));
   if (precision != DType::f32) {
@@ -96,7 +100,7 @@ Status run_eval(const EvalArgs& a) {
                precision == DType::bf16 ? "bf16" : "fp16", dtype_name(precision));
   }
   fmt::print("loss {:.6f}  perplexity {:.4f}  over {} tokens in {} batches of {} x {}\n", r.loss,
-             r.perplexity, r.tokens, r.batches, a.batch_size, a.seq_len);
+             r.perplexity, r.tokens, r.batches, o.batch_size, o.seq_len);
   return ok_status();
 }
 
@@ -182,7 +186,8 @@ Command add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* sub =
       app.add_subcommand("eval", "Mean loss and perplexity of an HF model folder on a token file");
-  sub->add_option("--model", a->model,
+  a->f.app = sub;
+  sub->add_option("--model", a->f.model,
                   "HF model folder (config.json + safetensors), or a `ljperf train --out` folder "
                   "(its latest checkpoint) or one of its step folders")
       ->required();
@@ -190,17 +195,24 @@ Command add_eval_command(CLI::App& app) {
       ->required();
   sub->add_option("--data-format", a->data_format, "auto, llmc, megatron, u16 or u32")
       ->capture_default_str();
-  sub->add_option("--batch-size", a->batch_size, "Windows per batch")->capture_default_str();
-  sub->add_option("--seq-len", a->seq_len, "Tokens per window")->capture_default_str();
+  // The checks are benchmark's (add_run_flags): a value is refused at parse, naming the flag.
+  sub->add_option("--batch-size", a->f.batch_size, "Windows per batch")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--seq-len", a->f.seq_len, "Tokens per window")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
   sub->add_option("--val-batches", a->max_batches,
                   "Batches to score, as train's --val-batches (0: the whole file)")
       ->capture_default_str();
   add_renamed_option(sub, "--max-batches", "--val-batches", "train's name for the same count",
                      &a->max_batches);
-  sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  sub->add_option("--threads", a->f.threads, "CPU threads (0: all)")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
   sub->add_option("--tokenizer", a->tokenizer,
                   "tokenizer.json (or its folder): print the data's first tokens as text");
-  sub->add_option("--precision", a->precision,
+  sub->add_option("--precision", a->f.precision,
                   "f32, bf16 or fp16 (mixed: 16-bit activations and GEMMs, f32 loss)")
       ->capture_default_str();
   sub->add_option("--dump-logits", a->dump_logits,

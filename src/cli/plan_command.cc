@@ -14,6 +14,7 @@
 #include "cli/plan_measure.h"
 #include "cli/plan_report.h"
 #include "cli/run_config.h"
+#include "cli/run_flags.h"
 #include "core/units.h"
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
@@ -28,30 +29,27 @@ namespace lj::cli {
 namespace {
 
 // The defaults are benchmark's and train's (small, micro-batch 4, seq 256, the device a run would
-// take), so `ljperf plan` alone predicts what `ljperf benchmark` alone runs.
+// take), so `ljperf plan` alone predicts what `ljperf benchmark` alone runs. The settings plan
+// shares with them (model, DeepSpeed JSON, micro-batch, sequence, precision, ZeRO stage, compile,
+// recompute policy, threads, seed) are RunFlags and go through resolve_run, as theirs do.
 struct PlanArgs {
-  std::string model = "small";
-  std::string device = "auto";
-  std::string recompute;
-  std::string memory_limit;
-  std::string deepspeed;
+  RunFlags f;  // --precision defaults to auto here; --recompute restricts the search
   std::string model_file;
-  std::string precision = "auto";
   int64_t gpus = 1;  // --np
-  int zero = -1;
-  int64_t batch_size = 4;
-  int64_t seq_len = 256;  // when not given, at most the model's max_position_embeddings
   int64_t recompute_layers = -1;
   bool tune_batch = false;
-  bool compile = false;
   bool exhaustive = false;
   bool json = false;
   bool measure = false;
-  MeasureOptions measure_opts;
+  MeasureOptions measure_opts;  // threads and seed are f's
   std::string measure_clock = "cpu";
-  CLI::App* app = nullptr;
-  bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
+  bool given(const char* flag) const { return f.given(flag); }
 };
+
+// The settings of resolve_run that a plan reads, in its printout.
+const std::vector<std::string> kPlanConfigKeys = {
+    "model",     "recipe",     "deepspeed", "micro_batch", "seq_len", "world_size",
+    "precision", "zero_stage", "compile",   "recompute",   "device",  "threads"};
 
 // A plan in which no choice fits is an error (exit 1), after the plan is printed.
 Status nothing_fits(const PlanResult& r) {
@@ -82,90 +80,95 @@ Status run_plan(const PlanArgs& a) {
   LJ_RETURN_IF_ERROR(launch.status());
   if (launch->rank != 0) return ok_status();
   const int64_t gpus = a.given("--np") || a.given("--gpus") ? a.gpus : launch->world_size;
-  LJ_ASSIGN_OR_RETURN(ModelRef model, resolve_model(a.model));
+  // plan's flags through benchmark's resolver: --precision auto is "not given" (the DeepSpeed
+  // JSON's, else f32); a default --seq-len is capped at the model's context.
+  RunFlags f = a.f;
+  if (f.precision == "auto") {
+    f.precision = "f32";
+    f.defaulted.push_back("--precision");
+  }
+  f.cap_default_seq_len = true;
+  // (--np below 1 is make_plan's error.)
+  const int world_size = static_cast<int>(std::max<int64_t>(gpus, 1));
+  LJ_ASSIGN_OR_RETURN(ResolvedRun run, resolve_run(f, RunSettings{}, world_size, 0, "self"));
   LJ_ASSIGN_OR_RETURN(PredictorCoefficients coeffs, load_coefficients(a.model_file));
   PlanRequest req;
-  req.model = model.config;
+  req.model = run.model.config;
   req.coeffs = coeffs;
-  LJ_ASSIGN_OR_RETURN(req.device, find_device(plan_device_id(a.device), coeffs));
+  LJ_ASSIGN_OR_RETURN(req.device, find_device(plan_device_id(f.device), coeffs));
   req.gpus = gpus;
   const bool host = req.device.kind == DeviceKind::cpu;
-  const int stage = a.zero >= 0 ? a.zero : (!host && gpus > 1 ? 3 : 0);
-  // GPUs: the `deepspeed/` recipe's sizes (HF's "auto" for this model); the host: as
-  // `ljperf benchmark` runs without a DeepSpeed JSON, DeepSpeed's code defaults.
-  req.zero = host ? ZeroConfig::defaults(stage) : ZeroConfig::hf_auto(stage, req.model.hidden_size);
+  // The ZeRO settings: the DeepSpeed JSON's (the flag won inside it) or, on the host, DeepSpeed's
+  // code defaults at the resolved stage, as `ljperf benchmark` runs. GPUs without a JSON: the
+  // `deepspeed/` recipe's sizes (HF's "auto" for this model), stage 3 with several GPUs.
+  req.zero = run.dp.zero;
+  if (!host && !run.ds) {
+    const int stage = a.f.zero >= 0 ? a.f.zero : (gpus > 1 ? 3 : 0);
+    req.zero = ZeroConfig::hf_auto(stage, req.model.hidden_size);
+    if (a.f.zero < 0) set_config_value(&run.lines, "zero_stage", std::to_string(stage), "default");
+  }
   // The process baseline measured on this host (cached; probed once).
   if (host) LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs));
-  if (a.precision != "auto") {
-    DType p;
-    if (!parse_precision(a.precision, &p)) {
-      return invalid_argument("unknown --precision '" + a.precision + "'",
-                              "use f32, bf16 or fp16 (auto: f32 on the host, bf16 on GPUs)");
+  if (!host) {
+    if (a.f.precision != "auto" && run.settings.precision != DType::bf16) {
+      return unimplemented("GPU plans price DeepSpeed's bf16 recipe, not " +
+                               std::string(dtype_name(run.settings.precision)),
+                           "use --precision bf16 (or auto) with a GPU --device");
     }
-    if (!host && p != DType::bf16) {
-      return unimplemented(
-          "GPU plans price DeepSpeed's bf16 recipe, not " + std::string(dtype_name(p)),
-          "use --precision bf16 (or auto) with a GPU --device");
-    }
-    req.precision = host ? p : DType::f32;
+    set_config_value(&run.lines, "precision", "bf16", "DeepSpeed's recipe on GPUs");
   }
-  req.micro_batch = a.batch_size;
-  // Not given: 2048, or the model's context when that is shorter (small's 1024).
-  req.seq_len = a.given("--seq-len")
-                    ? a.seq_len
-                    : std::min<int64_t>(a.seq_len, req.model.max_position_embeddings);
-  req.compile = a.compile;
+  req.precision = host ? run.settings.precision : DType::f32;
+  req.micro_batch = run.settings.micro_batch;
+  req.seq_len = run.seq_len;
+  req.compile = run.settings.step.graph.compile;
   req.tune_batch = a.tune_batch;
   req.exhaustive = a.exhaustive;
   req.recompute_layers = a.recompute_layers;
-  if (!a.recompute.empty()) {
-    LJ_ASSIGN_OR_RETURN(RecomputePolicy p, parse_recompute_policy(a.recompute));
-    req.policy = p;
+  // --recompute (or the DeepSpeed JSON's activation checkpointing) restricts the search to one
+  // policy; without either every policy is searched.
+  const RecomputeConfig& recompute = run.settings.step.graph.recompute;
+  if (a.given("--recompute") || (run.ds && run.ds->recompute != "none")) {
+    req.policy = recompute.policy;
+    if (!a.given("--recompute") && a.recompute_layers < 0 && run.ds->recompute_layers > 0)
+      req.recompute_layers = run.ds->recompute_layers;
+  } else {
+    set_config_value(&run.lines, "recompute", "searched (none, selective, full)", "plan");
   }
-  if (!a.deepspeed.empty()) {
-    RunSettings run;
-    run.world_size = gpus;
-    if (a.zero >= 0) run.zero_stage.set_flag(a.zero);  // the flag wins, as in benchmark
-    run.hidden_size = req.model.hidden_size;
-    run.micro_batch.assign(a.batch_size, a.given("--batch-size"));
-    LJ_ASSIGN_OR_RETURN(DeepSpeedConfig ds, load_deepspeed_config(a.deepspeed, run));
-    req.zero = ds.zero;
-    // The run's DeepSpeed mapping (apply_deepspeed), of which a plan needs the micro-batch; a
-    // --batch-size flag wins here as it does in the file's resolution.
-    StepSettings from_ds;
-    apply_deepspeed(ds, &from_ds);
-    if (!a.given("--batch-size")) req.micro_batch = from_ds.micro_batch;
-    if (host && a.precision == "auto") req.precision = from_ds.precision;  // bf16/fp16 blocks
-    if (!a.given("--recompute") && ds.recompute != "none") {
-      LJ_ASSIGN_OR_RETURN(RecomputePolicy p, parse_recompute_policy(ds.recompute));
-      req.policy = p;
-      if (a.recompute_layers < 0 && ds.recompute_layers > 0)
-        req.recompute_layers = ds.recompute_layers;
-    }
+  // The device line as benchmark writes it ("cpu (auto)"), with the catalog GPU's id.
+  set_config_value(
+      &run.lines, "device",
+      (host ? std::string("cpu") : req.device.id) + (f.device == "auto" ? " (auto)" : ""));
+  if (a.given("--np") || a.given("--gpus")) {
+    set_config_value(&run.lines, "world_size", std::to_string(gpus), "--np");
+  } else if (launch->world_size > 1) {
+    set_config_value(&run.lines, "world_size", std::to_string(gpus), "launcher");
   }
-  if (!a.memory_limit.empty()) {
-    LJ_ASSIGN_OR_RETURN(req.budget_bytes, parse_bytes(a.memory_limit));
+  if (!f.memory_limit.empty()) {
+    LJ_ASSIGN_OR_RETURN(req.budget_bytes, parse_bytes(f.memory_limit));
   }
+  MeasureOptions measure_opts = a.measure_opts;
+  measure_opts.threads = f.threads;
+  measure_opts.seed = f.seed;
   for (const char* flag : {"--rounds", "--warmup-rounds", "--seed", "--measure-clock"}) {
     if (!a.measure && a.given(flag)) {
       return invalid_argument(std::string(flag) + " needs --measure",
                               "ljperf plan --device host --measure " + std::string(flag) + " ...");
     }
   }
-  if (a.measure) LJ_RETURN_IF_ERROR(validate_measure_options(a.measure_opts));
+  if (a.measure) LJ_RETURN_IF_ERROR(validate_measure_options(measure_opts));
   if (a.measure && !host) {
     return invalid_argument("--measure runs the candidates on this host",
                             "use --device host with --measure");
   }
   // The time model's measured rates (plan/host_rates.h): cached, else measured now, once the
   // request is known to be valid (a probe takes seconds; bad input gets its error at once).
-  if (host) req.rates = plan_host_rates(a.measure_opts.threads, /*may_probe=*/true);
+  if (host) req.rates = plan_host_rates(measure_opts.threads, /*may_probe=*/true);
   const double t0 = now_seconds();
   LJ_ASSIGN_OR_RETURN(PlanResult r, make_plan(req));
   const double wall = now_seconds() - t0;
   std::optional<Measurement> measured;
   if (a.measure) {
-    MeasureOptions o = a.measure_opts;
+    MeasureOptions o = measure_opts;
     o.wall_clock = a.measure_clock == "wall";
     LJ_ASSIGN_OR_RETURN(measured, measure_candidates(req, r, o));
   }
@@ -177,8 +180,10 @@ Status run_plan(const PlanArgs& a) {
       stale_note = stale_rates_note(*req.rates, peak->flops);
     }
   }
+  const ConfigLines config = select_config(run.lines, kPlanConfigKeys);
   if (a.json) {
     nlohmann::ordered_json j = plan_to_json(req, r);
+    j["resolved"] = config_json(config);
     if (req.rates) {
       // The share of the cores other processes used while the rates were measured (null: not
       // known); contended rates predict step times long.
@@ -192,7 +197,7 @@ Status run_plan(const PlanArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return nothing_fits(r);
   }
-  fmt::print("{}", format_plan(req, r));
+  fmt::print("{}{}", format_plan(req, r), describe_config(config));
   if (req.rates) fmt::print("{}{}", contention_note(*req.rates), stale_note);
   if (measured) fmt::print("{}", format_measurement(req, *measured));
   fmt::print("planned in {} ({} dry runs)\n", format_seconds(wall), r.dry_runs);
@@ -205,7 +210,8 @@ Command add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* sub = app.add_subcommand(
       "plan", "Predict memory per rank and step time for each recompute choice, and pick one");
-  a->app = sub;
+  a->f.app = sub;
+  a->f.precision = "auto";
   sub->footer(
       "Example: ljperf plan --model llama3-8b --device h100 --np 8 --zero 3 --batch-size 2 "
       "--seq-len 8192 --recompute selective\n"
@@ -214,10 +220,10 @@ Command add_plan_command(CLI::App& app) {
       default_coefficients_path() +
       " when present (ljperf calibrate writes it), else the built-in "
       "defaults.");
-  sub->add_option("--model", a->model,
+  sub->add_option("--model", a->f.model,
                   "Preset (llama3-8b, llama3.1-70b, tiny, ...) or a config.json")
       ->capture_default_str();
-  sub->add_option("--device", a->device,
+  sub->add_option("--device", a->f.device,
                   "auto, " + device_ids() +
                       "; auto: this host's GPU when the catalog has it, else its CPU (as "
                       "benchmark's --device auto)")
@@ -227,35 +233,39 @@ Command add_plan_command(CLI::App& app) {
                   "cpu; default: the launcher's world size under mpirun, else 1)")
       ->capture_default_str();
   add_renamed_option(sub, "--gpus", "--np", "ranks, as mpirun and ablation count them", &a->gpus);
-  sub->add_option("--zero", a->zero,
+  sub->add_option("--zero", a->f.zero,
                   "ZeRO stage 0-3 (default: 3 with several GPUs, else 0; runs take " +
                       zero_stages_text() + ")");
-  sub->add_option("--batch-size", a->batch_size, "Micro-batch size per rank")
-      ->capture_default_str();
-  sub->add_option("--seq-len", a->seq_len,
+  // The checks are benchmark's (add_run_flags): a value is refused at parse, naming the flag.
+  sub->add_option("--batch-size", a->f.batch_size, "Micro-batch size per rank")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--seq-len", a->f.seq_len,
                   "Sequence length (default: 256, or the model's max_position_embeddings when "
                   "shorter)")
-      ->capture_default_str();
-  sub->add_option("--precision", a->precision,
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--precision", a->f.precision,
                   "host: f32, bf16 or fp16 (mixed: f32 master weights, gradients and Adam states, "
                   "16-bit activations; docs/memory.md); GPUs: bf16. auto: f32 on the host, bf16 "
                   "on GPUs, or the DeepSpeed JSON's")
       ->capture_default_str();
-  sub->add_option("--recompute", a->recompute,
-                  "Only this policy (none, selective, full); default: search all three");
+  a->f.recompute.policy_flag =
+      sub->add_option("--recompute", a->f.recompute.policy,
+                      "Only this policy (none, selective, full); default: search all three");
   sub->add_option("--recompute-layers", a->recompute_layers,
                   "Only this many recomputed layers (block method); default: search 1..L");
-  sub->add_option("--memory-limit", a->memory_limit,
+  sub->add_option("--memory-limit", a->f.memory_limit,
                   "Budget per rank, e.g. 20GiB (default: " + default_budget_percent() +
                       " of the device's memory)");
   sub->add_option(
-      "--deepspeed", a->deepspeed,
+      "--deepspeed", a->f.deepspeed,
       "DeepSpeed JSON: ZeRO stage and bucket sizes, micro-batch, activation_checkpointing");
   sub->add_option("--coefficients", a->model_file, "Predictor coefficients file to read");
   add_renamed_option(sub, "--model-file", "--coefficients", "--model is the model", &a->model_file);
   sub->add_flag("--tune-batch", a->tune_batch,
                 "Also search micro-batch sizes 1, 2, 4, ... up to --batch-size");
-  sub->add_flag("--compile", a->compile, "Plan the compiled graph (--compile)");
+  sub->add_flag("--compile", a->f.compile, "Plan the compiled graph (--compile, or LJ_COMPILE=1)");
   sub->add_flag("--exhaustive", a->exhaustive,
                 "Dry-run every layer count instead of interpolating between 2 and L-1");
   sub->add_flag("--json", a->json, "Print the plan as JSON");
@@ -269,10 +279,11 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--warmup-rounds", a->measure_opts.warmup_rounds,
                   "--measure: rounds run first and not counted")
       ->capture_default_str();
-  sub->add_option("--threads", a->measure_opts.threads,
+  sub->add_option("--threads", a->f.threads,
                   "Device host: CPU threads the time model's rates and --measure use (0: all)")
-      ->capture_default_str();
-  sub->add_option("--seed", a->measure_opts.seed, "--measure: seed for weights and tokens")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
+  sub->add_option("--seed", a->f.seed, "--measure: seed for weights and tokens")
       ->capture_default_str();
   sub->add_option("--measure-clock", a->measure_clock,
                   "--measure ranks by cpu (process CPU time / threads: what other processes on "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 
 #include "cli/device_choice.h"
@@ -32,7 +33,10 @@ std::string ds_origin(const DeepSpeedConfig& ds, const std::string& key) {
 }  // namespace
 
 bool RunFlags::given(const char* flag) const {
-  return app != nullptr && app->get_option(flag)->count() > 0;
+  if (app == nullptr || std::find(defaulted.begin(), defaulted.end(), flag) != defaulted.end())
+    return false;
+  const CLI::Option* o = app->get_option_no_throw(flag);
+  return o != nullptr && o->count() > 0;
 }
 
 void add_run_flags(CLI::App* sub, RunFlags* f, const std::string& lr_help) {
@@ -79,10 +83,21 @@ nlohmann::ordered_json config_json(const ConfigLines& lines) {
   return j;
 }
 
-void set_config_value(ConfigLines* lines, const std::string& key, const std::string& value) {
+void set_config_value(ConfigLines* lines, const std::string& key, const std::string& value,
+                      const std::string& origin) {
   for (auto& l : *lines) {
-    if (l.key == key) l.value = value;
+    if (l.key != key) continue;
+    l.value = value;
+    if (!origin.empty()) l.origin = origin;
   }
+}
+
+ConfigLines select_config(const ConfigLines& lines, const std::vector<std::string>& keys) {
+  ConfigLines out;
+  for (const auto& l : lines) {
+    if (std::find(keys.begin(), keys.end(), l.key) != keys.end()) out.push_back(l);
+  }
+  return out;
 }
 
 StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_size, int rank,
@@ -94,7 +109,11 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
   }
   if (!f.memory_limit.empty()) LJ_RETURN_IF_ERROR(parse_bytes(f.memory_limit).status());
   LJ_ASSIGN_OR_RETURN(r.model, resolve_model(f.model));
-  if (f.seq_len > r.model.config.max_position_embeddings) {
+  r.seq_len = f.seq_len;
+  const bool seq_len_capped = f.cap_default_seq_len && !f.given("--seq-len") &&
+                              r.seq_len > r.model.config.max_position_embeddings;
+  if (seq_len_capped) r.seq_len = r.model.config.max_position_embeddings;
+  if (r.seq_len > r.model.config.max_position_embeddings) {
     return invalid_argument("--seq-len " + std::to_string(f.seq_len) + " is above " +
                                 r.model.config.name + "'s max_position_embeddings " +
                                 std::to_string(r.model.config.max_position_embeddings),
@@ -115,7 +134,6 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
                       resolve_recompute(run, r.ds, r.model.config));
   r.settings.step.seed = f.seed;
   r.settings.step.graph.compile = compile_requested(f.compile);
-  r.seq_len = f.seq_len;
   r.ckpt_opt = checkpoint_optimization_requested(f.ckpt_opt);
 
   // Where each value came from: the flag, the DeepSpeed JSON (flags already won inside it), the
@@ -139,7 +157,10 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
       from("--batch-size", "train_micro_batch_size_per_gpu"));
   add("grad_accum", std::to_string(r.settings.grad_accum),
       from("--grad-accum", "gradient_accumulation_steps"));
-  add("seq_len", std::to_string(r.seq_len), f.given("--seq-len") ? "--seq-len" : "default");
+  add("seq_len", std::to_string(r.seq_len),
+      f.given("--seq-len") ? "--seq-len"
+      : seq_len_capped     ? "default, capped at the model's max_position_embeddings"
+                           : "default");
   add("world_size", std::to_string(world_size),
       world_size > 1 ? "launcher (" + backend + ")" : "one process");
   add("precision", dtype_name(r.settings.precision), from("--precision", "precision"));

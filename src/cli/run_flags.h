@@ -1,7 +1,9 @@
-// The run configuration benchmark and train share: one set of flags (RunFlags, registered by
-// add_run_flags on both commands), one resolver (resolve_run) from the preset or HF folder, the
-// DeepSpeed JSON, the flags and the environment, and one printout of every resolved value with
-// where it came from (ResolvedRun::lines, printed at start and written into the JSON record).
+// The run configuration the commands share: one set of flags (RunFlags, registered by
+// add_run_flags on benchmark and train; plan and eval register the ones they take under their
+// own help texts), one resolver (resolve_run) from the preset or HF folder, the DeepSpeed JSON,
+// the flags and the environment, and one printout of every resolved value with where it came
+// from (ResolvedRun::lines, printed at start and written into the JSON record; plan and eval
+// print the lines that apply to them, select_config).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,14 @@ struct RunFlags {
   int zero = -1;                  // --zero N; -1: not given
   double comm_timeout_s = 600;    // --comm-timeout (PyTorch's default)
   RecomputeFlags recompute;       // --recompute, --recompute-method, --recompute-layers
+  // plan: a --seq-len left at its default is capped at the model's max_position_embeddings
+  // (benchmark and train refuse a sequence longer than the model's context).
+  bool cap_default_seq_len = false;
+  // Flags typed with a value that stands for "not given" (plan's --precision auto).
+  std::vector<std::string> defaulted;
   CLI::App* app = nullptr;
-  // Whether the user typed `flag` (its value then wins over the DeepSpeed JSON).
+  // Whether the user typed `flag` (its value then wins over the DeepSpeed JSON); false for a
+  // flag the command does not have.
   bool given(const char* flag) const;
 };
 
@@ -66,8 +74,12 @@ using ConfigLines = std::vector<ResolvedRun::Line>;
 std::string describe_config(const ConfigLines& lines);
 // {key: {"value": ..., "from": ...}} for the JSON record.
 nlohmann::ordered_json config_json(const ConfigLines& lines);
-// A value decided after resolution (checkpoint optimization's recompute): replaces `key`'s.
-void set_config_value(ConfigLines* lines, const std::string& key, const std::string& value);
+// A value decided after resolution (checkpoint optimization's recompute, the device plan
+// prices): replaces `key`'s value, and its origin when `origin` is not empty.
+void set_config_value(ConfigLines* lines, const std::string& key, const std::string& value,
+                      const std::string& origin = "");
+// The lines of `keys`, in the resolver's order (a command prints the settings that apply to it).
+ConfigLines select_config(const ConfigLines& lines, const std::vector<std::string>& keys);
 
 // `run` holds the command's own settings (steps, warmup, weight decay, clipping: assigned with
 // whether their flag was given); the shared ones are taken from `f` here. Checks every value
