@@ -1,6 +1,6 @@
 // Training steps on the GPU (the CUDA executor, runtime/cuda/), for `ljperf train --device cuda`
 // and `ljperf benchmark --device cuda`. Plain C++: with LJ_CUDA the implementation is
-// train/cuda/; without it, create_gpu_train_step says so (train/not_built/).
+// train/cuda/; without it, create_gpu_train_step says so (train/no_cuda/).
 //
 // GpuTrainStep is a StepEngine (train/step_engine.h): the trainer's loop, data, checkpoints and
 // resume are the CPU's. On the device: the joint graph of passes/pipeline, the f32 master weights
