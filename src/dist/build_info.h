@@ -1,5 +1,5 @@
 // How lj_dist was built. The one place outside lj_dist that may ask whether MPI is in: nothing
-// else sees MPI's headers or the LJ_MPI definition (CMakeLists.txt).
+// else sees MPI's headers. dist/mpi/ answers in a build with MPI, dist/no_mpi/ without it.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // The MPI communicator: CPU collectives between the processes an MPI launcher started (mpirun,
-// srun --mpi=pmix). Built only with LJ_MPI; this header has no MPI types, so it may be included
-// anywhere, and make_mpi_communicator says so when MPI is not built in.
+// srun --mpi=pmix). Built only with MPI (dist/mpi/); this header has no MPI types, so it may be
+// included anywhere, and make_mpi_communicator says so when MPI is not built in (dist/no_mpi/).
 //
 // The process's MPI is initialised on first use (MPI_Init_thread, MPI_THREAD_FUNNELED: only the
 // thread that made the communicator may call it) and finalised at exit. The communicator works on

@@ -1,7 +1,7 @@
 // The NCCL communicator: GPU collectives between the ranks of a data-parallel run, on the
 // dist/communicator.h interface (docs/architecture.md "Distributed training": GPU collectives use
 // NCCL, bootstrapped over MPI). Built with LJ_CUDA (dist/cuda/); without it make_nccl_communicator
-// says so.
+// says so (dist/no_cuda/).
 //
 // Bootstrap: rank 0 makes the ncclUniqueId and broadcasts it over the `bootstrap` communicator
 // (MPI under mpirun, the self communicator for one process); every rank then joins the NCCL

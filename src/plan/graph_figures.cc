@@ -42,6 +42,167 @@ bool packs_gemm(const Graph& g, const Node& n, const SymEnv& env) {
          static_cast<double>(cols) * inner >= static_cast<double>(kGemmPackElements);
 }
 
+// The step's persistent inputs, in the order the trainer allocates them: tokens, targets, the
+// rope tables, then the weights (ZeRO-3: this rank's shard) with the fp16 loss scale, and under
+// mixed precision the parameters' 16-bit copies.
+std::vector<Tensor> step_inputs(Device& dev, const Graph& g, const LlamaConfig& model,
+                                const std::vector<ParamSpec>& specs, int64_t batch, int64_t seq_len,
+                                const GraphOptions& options, const std::vector<int64_t>& numels) {
+  std::vector<Tensor> inputs;
+  inputs.push_back(Tensor::empty(dev, DType::i32, {batch, seq_len}, MemCategory::temporaries));
+  inputs.push_back(Tensor::empty(dev, DType::i32, {batch, seq_len}, MemCategory::temporaries));
+  for (int k = 0; k < 2; ++k) {
+    inputs.push_back(
+        Tensor::empty(dev, options.dtype, {seq_len, model.head_dim}, MemCategory::workspace));
+  }
+  // fp16: the loss scale, a () f32 input after the parameters (GraphOptions::loss_scaling).
+  const auto loss_scale = [&] {
+    if (options.loss_scaling)
+      inputs.push_back(Tensor::empty(dev, DType::f32, {}, MemCategory::workspace));
+  };
+  if (options.grad_sync.enabled() && options.grad_sync.zero.stage == 3) {
+    // ZeRO-3: the graph takes this rank's shard of the parameters, and gathers them itself; the
+    // pass that adds the shard input runs after the loss scale was added, so the shard is last.
+    loss_scale();
+    const FlatLayout layout(numels, options.grad_sync.world_size);
+    inputs.push_back(Tensor::empty(dev, DType::f32, {layout.shard_numel()}, MemCategory::weights));
+    return inputs;
+  }
+  for (const ParamSpec& s : specs)
+    inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
+  loss_scale();
+  // Mixed precision: the parameters' 16-bit copies (passes/master_weights), last, persistent
+  // as TrainStep keeps them.
+  for (ValueId in : g.inputs()) {
+    if (low_weight_param_name(g.input_name(in)).empty()) continue;
+    std::vector<int64_t> dims;
+    LJ_CHECK(g.type(in).shape.eval(SymEnv(), &dims)) << "a weight copy of symbolic shape";
+    inputs.push_back(Tensor::empty(dev, g.type(in).dtype, dims, MemCategory::weights));
+  }
+  return inputs;
+}
+
+// AdamW's m and v: whole per parameter, or this rank's shard of them (`sharded`).
+std::vector<Tensor> adam_moments(Device& dev, const std::vector<ParamSpec>& specs,
+                                 const DryRunOptions& dry, bool sharded, const ZeroMemory& zm) {
+  std::vector<Tensor> moments;
+  if (dry.with_adam_states && (!sharded || dry.zero.stage == 0)) {
+    for (int k = 0; k < 2; ++k) {
+      for (const ParamSpec& s : specs)
+        moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));
+    }
+  } else if (sharded) {
+    for (int k = 0; k < 2; ++k) {
+      moments.push_back(
+          Tensor::empty(dev, DType::f32, {zm.adam_state_numel}, MemCategory::optimizer));
+    }
+  }
+  return moments;
+}
+
+// The MPI library's temporary of one collective (dist/zero.h): inside the MPI call, beside the
+// bucket; freed by MPI, never in ljperf's cache.
+void mpi_temporary(Device& dev, const DryRunOptions& dry, int64_t numel) {
+  if (!dry.mpi_temporaries || numel <= 0) return;
+  const auto bytes = static_cast<size_t>(numel) * sizeof(float);
+  CachingAllocator& a = dev.allocator();
+  a.deallocate_uncached(a.allocate_uncached(bytes, MemCategory::workspace), bytes,
+                        MemCategory::workspace);
+}
+
+// With the gradient collectives in the graph, their buffers are in the dry run itself; what
+// their kernels allocate by themselves is replayed where they run (train/grad_sync.h): each
+// bucket's part of the gradient shard at its wait (into *grad_parts, by offset), and each
+// collective's MPI temporary at its start (freed by the completion the next kernel's poll
+// sees: Open MPI frees it there). Everything named must outlive the executor's dry run.
+void replay_collectives(Executor& ex, const Graph& g, Device& dev, const DryRunOptions& dry,
+                        const ZeroMemory& zm, std::map<int64_t, Tensor>* grad_parts) {
+  // The hook outlives this call: it holds pointers to the caller's objects.
+  ex.set_dry_node_hook([g = &g, dev = &dev, dry = &dry, zm = &zm, grad_parts](size_t ni) {
+    const Node& n = g->nodes()[ni];
+    if (n.op == Op::grad_reduce_wait && zm->grad_shard_numel > 0) {
+      const int64_t count = n.attrs.i("recv_count");
+      if (count > 0 && !grad_parts->count(n.attrs.i("recv_begin"))) {
+        grad_parts->emplace(n.attrs.i("recv_begin"),
+                            Tensor::empty_uncached(*dev, DType::f32, {count}, MemCategory::grads));
+      }
+    } else if (n.op == Op::grad_reduce_start) {
+      const int64_t count = n.attrs.i("flat_end") - n.attrs.i("flat_begin");
+      mpi_temporary(*dev, *dry,
+                    n.attrs.i("stage") >= 2
+                        ? mpi_reduce_scatter_temporary_numel(count, dry->rank, dry->world_size)
+                        : mpi_all_reduce_temporary_numel(count, dry->rank, dry->world_size));
+    }
+  });
+}
+
+// The optimizer step of one rank, after backward (dist/zero.h ZeroMemory's order). The trainer
+// keeps only the gradients of backward's outputs (the loss is read and dropped).
+void replay_sharded_optimizer(Device& dev, const DryRunOptions& dry, const ZeroMemory& zm,
+                              bool in_graph, std::vector<Tensor>* outs,
+                              std::map<int64_t, Tensor>* grad_parts) {
+  outs->erase(outs->begin());
+  const auto workspace = [&](int64_t n) {  // dist/zero.cc's buffers: transient
+    return Tensor::empty_transient(dev, DType::f32, {std::max<int64_t>(n, 1)},
+                                   MemCategory::workspace);
+  };
+  // Stage 2 without the collectives in the graph: step() takes the shard first.
+  if (zm.grad_shard_numel > 0 && !in_graph) {
+    grad_parts->emplace(
+        0, Tensor::empty_uncached(dev, DType::f32, {zm.grad_shard_numel}, MemCategory::grads));
+  }
+  if (zm.reduce_buffer_numel > 0 && !in_graph) {
+    Tensor bucket = workspace(zm.reduce_buffer_numel);
+    const int64_t count = zm.reduce_buffer_numel;
+    mpi_temporary(dev, dry,
+                  zm.frees_full_grads
+                      ? mpi_reduce_scatter_temporary_numel(count, dry.rank, dry.world_size)
+                      : mpi_all_reduce_temporary_numel(count, dry.rank, dry.world_size));
+  }
+  if (zm.frees_full_grads) outs->clear();
+  if (zm.gather_send_numel > 0) {
+    Tensor send = workspace(zm.gather_send_numel);
+    Tensor recv = workspace(zm.gather_recv_numel);
+  }
+  grad_parts->clear();  // freed at the end of the step
+}
+
+// The step's time: by this host's rates (AdamW over what this rank updates: its ZeRO shard, else
+// every parameter), or by the device's time model.
+Status add_step_time(const Graph& g, const SymEnv& env, const DryRunOptions& dry, bool sharded,
+                     const ZeroMemory& zm, const std::vector<int64_t>& numels, GraphFigures* f) {
+  if (dry.rates != nullptr) {
+    if (dry.measure_gemm_classes)
+      LJ_RETURN_IF_ERROR(add_gemm_classes(dry.rates, graph_gemm_shapes(g, env)));
+    int64_t local = 0;
+    if (dry.with_adam_states && sharded && dry.zero.shards(ZeroSharded::optimizer_states)) {
+      local = zm.adam_state_numel;
+    } else {
+      for (int64_t n : numels) local += n;
+    }
+    f->times = host_step_times(g, env, *dry.rates, local);
+    f->compute_seconds = f->times->total();
+  } else if (dry.device) {
+    f->compute_seconds = graph_seconds(g, env, *dry.device, dry.eff);
+  }
+  return ok_status();
+}
+
+// What the GEMMs hold beside the graph's buffers: whether one packs its operand, oneDNN's
+// buffers on `dry.threads`; and the static plan of a planned run.
+void add_gemm_buffers(const Graph& g, const Executor& ex, const DryRunOptions& dry,
+                      GraphFigures* f) {
+  for (const Node& n : g.nodes()) f->gemm_packing = f->gemm_packing || packs_gemm(g, n, ex.env());
+  static const SgemmIsa isa = [] {
+    const cpu::OneDnnInfo i = cpu::onednn_info();
+    return i.isa_avx512 ? SgemmIsa::avx512_core : i.isa_avx2 ? SgemmIsa::avx2 : SgemmIsa::other;
+  }();
+  const int threads = dry.threads > 0 ? dry.threads : omp_get_max_threads();
+  if (auto b = graph_sgemm_buffer_bytes(g, ex.env(), threads, isa, cpu::gemm_bf16_uses_own()))
+    f->gemm_buffer_bytes = *b;
+  if (const ArenaMemory* pm = ex.arena_memory()) f->plan = pm->plan();
+}
+
 }  // namespace
 
 StatusOr<GraphFigures> graph_figures(const LlamaConfig& model, int64_t batch, int64_t seq_len,
@@ -56,64 +217,15 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
                                      const DryRunOptions& dry) {
   Device dev(1, /*is_virtual=*/true);
   const auto specs = llama_param_specs(model);
-  // Persistent state first, in the order the trainer allocates it: weights, then AdamW's m, v.
-  std::vector<Tensor> inputs;
-  inputs.push_back(Tensor::empty(dev, DType::i32, {batch, seq_len}, MemCategory::temporaries));
-  inputs.push_back(Tensor::empty(dev, DType::i32, {batch, seq_len}, MemCategory::temporaries));
-  for (int k = 0; k < 2; ++k) {
-    inputs.push_back(
-        Tensor::empty(dev, options.dtype, {seq_len, model.head_dim}, MemCategory::workspace));
-  }
-  const bool sharded = dry.with_adam_states && dry.world_size > 1;
   std::vector<int64_t> numels;
   for (const ParamSpec& s : specs) numels.push_back(numel_of(s.dims));
-  // fp16: the loss scale, a () f32 input after the parameters (GraphOptions::loss_scaling).
-  const auto loss_scale = [&] {
-    if (options.loss_scaling)
-      inputs.push_back(Tensor::empty(dev, DType::f32, {}, MemCategory::workspace));
-  };
-  if (options.grad_sync.enabled() && options.grad_sync.zero.stage == 3) {
-    // ZeRO-3: the graph takes this rank's shard of the parameters, and gathers them itself; the
-    // pass that adds the shard input runs after the loss scale was added, so the shard is last.
-    loss_scale();
-    const FlatLayout layout(numels, options.grad_sync.world_size);
-    inputs.push_back(Tensor::empty(dev, DType::f32, {layout.shard_numel()}, MemCategory::weights));
-  } else {
-    for (const ParamSpec& s : specs)
-      inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
-    loss_scale();
-    // Mixed precision: the parameters' 16-bit copies (passes/master_weights), last, persistent
-    // as TrainStep keeps them.
-    for (ValueId in : g.inputs()) {
-      if (low_weight_param_name(g.input_name(in)).empty()) continue;
-      std::vector<int64_t> dims;
-      LJ_CHECK(g.type(in).shape.eval(SymEnv(), &dims)) << "a weight copy of symbolic shape";
-      inputs.push_back(Tensor::empty(dev, g.type(in).dtype, dims, MemCategory::weights));
-    }
-  }
+  // Persistent state first, in the order the trainer allocates it: weights, then AdamW's m, v.
+  const std::vector<Tensor> inputs =
+      step_inputs(dev, g, model, specs, batch, seq_len, options, numels);
+  const bool sharded = dry.with_adam_states && dry.world_size > 1;
   const ZeroMemory zm =
       sharded ? zero_memory(FlatLayout(numels, dry.world_size), dry.zero) : ZeroMemory{};
-  std::vector<Tensor> moments;
-  if (dry.with_adam_states && (!sharded || dry.zero.stage == 0)) {
-    for (int k = 0; k < 2; ++k) {
-      for (const ParamSpec& s : specs)
-        moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));
-    }
-  } else if (sharded) {
-    for (int k = 0; k < 2; ++k) {
-      moments.push_back(
-          Tensor::empty(dev, DType::f32, {zm.adam_state_numel}, MemCategory::optimizer));
-    }
-  }
-  // The MPI library's temporary of one collective (dist/zero.h): inside the MPI call, beside the
-  // bucket; freed by MPI, never in ljperf's cache.
-  const auto mpi_temporary = [&](int64_t numel) {
-    if (!dry.mpi_temporaries || numel <= 0) return;
-    const auto bytes = static_cast<size_t>(numel) * sizeof(float);
-    CachingAllocator& a = dev.allocator();
-    a.deallocate_uncached(a.allocate_uncached(bytes, MemCategory::workspace), bytes,
-                          MemCategory::workspace);
-  };
+  const std::vector<Tensor> moments = adam_moments(dev, specs, dry, sharded, zm);
   GraphFigures f;
   {
     // Compiled graphs run planned: the static memory plan's arena, as TrainStep runs them.
@@ -121,83 +233,14 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
                 ExecutorOptions{.planned = options.compile,
                                 .dry_workspace_sizes =
                                     dry.cuda_workspace ? &cuda::workspace_sizes() : nullptr});
-    // With the gradient collectives in the graph, their buffers are in the dry run itself; what
-    // their kernels allocate by themselves is replayed where they run (train/grad_sync.h): each
-    // bucket's part of the gradient shard at its wait, and each collective's MPI temporary at its
-    // start (freed by the completion the next kernel's poll sees: Open MPI frees it there).
     const bool in_graph = options.grad_sync.enabled();
     std::map<int64_t, Tensor> grad_parts;  // train/zero_optimizer.h grad_part, by offset
-    if (sharded && in_graph) {
-      ex.set_dry_node_hook([&](size_t ni) {
-        const Node& n = g.nodes()[ni];
-        if (n.op == Op::grad_reduce_wait && zm.grad_shard_numel > 0) {
-          const int64_t count = n.attrs.i("recv_count");
-          if (count > 0 && !grad_parts.count(n.attrs.i("recv_begin"))) {
-            grad_parts.emplace(
-                n.attrs.i("recv_begin"),
-                Tensor::empty_uncached(dev, DType::f32, {count}, MemCategory::grads));
-          }
-        } else if (n.op == Op::grad_reduce_start) {
-          const int64_t count = n.attrs.i("flat_end") - n.attrs.i("flat_begin");
-          mpi_temporary(n.attrs.i("stage") >= 2
-                            ? mpi_reduce_scatter_temporary_numel(count, dry.rank, dry.world_size)
-                            : mpi_all_reduce_temporary_numel(count, dry.rank, dry.world_size));
-        }
-      });
-    }
+    if (sharded && in_graph) replay_collectives(ex, g, dev, dry, zm, &grad_parts);
     LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));
-    if (sharded) {
-      // The optimizer step of one rank, after backward (dist/zero.h ZeroMemory's order). The
-      // trainer keeps only the gradients of backward's outputs (the loss is read and dropped).
-      outs.erase(outs.begin());
-      const auto workspace = [&](int64_t n) {  // dist/zero.cc's buffers: transient
-        return Tensor::empty_transient(dev, DType::f32, {std::max<int64_t>(n, 1)},
-                                       MemCategory::workspace);
-      };
-      // Stage 2 without the collectives in the graph: step() takes the shard first.
-      if (zm.grad_shard_numel > 0 && !in_graph) {
-        grad_parts.emplace(
-            0, Tensor::empty_uncached(dev, DType::f32, {zm.grad_shard_numel}, MemCategory::grads));
-      }
-      if (zm.reduce_buffer_numel > 0 && !in_graph) {
-        Tensor bucket = workspace(zm.reduce_buffer_numel);
-        const int64_t count = zm.reduce_buffer_numel;
-        mpi_temporary(zm.frees_full_grads
-                          ? mpi_reduce_scatter_temporary_numel(count, dry.rank, dry.world_size)
-                          : mpi_all_reduce_temporary_numel(count, dry.rank, dry.world_size));
-      }
-      if (zm.frees_full_grads) outs.clear();
-      if (zm.gather_send_numel > 0) {
-        Tensor send = workspace(zm.gather_send_numel);
-        Tensor recv = workspace(zm.gather_recv_numel);
-      }
-      grad_parts.clear();  // freed at the end of the step
-    }
+    if (sharded) replay_sharded_optimizer(dev, dry, zm, in_graph, &outs, &grad_parts);
     f.stats = dev.memory();
-    if (dry.rates != nullptr) {
-      if (dry.measure_gemm_classes)
-        LJ_RETURN_IF_ERROR(add_gemm_classes(dry.rates, graph_gemm_shapes(g, ex.env())));
-      // AdamW over what this rank updates: its ZeRO shard, else every parameter.
-      int64_t local = 0;
-      if (dry.with_adam_states && sharded && dry.zero.shards(ZeroSharded::optimizer_states)) {
-        local = zm.adam_state_numel;
-      } else {
-        for (int64_t n : numels) local += n;
-      }
-      f.times = host_step_times(g, ex.env(), *dry.rates, local);
-      f.compute_seconds = f.times->total();
-    } else if (dry.device) {
-      f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);
-    }
-    for (const Node& n : g.nodes()) f.gemm_packing = f.gemm_packing || packs_gemm(g, n, ex.env());
-    static const SgemmIsa isa = [] {
-      const cpu::OneDnnInfo i = cpu::onednn_info();
-      return i.isa_avx512 ? SgemmIsa::avx512_core : i.isa_avx2 ? SgemmIsa::avx2 : SgemmIsa::other;
-    }();
-    const int threads = dry.threads > 0 ? dry.threads : omp_get_max_threads();
-    if (auto b = graph_sgemm_buffer_bytes(g, ex.env(), threads, isa, cpu::gemm_bf16_uses_own()))
-      f.gemm_buffer_bytes = *b;
-    if (const ArenaMemory* pm = ex.arena_memory()) f.plan = pm->plan();
+    LJ_RETURN_IF_ERROR(add_step_time(g, ex.env(), dry, sharded, zm, numels, &f));
+    add_gemm_buffers(g, ex, dry, &f);
   }
   f.bytes_peak = f.stats.bytes_total_peak;
   f.bytes_reserved = f.stats.bytes_reserved_peak;

@@ -1,6 +1,6 @@
 // What each device trains with: the one table of ZeRO stages, precisions, recompute, compile,
 // profiling, checkpoint optimization and weights per device. Every refusal of an unsupported
-// setting (train/gpu_run.cc, cli/), every --help text that lists what a device takes and
+// setting (train/gpu_step_check.cc, cli/), every --help text that lists what a device takes and
 // `ljperf doctor` read it, so no message can disagree with what runs. A test walks it: each
 // supported entry runs, each unsupported one is refused with the table's words
 // (tests/unit/capabilities_test.cc for the GPU's host-side checks, tests/e2e/capabilities_test.sh

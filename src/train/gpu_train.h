@@ -1,6 +1,6 @@
 // Training steps on the GPU (the CUDA executor, runtime/cuda/), for `ljperf train --device cuda`
 // and `ljperf benchmark --device cuda`. Plain C++: with LJ_CUDA the implementation is
-// train/cuda/; without it, create_gpu_train_step says so (train/not_built/).
+// train/cuda/; without it, create_gpu_train_step says so (train/no_cuda/).
 //
 // GpuTrainStep is a StepEngine (train/step_engine.h): the trainer's loop, data, checkpoints and
 // resume are the CPU's. On the device: the joint graph of passes/pipeline, the f32 master weights
@@ -23,7 +23,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,27 +67,5 @@ Status check_gpu_step_config(const TrainStepConfig& config);
 StatusOr<std::unique_ptr<GpuTrainStep>> create_gpu_train_step(const LlamaConfig& model,
                                                               const TrainStepConfig& config,
                                                               Device& host);
-
-// `ljperf benchmark --device cuda`: steps on synthetic batches, timed.
-struct GpuRunConfig {
-  LlamaConfig model;
-  TrainStepConfig step;  // graph (compile, autocast, recompute), AdamW, clipping, seed, ranks
-  int64_t batch = 1, seq_len = 0;
-  int64_t grad_accum = 1;
-  int64_t steps = 1;
-  double lr = 3e-4;
-  // Micro-batch `index` (host tensors (B, T) i32); step s of rank r uses indices
-  // (s * world + r) * grad_accum + j, so the ranks read disjoint batches.
-  std::function<MicroBatch(Device& host, int64_t index)> batch_fn;
-};
-
-struct GpuRunResult {
-  GpuReport gpu;
-  std::vector<double> step_seconds;          // per step: host clock around a synchronised step
-  std::vector<double> losses;                // over every rank
-  std::vector<double> comm_exposed_seconds;  // per step: waiting on the gradient collectives
-};
-
-StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& config);
 
 }  // namespace lj

@@ -171,18 +171,10 @@ RunFingerprint training_fingerprint(const LlamaConfig& model, const TrainerConfi
   return fp;
 }
 
-StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<Tensor>* initial,
-                                    const TokenFile& train_data, const TokenFile* val_data,
-                                    const TrainerConfig& c, Device& dev,
-                                    const std::atomic<bool>* stop, const TrainerCallbacks& cb) {
-  Communicator* comm = c.step.data_parallel.comm;
-  // Several ranks: the same run everywhere, checked before anything can fail on one rank alone.
-  if (comm != nullptr) {
-    LJ_RETURN_IF_ERROR(
-        check_same_on_all_ranks(*comm, training_fingerprint(model, c, train_data, val_data)));
-  }
-  // A rank-local result as one every rank returns (one process: unchanged).
-  auto agreed = [&](Status s) { return comm != nullptr ? agree_on_status(*comm, s) : s; };
+namespace {
+
+// The settings a run cannot start with, every rank alike.
+Status check_settings(const LlamaConfig& model, const TrainerConfig& c) {
   if (c.steps <= 0)
     return invalid_argument("--steps must be positive, got " + std::to_string(c.steps));
   if (c.grad_accum <= 0) return invalid_argument("--grad-accum must be positive");
@@ -192,208 +184,305 @@ StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<
                                 std::to_string(model.max_position_embeddings),
                             "use a shorter --seq-len");
   }
-  auto info = [&](const std::string& s) {
-    if (cb.info) cb.info(s);
-  };
-  std::optional<DataLoader> loader_slot;
-  std::unique_ptr<StepEngine> trainer;
-  {
-    auto l = DataLoader::create(train_data, c.batch_size, c.seq_len, model.vocab_size);
+  return ok_status();
+}
+
+Status another_run(const std::string& out_dir, const std::string& checkpoint,
+                   const std::string& run, const std::string& hint) {
+  return invalid_argument("the checkpoint in " + out_dir +
+                              " is from another run: " + fingerprint_difference(checkpoint, run),
+                          hint);
+}
+
+// One call of run_training: the engine, the data and the state it trains, and the steps of the
+// run in the order run_training takes them. With several ranks every rank holds one, and each
+// step that can fail on one rank alone returns an agreed status (or ends every rank).
+class TrainingRun {
+ public:
+  TrainingRun(const LlamaConfig& model, const TokenFile* val_data, const TrainerConfig& c,
+              Device& dev, const TrainerCallbacks& cb)
+      : model_(model),
+        val_data_(val_data),
+        c_(c),
+        dev_(dev),
+        cb_(cb),
+        comm_(c.step.data_parallel.comm) {
+    state_.seed = c.step.seed;
+    state_.fingerprint = fingerprint(model, c);
+    world_ = comm_ != nullptr ? comm_->world_size() : 1;
+    // This rank's micro-batches of a step, as global micro-batch indices from the step's start.
+    my_micro_batches_ =
+        rank_micro_batches(0, c.grad_accum, comm_ != nullptr ? comm_->rank() : 0, world_);
+  }
+
+  // The data loader and the step engine, agreed by every rank.
+  Status open(const TokenFile& train_data) {
+    auto l = DataLoader::create(train_data, c_.batch_size, c_.seq_len, model_.vocab_size);
     Status s = l.status();
     if (l.ok()) {
-      loader_slot.emplace(std::move(*l));
-      auto t = make_engine(model, c, dev);
+      loader_.emplace(std::move(*l));
+      auto t = make_engine(model_, c_, dev_);
       s = t.status();
-      if (t.ok()) trainer = std::move(*t);
+      if (t.ok()) engine_ = std::move(*t);
     }
     LJ_RETURN_IF_ERROR(agreed(s));
-  }
-  DataLoader& loader = *loader_slot;
-  if (c.step.graph.compile) info("compile: on\n" + trainer->compile_log());
-  if (initial != nullptr) {
-    LJ_RETURN_IF_ERROR(trainer->pull_state());  // ZeRO-3: whole parameters to write into
-    copy_into(trainer->host_params(), *initial);
-    LJ_RETURN_IF_ERROR(trainer->push_state(/*changed=*/true));
-  }
-
-  TrainerState state;
-  state.seed = c.step.seed;
-  state.fingerprint = fingerprint(model, c);
-  TrainSummary summary;
-  if (comm == nullptr) {
-    auto resumed = load_latest_checkpoint(c.out_dir, trainer->param_specs(), dev);
-    if (resumed.ok()) {
-      if (resumed->state.fingerprint != state.fingerprint) {
-        return invalid_argument(
-            "the checkpoint in " + c.out_dir + " is from another run: " +
-                fingerprint_difference(resumed->state.fingerprint, state.fingerprint),
-            "use a new --out folder, or the same model and batch settings");
-      }
-      state = resumed->state;
-      LJ_RETURN_IF_ERROR(restore(*trainer, *resumed));
-      loader.set_position(state.data_position);
-      summary.resumed = true;
-      summary.resumed_from = state.step;
-      info("resumed from " + latest_checkpoint_dir(c.out_dir) + " (step " +
-           std::to_string(state.step) + ")");
-    } else if (resumed.status().code() != StatusCode::not_found) {
-      return resumed.status().with_context("resuming from " + c.out_dir);
-    }
-  } else {
-    // Every rank must resume the same step folder: compare before reading it.
-    const std::string step_dir = latest_checkpoint_dir(c.out_dir);
-    LJ_RETURN_IF_ERROR(check_same_on_all_ranks(
-        *comm, RunFingerprint().add("checkpoint to resume", step_dir.empty() ? "none" : step_dir)));
-    if (!step_dir.empty()) {
-      const int stage = c.step.data_parallel.zero.stage;
-      auto resumed = load_checkpoint_for_rank(
-          step_dir, trainer->param_specs(), stage,
-          flat_layout_of(trainer->param_specs(), comm->world_size()), comm->rank(), dev);
-      LJ_RETURN_IF_ERROR(agreed(resumed.status()).with_context("resuming from " + step_dir));
-      if (resumed->state.fingerprint != state.fingerprint) {
-        return invalid_argument(
-            "the checkpoint in " + c.out_dir + " is from another run: " +
-                fingerprint_difference(resumed->state.fingerprint, state.fingerprint),
-            "use a new --out folder, or the same model and global batch (micro-batch x "
-            "accumulation x ranks)");
-      }
-      state = resumed->state;
-      LJ_RETURN_IF_ERROR(restore(*trainer, *resumed));
-      summary.resumed = true;
-      summary.resumed_from = state.step;
-      info("resumed from " + step_dir + " (step " + std::to_string(state.step) + ", written by " +
-           std::to_string(resumed->saved_world_size) + " rank(s) at ZeRO stage " +
-           std::to_string(resumed->saved_zero_stage) + ")");
-    }
-  }
-
-  auto save = [&]() -> Status {
-    const double t0 = now_seconds();
-    if (c.step.loss_scale.enabled) state.loss_scale = trainer->loss_scaler().state();
-    if (comm != nullptr) {
-      // ZeRO-3: the whole parameters for the checkpoint's weights (freed after).
-      LJ_RETURN_IF_ERROR(trainer->pull_state());
-      const ShardedCheckpoint ck{state, c.step.data_parallel.zero.stage, &trainer->host_params(),
-                                 &trainer->host_m(), &trainer->host_v()};
-      const Status saved =
-          save_sharded_checkpoint(*comm, c.out_dir, model, trainer->param_specs(), ck, c.keep_last);
-      LJ_RETURN_IF_ERROR(trainer->push_state(/*changed=*/false));
-      LJ_RETURN_IF_ERROR(saved);
-    } else {
-      LJ_RETURN_IF_ERROR(trainer->pull_state());
-      const Checkpoint ck{state, trainer->host_params(), trainer->host_m(), trainer->host_v()};
-      const Status saved =
-          save_checkpoint(c.out_dir, model, trainer->param_specs(), ck, c.keep_last);
-      LJ_RETURN_IF_ERROR(trainer->push_state(/*changed=*/false));
-      LJ_RETURN_IF_ERROR(saved);
-    }
-    info("checkpoint " + c.out_dir + "/step-" + std::to_string(state.step) + " (" +
-         format_seconds(now_seconds() - t0) + ")");
+    if (c_.step.graph.compile) info("compile: on\n" + engine_->compile_log());
     return ok_status();
-  };
-  auto evaluate_now = [&]() -> Status {
-    if (val_data == nullptr) return ok_status();
-    EvalOptions o;
-    o.batch_size = c.batch_size;
-    o.seq_len = c.seq_len;
-    o.max_batches = c.val_batches;
-    o.autocast = c.step.graph.autocast;  // the run's precision (bf16: casts as in training)
-    auto evaluated = trainer->evaluate(*val_data, o);
-    LJ_RETURN_IF_ERROR(agreed(evaluated.status()));
-    const EvalResult& r = *evaluated;
-    if (cb.on_eval) cb.on_eval(EvalMetrics{state.step, r.loss, r.perplexity});
-    return ok_status();
-  };
+  }
 
-  if (summary.resumed && (comm == nullptr || comm->rank() == 0)) {
-    LJ_RETURN_IF_ERROR(agreed(prune_checkpoints(c.out_dir, c.keep_last)));
-  } else if (summary.resumed) {
-    LJ_RETURN_IF_ERROR(agreed(ok_status()));
+  // `initial` (optional): the starting weights, in place of the seeded ones.
+  Status load_initial(const std::vector<Tensor>* initial) {
+    if (initial == nullptr) return ok_status();
+    LJ_RETURN_IF_ERROR(engine_->pull_state());  // ZeRO-3: whole parameters to write into
+    copy_into(engine_->host_params(), *initial);
+    return engine_->push_state(/*changed=*/true);
   }
-  if (cb.on_start) {
-    LJ_RETURN_IF_ERROR(agreed(cb.on_start()));
-  } else if (comm != nullptr) {
-    LJ_RETURN_IF_ERROR(agreed(ok_status()));
+
+  // The latest checkpoint in the output folder, when there is one.
+  Status resume() { return comm_ == nullptr ? resume_one_process() : resume_ranks(); }
+
+  // After validation and before the first step: old checkpoints pruned, on_start called, and
+  // every rank past both.
+  Status start() {
+    if (summary_.resumed && (comm_ == nullptr || comm_->rank() == 0)) {
+      LJ_RETURN_IF_ERROR(agreed(prune_checkpoints(c_.out_dir, c_.keep_last)));
+    } else if (summary_.resumed) {
+      LJ_RETURN_IF_ERROR(agreed(ok_status()));
+    }
+    if (cb_.on_start) return agreed(cb_.on_start());
+    if (comm_ != nullptr) return agreed(ok_status());
+    return ok_status();
   }
-  // This rank's micro-batches of a step, as global micro-batch indices from the step's start.
-  const int world = comm != nullptr ? comm->world_size() : 1;
-  const std::vector<int64_t> my_micro_batches =
-      rank_micro_batches(0, c.grad_accum, comm != nullptr ? comm->rank() : 0, world);
-  int64_t bad_in_a_row = 0;
-  while (state.step < c.steps) {
+
+  bool done() const { return state_.step >= c_.steps; }
+
+  // Whether `stop` was set on any rank: all stop at this step.
+  bool stop_requested(const std::atomic<bool>* stop) {
     bool stopping = stop != nullptr && stop->load();
-    if (comm != nullptr) {  // any rank asked to stop: all stop at this step
-      auto any = comm->all_reduce_sum(stopping ? 1.0 : 0.0);
-      if (!any.ok()) abort_all_ranks(*comm, any.status());
+    if (comm_ != nullptr) {
+      auto any = comm_->all_reduce_sum(stopping ? 1.0 : 0.0);
+      if (!any.ok()) abort_all_ranks(*comm_, any.status());
       stopping = *any > 0;
     }
-    if (stopping) {
-      summary.stopped_by_signal = true;
-      break;
-    }
-    const double lr = c.lr_fn ? c.lr_fn(state.step) : c.lr.at(state.step);
+    if (stopping) summary_.stopped_by_signal = true;
+    return stopping;
+  }
+
+  // One optimizer step, then its evaluation and checkpoint when they are due.
+  Status step() {
+    const double lr = c_.lr_fn ? c_.lr_fn(state_.step) : c_.lr.at(state_.step);
     const double t0 = now_seconds();
-    std::vector<MicroBatch> micro(static_cast<size_t>(c.grad_accum));
-    if (comm == nullptr) {
-      for (auto& mb : micro) loader.next(dev, &mb.tokens, &mb.targets);
-    } else {
-      for (size_t j = 0; j < micro.size(); ++j) {
-        loader.set_position(state.data_position + my_micro_batches[j] * c.batch_size);
-        loader.next(dev, &micro[j].tokens, &micro[j].targets);
-      }
-    }
-    auto stepped = trainer->step(micro, lr);
+    const std::vector<MicroBatch> micro = next_micro_batches();
+    auto stepped = engine_->step(micro, lr);
     // One rank failing inside a step leaves the others in a collective: end them all.
-    if (!stepped.ok() && comm != nullptr) abort_all_ranks(*comm, stepped.status());
+    if (!stepped.ok() && comm_ != nullptr) abort_all_ranks(*comm_, stepped.status());
     LJ_RETURN_IF_ERROR(stepped.status());
-    const StepResult& r = *stepped;
     const double dt = now_seconds() - t0;
-    if (r.updated) {
-      bad_in_a_row = 0;
-      ++state.optimizer_steps;
-    } else {
-      ++state.skipped_steps;
-      // An fp16 overflow is the loss scaler's business (it lowers the scale, and fails at the
-      // minimum); only other non-finite steps count towards max_bad_steps.
-      if (!r.overflow) ++bad_in_a_row;
-    }
-    ++state.step;
-    ++summary.steps_run;
-    state.data_position = comm == nullptr
-                              ? loader.position()
-                              : state.data_position + world * c.grad_accum * c.batch_size;
-    if (cb.on_step) {
-      StepMetrics m{state.step,  r.loss,
-                    r.grad_norm, lr,
-                    dt,          c.batch_size * c.seq_len * c.grad_accum,
-                    !r.updated,  state.skipped_steps};
-      m.device_memory_peak = trainer->device_memory_peak();
-      if (c.step.loss_scale.enabled) {
-        m.loss_scale = r.loss_scale;
-        m.overflow = r.overflow;
-        m.overflow_total = trainer->loss_scaler().state().overflows;
-        m.next_loss_scale = trainer->loss_scaler().scale();
-      }
-      cb.on_step(m);
-    }
-    if (bad_in_a_row >= c.max_bad_steps) {
-      return internal_error(
-          "loss or gradient was not finite for " + std::to_string(bad_in_a_row) +
-              " steps in a row (last at step " + std::to_string(state.step) + ")",
-          "lower --lr, check the data, or resume from the last checkpoint in " + c.out_dir);
-    }
-    if (c.val_every > 0 && state.step % c.val_every == 0) LJ_RETURN_IF_ERROR(evaluate_now());
-    if (c.checkpoint_every > 0 && state.step % c.checkpoint_every == 0 && state.step < c.steps) {
+    count_step(*stepped);
+    report_step(*stepped, lr, dt);
+    LJ_RETURN_IF_ERROR(check_bad_steps());
+    if (c_.val_every > 0 && state_.step % c_.val_every == 0) LJ_RETURN_IF_ERROR(evaluate());
+    if (c_.checkpoint_every > 0 && state_.step % c_.checkpoint_every == 0 &&
+        state_.step < c_.steps) {
       LJ_RETURN_IF_ERROR(save());
     }
+    return ok_status();
   }
-  if (summary.steps_run > 0) LJ_RETURN_IF_ERROR(save());
-  summary.final_step = state.step;
-  if (c.step.loss_scale.enabled) {
-    summary.overflow_steps = trainer->loss_scaler().state().overflows;
-    summary.final_loss_scale = trainer->loss_scaler().scale();
+
+  // The last checkpoint (when a step ran) and the run's summary.
+  StatusOr<TrainSummary> finish() {
+    if (summary_.steps_run > 0) LJ_RETURN_IF_ERROR(save());
+    summary_.final_step = state_.step;
+    if (c_.step.loss_scale.enabled) {
+      summary_.overflow_steps = engine_->loss_scaler().state().overflows;
+      summary_.final_loss_scale = engine_->loss_scaler().scale();
+    }
+    return summary_;
   }
-  return summary;
+
+ private:
+  // A rank-local result as one every rank returns (one process: unchanged).
+  Status agreed(const Status& s) const { return comm_ != nullptr ? agree_on_status(*comm_, s) : s; }
+  void info(const std::string& s) const {
+    if (cb_.info) cb_.info(s);
+  }
+
+  Status resume_one_process() {
+    auto resumed = load_latest_checkpoint(c_.out_dir, engine_->param_specs(), dev_);
+    if (!resumed.ok()) {
+      if (resumed.status().code() == StatusCode::not_found) return ok_status();
+      return resumed.status().with_context("resuming from " + c_.out_dir);
+    }
+    if (resumed->state.fingerprint != state_.fingerprint) {
+      return another_run(c_.out_dir, resumed->state.fingerprint, state_.fingerprint,
+                         "use a new --out folder, or the same model and batch settings");
+    }
+    state_ = resumed->state;
+    LJ_RETURN_IF_ERROR(restore(*engine_, *resumed));
+    loader_->set_position(state_.data_position);
+    summary_.resumed = true;
+    summary_.resumed_from = state_.step;
+    info("resumed from " + latest_checkpoint_dir(c_.out_dir) + " (step " +
+         std::to_string(state_.step) + ")");
+    return ok_status();
+  }
+
+  Status resume_ranks() {
+    // Every rank must resume the same step folder: compare before reading it.
+    const std::string step_dir = latest_checkpoint_dir(c_.out_dir);
+    LJ_RETURN_IF_ERROR(check_same_on_all_ranks(
+        *comm_,
+        RunFingerprint().add("checkpoint to resume", step_dir.empty() ? "none" : step_dir)));
+    if (step_dir.empty()) return ok_status();
+    const int stage = c_.step.data_parallel.zero.stage;
+    auto resumed = load_checkpoint_for_rank(
+        step_dir, engine_->param_specs(), stage,
+        flat_layout_of(engine_->param_specs(), comm_->world_size()), comm_->rank(), dev_);
+    LJ_RETURN_IF_ERROR(agreed(resumed.status()).with_context("resuming from " + step_dir));
+    if (resumed->state.fingerprint != state_.fingerprint) {
+      return another_run(c_.out_dir, resumed->state.fingerprint, state_.fingerprint,
+                         "use a new --out folder, or the same model and global batch (micro-batch "
+                         "x accumulation x ranks)");
+    }
+    state_ = resumed->state;
+    LJ_RETURN_IF_ERROR(restore(*engine_, *resumed));
+    summary_.resumed = true;
+    summary_.resumed_from = state_.step;
+    info("resumed from " + step_dir + " (step " + std::to_string(state_.step) + ", written by " +
+         std::to_string(resumed->saved_world_size) + " rank(s) at ZeRO stage " +
+         std::to_string(resumed->saved_zero_stage) + ")");
+    return ok_status();
+  }
+
+  // This rank's micro-batches of the next step: one process reads on; a rank reads its own
+  // windows of the global step (dist/batch_shard.h).
+  std::vector<MicroBatch> next_micro_batches() {
+    std::vector<MicroBatch> micro(static_cast<size_t>(c_.grad_accum));
+    if (comm_ == nullptr) {
+      for (auto& mb : micro) loader_->next(dev_, &mb.tokens, &mb.targets);
+      return micro;
+    }
+    for (size_t j = 0; j < micro.size(); ++j) {
+      loader_->set_position(state_.data_position + my_micro_batches_[j] * c_.batch_size);
+      loader_->next(dev_, &micro[j].tokens, &micro[j].targets);
+    }
+    return micro;
+  }
+
+  // The step into the state: its count, the skipped ones, the data position.
+  void count_step(const StepResult& r) {
+    if (r.updated) {
+      bad_in_a_row_ = 0;
+      ++state_.optimizer_steps;
+    } else {
+      ++state_.skipped_steps;
+      // An fp16 overflow is the loss scaler's business (it lowers the scale, and fails at the
+      // minimum); only other non-finite steps count towards max_bad_steps.
+      if (!r.overflow) ++bad_in_a_row_;
+    }
+    ++state_.step;
+    ++summary_.steps_run;
+    state_.data_position = comm_ == nullptr
+                               ? loader_->position()
+                               : state_.data_position + world_ * c_.grad_accum * c_.batch_size;
+  }
+
+  void report_step(const StepResult& r, double lr, double dt) {
+    if (!cb_.on_step) return;
+    StepMetrics m{state_.step, r.loss,
+                  r.grad_norm, lr,
+                  dt,          c_.batch_size * c_.seq_len * c_.grad_accum,
+                  !r.updated,  state_.skipped_steps};
+    m.device_memory_peak = engine_->device_memory_peak();
+    if (c_.step.loss_scale.enabled) {
+      m.loss_scale = r.loss_scale;
+      m.overflow = r.overflow;
+      m.overflow_total = engine_->loss_scaler().state().overflows;
+      m.next_loss_scale = engine_->loss_scaler().scale();
+    }
+    cb_.on_step(m);
+  }
+
+  Status check_bad_steps() const {
+    if (bad_in_a_row_ < c_.max_bad_steps) return ok_status();
+    return internal_error(
+        "loss or gradient was not finite for " + std::to_string(bad_in_a_row_) +
+            " steps in a row (last at step " + std::to_string(state_.step) + ")",
+        "lower --lr, check the data, or resume from the last checkpoint in " + c_.out_dir);
+  }
+
+  // A checkpoint of the state now: sharded with several ranks, one process's otherwise.
+  Status save() {
+    const double t0 = now_seconds();
+    if (c_.step.loss_scale.enabled) state_.loss_scale = engine_->loss_scaler().state();
+    // ZeRO-3: the whole parameters for the checkpoint's weights (freed after).
+    LJ_RETURN_IF_ERROR(engine_->pull_state());
+    Status saved;
+    if (comm_ != nullptr) {
+      const ShardedCheckpoint ck{state_, c_.step.data_parallel.zero.stage, &engine_->host_params(),
+                                 &engine_->host_m(), &engine_->host_v()};
+      saved = save_sharded_checkpoint(*comm_, c_.out_dir, model_, engine_->param_specs(), ck,
+                                      c_.keep_last);
+    } else {
+      const Checkpoint ck{state_, engine_->host_params(), engine_->host_m(), engine_->host_v()};
+      saved = save_checkpoint(c_.out_dir, model_, engine_->param_specs(), ck, c_.keep_last);
+    }
+    LJ_RETURN_IF_ERROR(engine_->push_state(/*changed=*/false));
+    LJ_RETURN_IF_ERROR(saved);
+    info("checkpoint " + c_.out_dir + "/step-" + std::to_string(state_.step) + " (" +
+         format_seconds(now_seconds() - t0) + ")");
+    return ok_status();
+  }
+
+  // The mean loss on the validation data, to on_eval.
+  Status evaluate() {
+    if (val_data_ == nullptr) return ok_status();
+    EvalOptions o;
+    o.batch_size = c_.batch_size;
+    o.seq_len = c_.seq_len;
+    o.max_batches = c_.val_batches;
+    o.autocast = c_.step.graph.autocast;  // the run's precision (bf16: casts as in training)
+    auto evaluated = engine_->evaluate(*val_data_, o);
+    LJ_RETURN_IF_ERROR(agreed(evaluated.status()));
+    const EvalResult& r = *evaluated;
+    if (cb_.on_eval) cb_.on_eval(EvalMetrics{state_.step, r.loss, r.perplexity});
+    return ok_status();
+  }
+
+  const LlamaConfig& model_;
+  const TokenFile* val_data_;
+  const TrainerConfig& c_;
+  Device& dev_;
+  const TrainerCallbacks& cb_;
+  Communicator* comm_;
+  int world_ = 1;
+  std::vector<int64_t> my_micro_batches_;
+  std::optional<DataLoader> loader_;
+  std::unique_ptr<StepEngine> engine_;
+  TrainerState state_;
+  TrainSummary summary_;
+  int64_t bad_in_a_row_ = 0;
+};
+
+}  // namespace
+
+StatusOr<TrainSummary> run_training(const LlamaConfig& model, const std::vector<Tensor>* initial,
+                                    const TokenFile& train_data, const TokenFile* val_data,
+                                    const TrainerConfig& c, Device& dev,
+                                    const std::atomic<bool>* stop, const TrainerCallbacks& cb) {
+  // Several ranks: the same run everywhere, checked before anything can fail on one rank alone.
+  if (Communicator* comm = c.step.data_parallel.comm; comm != nullptr) {
+    LJ_RETURN_IF_ERROR(
+        check_same_on_all_ranks(*comm, training_fingerprint(model, c, train_data, val_data)));
+  }
+  LJ_RETURN_IF_ERROR(check_settings(model, c));
+  TrainingRun run(model, val_data, c, dev, cb);
+  LJ_RETURN_IF_ERROR(run.open(train_data));
+  LJ_RETURN_IF_ERROR(run.load_initial(initial));
+  LJ_RETURN_IF_ERROR(run.resume());
+  LJ_RETURN_IF_ERROR(run.start());
+  while (!run.done() && !run.stop_requested(stop)) LJ_RETURN_IF_ERROR(run.step());
+  return run.finish();
 }
 
 }  // namespace lj

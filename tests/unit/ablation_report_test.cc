@@ -137,7 +137,7 @@ TEST(AblationReport, MarkdownNamesTheDenominatorAndTheNaReason) {
       << md;
 }
 
-// A 2-rank `ljperf benchmark --output` record, as benchmark.cc writes it (the fields the
+// A 2-rank `ljperf benchmark --output` record, as benchmark_report.cc writes it (the fields the
 // ablation reads).
 std::string two_rank_record(bool overlap, double exposed0, double exposed1) {
   nlohmann::json j;

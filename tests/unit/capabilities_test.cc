@@ -1,6 +1,6 @@
 // train/capabilities.h: the table every refusal reads. Walks it: each GPU entry, set on a step
-// configuration, passes or is refused by the GPU's check (train/gpu_run.cc, host-side: no GPU
-// needed) with the table's words; the CPU's entries are run by tests/e2e/capabilities_test.sh.
+// configuration, passes or is refused by the GPU's check (train/gpu_step_check.cc, host-side: no
+// GPU needed) with the table's words; the CPU's entries are run by tests/e2e/capabilities_test.sh.
 #include "train/capabilities.h"
 
 #include <gtest/gtest.h>

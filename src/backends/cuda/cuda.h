@@ -1,7 +1,7 @@
 // The CUDA backend's face to the rest of ljperf, in plain C++ (no CUDA header): whether this
 // ljperf was built with CUDA (CMake LJ_CUDA), and what the CUDA runtime sees on this host. The
 // one place outside backends/cuda that may ask: nothing else sees CUDA's headers or the
-// LJ_CUDA_BUILD definition (CMakeLists.txt). Without LJ_CUDA, not_built.cc answers instead.
+// LJ_CUDA_BUILD definition (CMakeLists.txt). Without LJ_CUDA, backends/no_cuda/cuda.cc answers.
 #pragma once
 
 #include <cstdint>

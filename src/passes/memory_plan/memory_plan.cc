@@ -158,138 +158,175 @@ std::vector<MemCategory> value_categories(const Graph& g) {
   return cat;
 }
 
-StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOptions& options) {
-  const double t0 = now_seconds();
+namespace {
+
+// What buffer assignment reads of every value: its concrete dims and bytes (produced values),
+// its last reader, and whether it is pinned.
+struct ValueFacts {
+  std::vector<std::vector<int64_t>> dims;
+  std::vector<int64_t> bytes;
+  std::vector<int> last_use;  // the last node reading it; -1 when none
+  // A graph output or a value a graph output aliases: its buffer is never freed or reused.
+  std::vector<bool> pinned;
+};
+
+StatusOr<ValueFacts> value_facts(const Graph& g, const SymEnv& env) {
   const auto& nodes = g.nodes();
   const size_t nv = g.values().size();
-  const int num_nodes = static_cast<int>(nodes.size());
-  MemoryPlan plan;
-  plan.env = env;
-  plan.category = value_categories(g);
-  plan.buffer_of.assign(nv, -1);
-
+  ValueFacts f;
   // Concrete sizes and dims of every produced value.
-  std::vector<std::vector<int64_t>> dims(nv);
-  std::vector<int64_t> bytes(nv, 0);
+  f.dims.resize(nv);
+  f.bytes.assign(nv, 0);
   for (const Node& n : nodes) {
     for (ValueId v : n.outputs) {
       const TypedShape& t = g.type(v);
       const auto k = static_cast<size_t>(v);
-      if (!t.shape.eval(env, &dims[k])) {
+      if (!t.shape.eval(env, &f.dims[k])) {
         return invalid_argument("memory plan: " + t.to_string() + " has a symbol " +
                                 env.to_string() + " does not bind");
       }
-      bytes[k] = numel_of(dims[k]) * dtype_size(t.dtype);
+      f.bytes[k] = numel_of(f.dims[k]) * dtype_size(t.dtype);
     }
   }
   // Last reader of each value; graph outputs live past the last node.
-  std::vector<int> last_use(nv, -1);
-  for (int i = 0; i < num_nodes; ++i) {
-    for (ValueId v : nodes[static_cast<size_t>(i)].inputs) last_use[static_cast<size_t>(v)] = i;
+  f.last_use.assign(nv, -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (ValueId v : nodes[i].inputs) f.last_use[static_cast<size_t>(v)] = static_cast<int>(i);
   }
-  // Pinned: a graph output or a value a graph output aliases. Alias chains run forward, so a
-  // reverse sweep sees the output before the values it aliases.
-  std::vector<bool> pinned(nv, false);
-  for (const auto& o : g.outputs()) pinned[static_cast<size_t>(o.value)] = true;
-  for (int i = num_nodes; i-- > 0;) {
-    const Node& n = nodes[static_cast<size_t>(i)];
-    if (op_def(n.op).has(kAlias) && pinned[static_cast<size_t>(n.outputs[0])])
-      pinned[static_cast<size_t>(n.inputs[0])] = true;
+  // Alias chains run forward, so a reverse sweep sees the output before the values it aliases.
+  f.pinned.assign(nv, false);
+  for (const auto& o : g.outputs()) f.pinned[static_cast<size_t>(o.value)] = true;
+  for (size_t i = nodes.size(); i-- > 0;) {
+    const Node& n = nodes[i];
+    if (op_def(n.op).has(kAlias) && f.pinned[static_cast<size_t>(n.outputs[0])])
+      f.pinned[static_cast<size_t>(n.inputs[0])] = true;
+  }
+  return f;
+}
+
+// Which value occupies a buffer from which node on (in place hands a buffer to a new value), for
+// the per-category figures.
+struct Segment {
+  int start = 0;
+  MemCategory category = MemCategory::temporaries;
+};
+
+// Buffer assignment in node order: an alias shares its input's buffer, an in-place op takes over
+// a dying input's, anything else gets a new buffer. Fills plan->buffer_of and plan->buffers.
+class BufferAssignment {
+ public:
+  BufferAssignment(const Graph& g, const ValueFacts& f, MemoryPlan* plan)
+      : g_(g), f_(f), plan_(*plan) {}
+
+  void run(bool inplace) {
+    const auto& nodes = g_.nodes();
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const Node& n = nodes[k];
+      const int i = static_cast<int>(k);
+      if (n.op == Op::input) continue;
+      const OpDef& def = op_def(n.op);
+      if (def.has(kAlias)) {
+        share_with_input(n);
+        continue;
+      }
+      if (inplace && def.has(kInplace) && n.outputs.size() == 1 &&
+          !f_.pinned[static_cast<size_t>(n.outputs[0])] && take_over_input(n, i))
+        continue;
+      for (ValueId v : n.outputs) new_buffer(v, i);
+    }
   }
 
-  // Buffer assignment in node order. `segments` records, per buffer, which value occupies it
-  // from which node on (in place hands a buffer to a new value), for the per-category figures.
-  struct Segment {
-    int start;
-    MemCategory category;
-  };
-  std::vector<std::vector<Segment>> segments;
-  std::vector<ValueId> occupant;  // per buffer: the value now in it
-  auto new_buffer = [&](ValueId v, int i) {
+  const std::vector<std::vector<Segment>>& segments() const { return segments_; }
+
+ private:
+  void new_buffer(ValueId v, int i) {
     const auto k = static_cast<size_t>(v);
     PlanBuffer b;
-    b.bytes = align_up(bytes[k]);
+    b.bytes = align_up(f_.bytes[k]);
     b.first = i;
-    b.last = std::max(i, last_use[k]);
-    b.output = pinned[k];
-    plan.buffer_of[k] = static_cast<int32_t>(plan.buffers.size());
-    plan.buffers.push_back(b);
-    segments.push_back({{i, plan.category[k]}});
-    occupant.push_back(v);
-    plan.bytes_naive += b.bytes;
-  };
-  for (int i = 0; i < num_nodes; ++i) {
-    const Node& n = nodes[static_cast<size_t>(i)];
-    if (n.op == Op::input) continue;
-    const OpDef& def = op_def(n.op);
-    if (def.has(kAlias)) {
-      const auto in = static_cast<size_t>(n.inputs[0]);
-      const auto out = static_cast<size_t>(n.outputs[0]);
-      const int32_t b = plan.buffer_of[in];
-      plan.buffer_of[out] = b;
-      if (b >= 0) {
-        PlanBuffer& buf = plan.buffers[static_cast<size_t>(b)];
-        buf.last = std::max(buf.last, last_use[out]);
-        ++plan.num_alias;
-      }
-      continue;
-    }
-    bool placed = false;
-    if (options.inplace && def.has(kInplace) && n.outputs.size() == 1 &&
-        !pinned[static_cast<size_t>(n.outputs[0])]) {
-      const ValueId out = n.outputs[0];
-      const auto ko = static_cast<size_t>(out);
-      for (size_t j = 0; j < n.inputs.size() && !placed; ++j) {
-        const ValueId in = n.inputs[j];
-        const auto ki = static_cast<size_t>(in);
-        const int32_t b = plan.buffer_of[ki];
-        if (b < 0) continue;
-        PlanBuffer& buf = plan.buffers[static_cast<size_t>(b)];
-        // The buffer dies here (every value in it has its last read at this node), the shapes
-        // match element for element, and no other input of the node reads the same buffer.
-        if (buf.output || buf.last != i || dims[ki] != dims[ko] ||
-            dtype_size(g.type(in).dtype) != dtype_size(g.type(out).dtype))
-          continue;
-        bool shared = false;
-        for (ValueId w : n.inputs) {
-          if (w != in && plan.buffer_of[static_cast<size_t>(w)] == b) shared = true;
-        }
-        if (shared) continue;
-        plan.buffer_of[ko] = b;
-        buf.last = std::max(i, last_use[ko]);
-        segments[static_cast<size_t>(b)].push_back({i, plan.category[ko]});
-        occupant[static_cast<size_t>(b)] = out;
-        plan.bytes_naive += align_up(bytes[ko]);
-        ++plan.num_inplace;
-        placed = true;
-      }
-    }
-    if (placed) continue;
-    for (ValueId v : n.outputs) new_buffer(v, i);
-  }
-  // Graph outputs live past the last node: their place is never freed.
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    if (plan.buffers[b].output) {
-      plan.buffers[b].last = num_nodes;
-      plan.bytes_outputs += plan.buffers[b].bytes;
-    }
+    b.last = std::max(i, f_.last_use[k]);
+    b.output = f_.pinned[k];
+    plan_.buffer_of[k] = static_cast<int32_t>(plan_.buffers.size());
+    plan_.buffers.push_back(b);
+    segments_.push_back({{i, plan_.category[k]}});
+    plan_.bytes_naive += b.bytes;
   }
 
-  // Offsets: both placements, the smaller arena kept (node order on ties).
+  // An alias's output is its input's buffer, which then lives to the output's last reader.
+  void share_with_input(const Node& n) {
+    const auto in = static_cast<size_t>(n.inputs[0]);
+    const auto out = static_cast<size_t>(n.outputs[0]);
+    const int32_t b = plan_.buffer_of[in];
+    plan_.buffer_of[out] = b;
+    if (b < 0) return;
+    PlanBuffer& buf = plan_.buffers[static_cast<size_t>(b)];
+    buf.last = std::max(buf.last, f_.last_use[out]);
+    ++plan_.num_alias;
+  }
+
+  // In place: the output takes the buffer of an input that dies here (every value in it has its
+  // last read at node i), whose shape matches element for element, and that no other input of
+  // the node reads. False when none qualifies.
+  bool take_over_input(const Node& n, int i) {
+    const ValueId out = n.outputs[0];
+    const auto ko = static_cast<size_t>(out);
+    for (const ValueId in : n.inputs) {
+      const auto ki = static_cast<size_t>(in);
+      const int32_t b = plan_.buffer_of[ki];
+      if (b < 0) continue;
+      PlanBuffer& buf = plan_.buffers[static_cast<size_t>(b)];
+      if (buf.output || buf.last != i || f_.dims[ki] != f_.dims[ko] ||
+          dtype_size(g_.type(in).dtype) != dtype_size(g_.type(out).dtype))
+        continue;
+      bool shared = false;
+      for (ValueId w : n.inputs) {
+        if (w != in && plan_.buffer_of[static_cast<size_t>(w)] == b) shared = true;
+      }
+      if (shared) continue;
+      plan_.buffer_of[ko] = b;
+      buf.last = std::max(i, f_.last_use[ko]);
+      segments_[static_cast<size_t>(b)].push_back({i, plan_.category[ko]});
+      plan_.bytes_naive += align_up(f_.bytes[ko]);
+      ++plan_.num_inplace;
+      return true;
+    }
+    return false;
+  }
+
+  const Graph& g_;
+  const ValueFacts& f_;
+  MemoryPlan& plan_;
+  std::vector<std::vector<Segment>> segments_;  // per buffer
+};
+
+// Graph outputs live past the last node: their place is never freed.
+void keep_outputs(int num_nodes, MemoryPlan* plan) {
+  for (PlanBuffer& b : plan->buffers) {
+    if (!b.output) continue;
+    b.last = num_nodes;
+    plan->bytes_outputs += b.bytes;
+  }
+}
+
+// Offsets: both placements, the smaller arena kept (node order on ties).
+void place_buffers(int num_nodes, MemoryPlan* plan) {
   std::vector<int64_t> in_order, by_size;
-  const int64_t top_in_order = place_in_node_order(plan.buffers, num_nodes, &in_order);
-  const int64_t top_by_size = place_by_size(plan.buffers, &by_size);
+  const int64_t top_in_order = place_in_node_order(plan->buffers, num_nodes, &in_order);
+  const int64_t top_by_size = place_by_size(plan->buffers, &by_size);
   const bool size_wins = top_by_size < top_in_order;
-  plan.placement = size_wins ? "by size" : "in node order";
-  plan.bytes_arena = size_wins ? top_by_size : top_in_order;
-  for (size_t b = 0; b < plan.buffers.size(); ++b)
-    plan.buffers[b].offset = size_wins ? by_size[b] : in_order[b];
+  plan->placement = size_wins ? "by size" : "in node order";
+  plan->bytes_arena = size_wins ? top_by_size : top_in_order;
+  for (size_t b = 0; b < plan->buffers.size(); ++b)
+    plan->buffers[b].offset = size_wins ? by_size[b] : in_order[b];
+}
 
-  // Live bytes per node and category: each arena buffer counts once, under its occupant's
-  // category, from its first to its last node.
+// Live bytes per node and category: each arena buffer counts once, under its occupant's
+// category, from its first to its last node. Sets the peak, its node and its categories.
+void find_live_peak(int num_nodes, const std::vector<std::vector<Segment>>& segments,
+                    MemoryPlan* plan) {
   std::vector<std::array<int64_t, kNumMemCategories>> delta(static_cast<size_t>(num_nodes) + 2);
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    const PlanBuffer& buf = plan.buffers[b];
+  for (size_t b = 0; b < plan->buffers.size(); ++b) {
+    const PlanBuffer& buf = plan->buffers[b];
     const auto& segs = segments[b];
     for (size_t s = 0; s < segs.size(); ++s) {
       const int end = s + 1 < segs.size() ? segs[s + 1].start - 1 : buf.last;
@@ -305,12 +342,29 @@ StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOp
       live[c] += delta[static_cast<size_t>(i)][c];
       total += live[c];
     }
-    if (total > plan.bytes_peak_live) {
-      plan.bytes_peak_live = total;
-      plan.peak_node = i;
-      plan.bytes_at_peak = live;
+    if (total > plan->bytes_peak_live) {
+      plan->bytes_peak_live = total;
+      plan->peak_node = i;
+      plan->bytes_at_peak = live;
     }
   }
+}
+
+}  // namespace
+
+StatusOr<MemoryPlan> plan_memory(const Graph& g, const SymEnv& env, const PlanOptions& options) {
+  const double t0 = now_seconds();
+  const int num_nodes = static_cast<int>(g.nodes().size());
+  MemoryPlan plan;
+  plan.env = env;
+  plan.category = value_categories(g);
+  plan.buffer_of.assign(g.values().size(), -1);
+  LJ_ASSIGN_OR_RETURN(const ValueFacts facts, value_facts(g, env));
+  BufferAssignment assignment(g, facts, &plan);
+  assignment.run(options.inplace);
+  keep_outputs(num_nodes, &plan);
+  place_buffers(num_nodes, &plan);
+  find_live_peak(num_nodes, assignment.segments(), &plan);
   plan.plan_ms = (now_seconds() - t0) * 1e3;
   return plan;
 }

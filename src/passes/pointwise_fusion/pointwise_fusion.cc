@@ -237,11 +237,8 @@ class Fuser {
     return true;
   }
 
-  bool build(Group& gr, Node* out) {
-    std::set<size_t> in_group(gr.members.begin(), gr.members.end());
-    const Node& last = nodes_[gr.members.back()];
-    const bool reduce = is_last_axis_reduction(g_, last);
-    // External loads, in first-use order.
+  // External loads of a group, in first-use order.
+  std::vector<ValueId> external_loads(const Group& gr, const std::set<size_t>& in_group) const {
     std::vector<ValueId> loads;
     for (size_t m : gr.members) {
       for (ValueId v : nodes_[m].inputs) {
@@ -251,22 +248,25 @@ class Fuser {
           loads.push_back(o.value);
       }
     }
-    const Shape& loop = gr.loop;
+    return loads;
+  }
+
+  // The kernel's loop groups and input masks: neighbouring loop dims that every input reads
+  // alike merge; the reduced dim stays alone. False when a load does not broadcast to the loop.
+  bool plan_loop(const std::vector<ValueId>& loads, const Shape& loop, bool reduce,
+                 codegen::Kernel* k) const {
     const int r = loop.rank();
     std::vector<std::string> masks(loads.size());
-    for (size_t k = 0; k < loads.size(); ++k) {
-      if (!full_mask(g_.type(loads[k]).shape, loop, &masks[k])) return false;
+    for (size_t i = 0; i < loads.size(); ++i) {
+      if (!full_mask(g_.type(loads[i]).shape, loop, &masks[i])) return false;
     }
-    // Merge neighbouring loop dims that every input reads alike; the reduced dim stays alone.
-    codegen::Kernel k;
-    k.dtype = gr.dtype;
     std::vector<std::string> bits;  // per loop group: one char per input ('*' unset)
     for (int d = 0; d < r; ++d) {
       std::string col(loads.size(), '*');
       for (size_t i = 0; i < loads.size(); ++i) col[i] = masks[i][static_cast<size_t>(d)];
       const bool alone = reduce && d == r - 1;
       bool merged = false;
-      if (!k.loop_groups.empty() && !alone) {
+      if (!k->loop_groups.empty() && !alone) {
         std::string& prev = bits.back();
         bool same = true;
         for (size_t i = 0; i < col.size(); ++i)
@@ -274,113 +274,122 @@ class Fuser {
         if (same) {
           for (size_t i = 0; i < col.size(); ++i)
             if (prev[i] == '*') prev[i] = col[i];
-          ++k.loop_groups.back();
+          ++k->loop_groups.back();
           merged = true;
         }
       }
       if (!merged) {
-        k.loop_groups.push_back(1);
+        k->loop_groups.push_back(1);
         bits.push_back(col);
       }
     }
-    if (k.loop_groups.empty()) {  // a scalar loop
-      k.loop_groups.push_back(0);
+    if (k->loop_groups.empty()) {  // a scalar loop
+      k->loop_groups.push_back(0);
       bits.push_back(std::string(loads.size(), '0'));
     }
     for (size_t i = 0; i < loads.size(); ++i) {
-      codegen::KernelInput in{g_.type(loads[i]).dtype, std::string(k.loop_groups.size(), '0')};
+      codegen::KernelInput in{g_.type(loads[i]).dtype, std::string(k->loop_groups.size(), '0')};
       for (size_t l = 0; l < bits.size(); ++l) in.mask[l] = bits[l][i] == '1' ? '1' : '0';
-      k.inputs.push_back(in);
+      k->inputs.push_back(in);
     }
-    if (reduce) {
-      bool spans = false;
-      for (const codegen::KernelInput& in : k.inputs) spans = spans || in.mask.back() == '1';
-      if (!spans) {  // nothing to take the reduced length from: leave the reduction unfused
-        group_of_[gr.members.back()] = -1;
-        gr.members.pop_back();
-        gr.closed = false;
-        return gr.members.size() >= 2 && build(gr, out);
-      }
-    }
-    // The body.
+    return true;
+  }
+
+  // The kernel body being written: each member value's register, each load's.
+  struct Body {
+    const Group& gr;
+    const std::set<size_t>& in_group;
+    const std::vector<ValueId>& loads;
+    codegen::Kernel& k;
     std::map<ValueId, int> reg;
     std::map<size_t, int> load_reg;
-    auto operand = [&](ValueId v) -> int {
-      const Operand o = resolve(v, in_group, gr.dtype);
-      if (o.kind == Operand::member) return reg.at(o.value);
-      codegen::Instr x;
-      if (o.kind == Operand::literal) {
-        x.op = Op::constant;
-        x.value = o.literal_value;
-      } else {
-        const auto idx =
-            static_cast<size_t>(std::find(loads.begin(), loads.end(), o.value) - loads.begin());
-        if (auto it = load_reg.find(idx); it != load_reg.end()) return it->second;
-        x.op = Op::input;
-        x.input = static_cast<int>(idx);
-        load_reg[idx] = static_cast<int>(k.body.size());
-      }
-      k.body.push_back(x);
-      return static_cast<int>(k.body.size()) - 1;
-    };
-    double flops = 0;
-    for (size_t m : gr.members) {
-      const Node& n = nodes_[m];
-      if (n.op == Op::expand) {
-        reg[n.outputs[0]] = operand(n.inputs[0]);
-        continue;
-      }
-      if (reduce && m == gr.members.back()) {
-        k.reduce = n.op;
-        k.reduce_arg = operand(n.inputs[0]);
-        flops += 1;
-        continue;
-      }
-      const bool to_bf16 = g_.type(n.outputs[0]).dtype == DType::bf16;
-      if (n.op == Op::cast && !to_bf16) {  // up to the compute dtype: the value itself
-        reg[n.outputs[0]] = operand(n.inputs[0]);
-        continue;
-      }
-      codegen::Instr x;
-      x.op = n.op;
-      x.a = operand(n.inputs[0]);
-      if (n.op == Op::cast) x.to = DType::bf16;
-      if (n.inputs.size() > 1) x.b = operand(n.inputs[1]);
-      if (n.op == Op::pow_scalar) x.value = n.attrs.f("exponent");
-      k.body.push_back(x);
-      if (to_bf16 && n.op != Op::cast) {
-        // A bf16 op: computed in f32 and rounded once, as the eager kernels round its output.
-        codegen::Instr round;
-        round.op = Op::cast;
-        round.a = static_cast<int>(k.body.size()) - 1;
-        round.to = DType::bf16;
-        k.body.push_back(round);
-      }
-      reg[n.outputs[0]] = static_cast<int>(k.body.size()) - 1;
-      flops += 1;
+  };
+
+  // The register holding operand v: a member's, or a new literal or load instruction.
+  int operand(Body& b, ValueId v) const {
+    const Operand o = resolve(v, b.in_group, b.gr.dtype);
+    if (o.kind == Operand::member) return b.reg.at(o.value);
+    codegen::Instr x;
+    if (o.kind == Operand::literal) {
+      x.op = Op::constant;
+      x.value = o.literal_value;
+    } else {
+      const auto idx =
+          static_cast<size_t>(std::find(b.loads.begin(), b.loads.end(), o.value) - b.loads.begin());
+      if (auto it = b.load_reg.find(idx); it != b.load_reg.end()) return it->second;
+      x.op = Op::input;
+      x.input = static_cast<int>(idx);
+      b.load_reg[idx] = static_cast<int>(b.k.body.size());
     }
-    // Outputs: members read outside the group or fetched by the caller.
-    std::vector<ValueId> outs;
-    for (size_t m : gr.members) {
-      if (reduce && m == gr.members.back()) continue;
+    b.k.body.push_back(x);
+    return static_cast<int>(b.k.body.size()) - 1;
+  }
+
+  // One member's instructions (none for an expand or a cast up to the compute dtype); its
+  // FLOPs per element.
+  double emit_member(Body& b, size_t m, bool reduce) const {
+    const Node& n = nodes_[m];
+    codegen::Kernel& k = b.k;
+    if (n.op == Op::expand) {
+      b.reg[n.outputs[0]] = operand(b, n.inputs[0]);
+      return 0;
+    }
+    if (reduce && m == b.gr.members.back()) {
+      k.reduce = n.op;
+      k.reduce_arg = operand(b, n.inputs[0]);
+      return 1;
+    }
+    const bool to_bf16 = g_.type(n.outputs[0]).dtype == DType::bf16;
+    if (n.op == Op::cast && !to_bf16) {  // up to the compute dtype: the value itself
+      b.reg[n.outputs[0]] = operand(b, n.inputs[0]);
+      return 0;
+    }
+    codegen::Instr x;
+    x.op = n.op;
+    x.a = operand(b, n.inputs[0]);
+    if (n.op == Op::cast) x.to = DType::bf16;
+    if (n.inputs.size() > 1) x.b = operand(b, n.inputs[1]);
+    if (n.op == Op::pow_scalar) x.value = n.attrs.f("exponent");
+    k.body.push_back(x);
+    if (to_bf16 && n.op != Op::cast) {
+      // A bf16 op: computed in f32 and rounded once, as the eager kernels round its output.
+      codegen::Instr round;
+      round.op = Op::cast;
+      round.a = static_cast<int>(k.body.size()) - 1;
+      round.to = DType::bf16;
+      k.body.push_back(round);
+    }
+    b.reg[n.outputs[0]] = static_cast<int>(k.body.size()) - 1;
+    return 1;
+  }
+
+  // The kernel's outputs: members read outside the group or fetched by the caller, then the
+  // reduction's. False when one is not of the loop's shape and compute dtype, or none is.
+  bool collect_outputs(Body& b, bool reduce, std::vector<ValueId>* outs) const {
+    for (size_t m : b.gr.members) {
+      if (reduce && m == b.gr.members.back()) continue;
       const ValueId v = nodes_[m].outputs[0];
       bool outside = is_output_[static_cast<size_t>(v)];
-      for (size_t c : consumers_[static_cast<size_t>(v)]) outside = outside || !in_group.count(c);
+      for (size_t c : consumers_[static_cast<size_t>(v)]) outside = outside || !b.in_group.count(c);
       if (!outside) continue;
-      if (!(g_.type(v).shape == loop) || compute_dtype(g_.type(v).dtype) != gr.dtype) return false;
-      k.outputs.push_back(reg.at(v));
-      k.output_dtypes.push_back(g_.type(v).dtype);
-      outs.push_back(v);
+      if (!(g_.type(v).shape == b.gr.loop) || compute_dtype(g_.type(v).dtype) != b.gr.dtype)
+        return false;
+      b.k.outputs.push_back(b.reg.at(v));
+      b.k.output_dtypes.push_back(g_.type(v).dtype);
+      outs->push_back(v);
     }
-    if (reduce) outs.push_back(last.outputs[0]);
-    if (outs.empty()) return false;
+    if (reduce) outs->push_back(nodes_[b.gr.members.back()].outputs[0]);
+    return !outs->empty();
+  }
+
+  // The fused_pointwise node of kernel `k` over the group's loop.
+  static void fill_node(const Group& gr, const Node& last, bool reduce, const codegen::Kernel& k,
+                        double flops, Node* out) {
     out->op = Op::fused_pointwise;
-    out->inputs = loads;
-    out->outputs = outs;
     out->scope = last.scope;
     out->phase = last.phase;
     out->attrs.set("kernel", k.to_text());
-    out->attrs.set("shape", loop);
+    out->attrs.set("shape", gr.loop);
     out->attrs.set("dtype", gr.dtype);
     out->attrs.set("outputs", static_cast<int64_t>(k.outputs.size()));
     if (k.mixed_storage()) {
@@ -393,6 +402,34 @@ class Fuser {
     out->attrs.set("reduce", std::string(reduce ? op_name(last.op) : ""));
     out->attrs.set("keepdim", reduce && last.attrs.b_or("keepdim", false));
     out->attrs.set("flops", flops);
+  }
+
+  bool build(Group& gr, Node* out) {
+    const std::set<size_t> in_group(gr.members.begin(), gr.members.end());
+    const Node& last = nodes_[gr.members.back()];
+    const bool reduce = is_last_axis_reduction(g_, last);
+    const std::vector<ValueId> loads = external_loads(gr, in_group);
+    codegen::Kernel k;
+    k.dtype = gr.dtype;
+    if (!plan_loop(loads, gr.loop, reduce, &k)) return false;
+    if (reduce) {
+      bool spans = false;
+      for (const codegen::KernelInput& in : k.inputs) spans = spans || in.mask.back() == '1';
+      if (!spans) {  // nothing to take the reduced length from: leave the reduction unfused
+        group_of_[gr.members.back()] = -1;
+        gr.members.pop_back();
+        gr.closed = false;
+        return gr.members.size() >= 2 && build(gr, out);
+      }
+    }
+    Body b{gr, in_group, loads, k, {}, {}};
+    double flops = 0;
+    for (size_t m : gr.members) flops += emit_member(b, m, reduce);
+    std::vector<ValueId> outs;
+    if (!collect_outputs(b, reduce, &outs)) return false;
+    out->inputs = loads;
+    out->outputs = outs;
+    fill_node(gr, last, reduce, k, flops, out);
     return true;
   }
 

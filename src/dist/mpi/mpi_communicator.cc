@@ -1,6 +1,5 @@
+// dist/mpi_communicator.h over MPI (a build with MPI; dist/no_mpi/ answers without it).
 #include "dist/mpi_communicator.h"
-
-#ifdef LJ_MPI
 
 #include <mpi.h>
 
@@ -311,17 +310,3 @@ StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLooku
 }
 
 }  // namespace lj
-
-#else  // !LJ_MPI
-
-namespace lj {
-
-StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator(const CommEnvLookup&,
-                                                              const CommOptions&) {
-  return unimplemented("this ljperf was built without MPI",
-                       "install libopenmpi-dev and rebuild (-DLJ_MPI=ON)");
-}
-
-}  // namespace lj
-
-#endif  // LJ_MPI
