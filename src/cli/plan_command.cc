@@ -18,6 +18,7 @@
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
 #include "plan/device_catalog.h"
+#include "plan/gpu_time_model.h"
 #include "plan/host_baseline.h"
 #include "plan/host_peak.h"
 #include "plan/host_rates.h"
@@ -42,6 +43,7 @@ struct PlanArgs {
   int64_t batch_size = 4;
   int64_t seq_len = 256;  // when not given, at most the model's max_position_embeddings
   int64_t recompute_layers = -1;
+  double fabric_gbps = 0;  // 0: the catalog's
   bool tune_batch = false;
   bool compile = false;
   bool exhaustive = false;
@@ -115,6 +117,13 @@ Status run_plan(const PlanArgs& a) {
                     ? a.seq_len
                     : std::min<int64_t>(a.seq_len, req.model.max_position_embeddings);
   req.compile = a.compile;
+  if (a.given("--fabric-gbps")) {
+    if (host || !(a.fabric_gbps > 0)) {
+      return invalid_argument("--fabric-gbps needs a GPU --device and a positive rate",
+                              "the inter-node bandwidth per GPU in Gb/s, e.g. --fabric-gbps 400");
+    }
+    req.fabric_bandwidth = a.fabric_gbps * 1e9 / 8;
+  }
   req.tune_batch = a.tune_batch;
   req.exhaustive = a.exhaustive;
   req.recompute_layers = a.recompute_layers;
@@ -230,6 +239,10 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--zero", a->zero,
                   "ZeRO stage 0-3 (default: 3 with several GPUs, else 0; runs take " +
                       zero_stages_text() + ")");
+  sub->add_option("--fabric-gbps", a->fabric_gbps,
+                  "GPUs: inter-node bandwidth per GPU in Gb/s, for ranks beyond one node of " +
+                      std::to_string(kGpusPerNode) +
+                      " (default: the catalog's reference node, e.g. DGX H100: 400)");
   sub->add_option("--batch-size", a->batch_size, "Micro-batch size per rank")
       ->capture_default_str();
   sub->add_option("--seq-len", a->seq_len,

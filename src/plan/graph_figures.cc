@@ -188,6 +188,7 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
       f.compute_seconds = f.times->total();
     } else if (dry.device) {
       f.compute_seconds = graph_seconds(g, ex.env(), *dry.device, dry.eff);
+      if (dry.device->kind == DeviceKind::gpu) f.gpu_work = gpu_step_work(g, ex.env());
     }
     for (const Node& n : g.nodes()) f.gemm_packing = f.gemm_packing || packs_gemm(g, n, ex.env());
     static const SgemmIsa isa = [] {
