@@ -19,6 +19,7 @@
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
 #include "plan/device_catalog.h"
+#include "plan/gpu_time_model.h"
 #include "plan/host_baseline.h"
 #include "plan/host_peak.h"
 #include "plan/host_rates.h"
@@ -37,6 +38,7 @@ struct PlanArgs {
   std::string model_file;
   int64_t gpus = 1;  // --np
   int64_t recompute_layers = -1;
+  double fabric_gbps = 0;  // 0: the catalog's
   bool tune_batch = false;
   bool exhaustive = false;
   bool json = false;
@@ -121,6 +123,13 @@ Status run_plan(const PlanArgs& a) {
   req.micro_batch = run.settings.micro_batch;
   req.seq_len = run.seq_len;
   req.compile = run.settings.step.graph.compile;
+  if (a.given("--fabric-gbps")) {
+    if (host || !(a.fabric_gbps > 0)) {
+      return invalid_argument("--fabric-gbps needs a GPU --device and a positive rate",
+                              "the inter-node bandwidth per GPU in Gb/s, e.g. --fabric-gbps 400");
+    }
+    req.fabric_bandwidth = a.fabric_gbps * 1e9 / 8;
+  }
   req.tune_batch = a.tune_batch;
   req.exhaustive = a.exhaustive;
   req.recompute_layers = a.recompute_layers;
@@ -236,6 +245,10 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--zero", a->f.zero,
                   "ZeRO stage 0-3 (default: 3 with several GPUs, else 0; runs take " +
                       zero_stages_text() + ")");
+  sub->add_option("--fabric-gbps", a->fabric_gbps,
+                  "GPUs: inter-node bandwidth per GPU in Gb/s, for ranks beyond one node of " +
+                      std::to_string(kGpusPerNode) +
+                      " (default: the catalog's reference node, e.g. DGX H100: 400)");
   // The checks are benchmark's (add_run_flags): a value is refused at parse, naming the flag.
   sub->add_option("--batch-size", a->f.batch_size, "Micro-batch size per rank")
       ->capture_default_str()

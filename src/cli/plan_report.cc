@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/units.h"
+#include "plan/gpu_time_model.h"
 
 namespace lj::cli {
 namespace {
@@ -22,11 +23,16 @@ std::string choice_name(const Candidate& c, int64_t L) {
   return s;
 }
 
-std::string row(const Candidate& c, int64_t L, bool batch) {
-  return fmt::format("  {:<24} {}{:>12} {:>12} {:>14.0f}  {}{}\n", choice_name(c, L),
-                     batch ? fmt::format("{:>5} ", c.micro_batch) : "", gib(c.memory.total),
-                     format_seconds(c.step_seconds), c.tokens_per_s, c.fits ? "fits" : "over",
-                     c.exact ? "" : " (interpolated)");
+std::string row(const PlanRequest& req, const Candidate& c, bool batch) {
+  const bool gpu = req.device.kind == DeviceKind::gpu;
+  return fmt::format(
+      "  {:<24} {}{:>12} {:>12} {:>14.0f}{}  {}{}\n", choice_name(c, req.model.num_hidden_layers),
+      batch ? fmt::format("{:>5} ", c.micro_batch) : "", gib(c.memory.total),
+      format_seconds(c.step_seconds), c.tokens_per_s,
+      gpu ? fmt::format(" {:>6.1f}%", 100 * model_flops_utilization(req.model, req.seq_len,
+                                                                    c.tokens_per_s, req.device))
+          : "",
+      c.fits ? "fits" : "over", c.exact ? "" : " (interpolated)");
 }
 
 }  // namespace
@@ -62,13 +68,20 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
     s += fmt::format("  {:<44} {:>12}\n", i.name, gib(i.bytes));
   s += fmt::format("  {:<44} {:>12}\n", "predicted peak", gib(shown.memory.total));
   if (gpu && req.gpus > 1) {
-    s += fmt::format("  ZeRO-{} collectives per step: {} over NVLink ({})\n", req.zero.stage,
-                     format_seconds(r.comm_seconds),
-                     req.coeffs.comm_overlap ? "overlapped with compute" : "not overlapped");
+    s += fmt::format(
+        "  ZeRO-{} collectives per step: {} over {} (FSDP overlaps them with compute)\n",
+        req.zero.stage, format_seconds(r.comm_seconds),
+        req.gpus <= kGpusPerNode
+            ? std::string("NVLink")
+            : fmt::format(
+                  "the inter-node fabric at {:.0f} Gb/s per GPU",
+                  (req.fabric_bandwidth > 0 ? req.fabric_bandwidth : req.device.fabric_bandwidth) *
+                      8 / 1e9));
   }
   const bool batch = req.tune_batch;
-  s += fmt::format("\nrecompute choices:\n  {:<24} {}{:>12} {:>12} {:>14}\n", "policy",
-                   batch ? "micro " : "", "peak", "step time", "tokens/s/rank");
+  s += fmt::format("\nrecompute choices:\n  {:<24} {}{:>12} {:>12} {:>14}{}\n", "policy",
+                   batch ? "micro " : "", "peak", "step time", "tokens/s/rank",
+                   gpu ? fmt::format(" {:>7}", "MFU") : "");
   for (RecomputePolicy p :
        {RecomputePolicy::none, RecomputePolicy::selective, RecomputePolicy::full}) {
     const Candidate* all = nullptr;
@@ -83,8 +96,15 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
         if (c.recompute.policy == p && c.micro_batch == req.micro_batch) all = &c;
       }
     }
-    if (all) s += row(*all, L, batch);
-    if (fastest && fastest != all) s += row(*fastest, L, batch);
+    if (all) s += row(req, *all, batch);
+    if (fastest && fastest != all) s += row(req, *fastest, batch);
+  }
+  if (gpu) {
+    s += fmt::format(
+        "  (MFU: {:.1f} GFLOP per token = 6N + 12·L·H·Q·T, torchtitan's convention; "
+        "recompute not counted)\n",
+        req.model.flops_per_token(req.seq_len) / 1e9);
+    s += gpu_model_note() + "\n";
   }
   if (best) {
     s += fmt::format("\nrecommendation: {}{} — predicted peak {}, step {}, {:.0f} tokens/s/rank\n",
@@ -114,6 +134,17 @@ nlohmann::ordered_json step_times_json(const std::optional<StepTimes>& t) {
   return j;
 }
 
+nlohmann::ordered_json gpu_work_json(const std::optional<GpuStepWork>& w) {
+  if (!w) return nullptr;
+  nlohmann::ordered_json j;
+  j["gemm_flops"] = w->gemm_flops;
+  j["attention_forward_flops"] = w->attention_forward_flops;
+  j["attention_backward_flops"] = w->attention_backward_flops;
+  j["memory_bytes"] = w->memory_bytes_total();
+  j["kernels"] = w->kernels;
+  return j;
+}
+
 nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r) {
   nlohmann::ordered_json j;
   const int64_t L = req.model.num_hidden_layers;
@@ -128,6 +159,17 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
   j["budget_bytes"] = r.budget_bytes;
   j["comm_seconds"] = r.comm_seconds;
   j["dry_runs"] = r.dry_runs;
+  const bool gpu = req.device.kind == DeviceKind::gpu;
+  if (gpu) {
+    const GpuModelError e = gpu_validation_error();
+    j["flops_per_token"] = req.model.flops_per_token(req.seq_len);
+    j["mfu_convention"] = "6N + 12*L*H*Q*T (torchtitan), recompute not counted";
+    j["time_model"] = {{"note", gpu_model_note()},
+                       {"validation_rows", e.rows},
+                       {"validation_median_error", e.median},
+                       {"validation_worst_error", e.worst},
+                       {"coefficients", gpu_time_coefficients(req.device.id).sources}};
+  }
   auto cand = [&](const Candidate& c) {
     nlohmann::ordered_json m;
     for (const auto& i : c.memory.items) m[i.name] = i.bytes;
@@ -140,6 +182,10 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
         {"memory", m},
         {"step_seconds", c.step_seconds},
         {"tokens_per_s", c.tokens_per_s},
+        {"mfu", gpu ? nlohmann::ordered_json(model_flops_utilization(req.model, req.seq_len,
+                                                                     c.tokens_per_s, req.device))
+                    : nlohmann::ordered_json(nullptr)},
+        {"gpu_work", gpu_work_json(c.gpu_work)},
         {"fits", c.fits},
         {"exact", c.exact},
         {"step_times", step_times_json(c.times)},

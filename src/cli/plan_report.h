@@ -19,6 +19,7 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
 // The predicted step by category ({"contraction": s, ..., "optimizer": s, "overhead": s}); null
 // without one.
 nlohmann::ordered_json step_times_json(const std::optional<StepTimes>& t);
+nlohmann::ordered_json gpu_work_json(const std::optional<GpuStepWork>& w);
 
 // CHECKPOINT_OPTIMIZATION=true or --ckpt-opt.
 bool checkpoint_optimization_requested(bool flag);

@@ -67,6 +67,8 @@ struct PredictorCoefficients {
   CpuMemoryCoefficients cpu_memory;
   GpuMemoryCoefficients gpu_memory;
   Efficiency cpu_eff;
+  // Read and written for older files, but no longer what GPU plans are priced by: the GPU step
+  // time comes from plan/gpu_time_model.h, fitted on published runs (issue 37).
   Efficiency gpu_eff;
   double comm_efficiency = 0.8;  // achieved fraction of the link bandwidth in collectives
   bool comm_overlap = true;      // ZeRO collectives overlap compute (DeepSpeed overlap_comm)

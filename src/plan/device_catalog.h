@@ -21,7 +21,10 @@ struct DeviceProfile {
   double peak_fp32_flops = 0;  // dense, non-tensor-core
   double mem_bandwidth = 0;    // bytes/s
   double link_bandwidth = 0;   // NVLink, bytes/s per GPU per direction (0: none)
-  std::string source;          // where the figures come from
+  // Inter-node network, bytes/s per GPU per direction, of the vendor's reference node (DGX/HGX:
+  // one NIC per GPU); `ljperf plan --fabric-gbps` overrides it for another cluster.
+  double fabric_bandwidth = 0;
+  std::string source;  // where the figures come from
 };
 
 // The GPUs of the catalog, in the order --help lists them.

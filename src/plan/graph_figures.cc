@@ -184,6 +184,7 @@ Status add_step_time(const Graph& g, const SymEnv& env, const DryRunOptions& dry
     f->compute_seconds = f->times->total();
   } else if (dry.device) {
     f->compute_seconds = graph_seconds(g, env, *dry.device, dry.eff);
+    if (dry.device->kind == DeviceKind::gpu) f->gpu_work = gpu_step_work(g, env);
   }
   return ok_status();
 }

@@ -33,6 +33,9 @@ struct GraphFigures {
   // With DryRunOptions::rates: the CPU step by category (time_model.h host_step_times), the
   // optimizer for this rank's parameters included; compute_seconds is then its total.
   std::optional<StepTimes> times;
+  // GPU devices: the step's work (time_model.h gpu_step_work), which plan/gpu_time_model.h
+  // prices.
+  std::optional<GpuStepWork> gpu_work;
   // A forward GEMM that oneDNN's sgemm packs into its own per-thread buffers (outside the
   // allocator): more than kGemmPackRows output rows and a B operand (N·K) of at least
   // kGemmPackElements. Thresholds measured on this host (libdnnl 2.6, 2 threads): the LM head of

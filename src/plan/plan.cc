@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "plan/gpu_time_model.h"
 #include "plan/graph_figures.h"
 #include "plan/time_model.h"
 
@@ -48,11 +49,19 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
     return p;
   }
   p.memory = predict_gpu_memory(f, req.model, req.zero, req.gpus, req.coeffs);
-  const double compute = f.compute_seconds + optimizer_seconds(local, req.device, eff);
-  const double link = req.device.link_bandwidth * req.coeffs.comm_efficiency;
-  const double comm = link > 0 ? zero_comm_bytes(psi, req.zero.stage, req.gpus) / link : 0.0;
-  if (comm_seconds) *comm_seconds = comm;
-  p.step_seconds = req.coeffs.comm_overlap ? std::max(compute, comm) : compute + comm;
+  // The GPU time model fitted on published runs (plan/gpu_time_model.h).
+  LJ_CHECK(f.gpu_work.has_value()) << "the GPU dry run did not count the step's work";
+  const GpuStepPrice price = price_gpu_step(*f.gpu_work, req.device,
+                                            GpuRun{.ranks = req.gpus,
+                                                   .zero_stage = req.zero.stage,
+                                                   .params = psi,
+                                                   .local_params = local,
+                                                   .layers = req.model.num_hidden_layers,
+                                                   .fabric_bandwidth = req.fabric_bandwidth});
+  if (comm_seconds) *comm_seconds = price.comm;
+  p.step_seconds = price.total();
+  p.times = price.step_times(*f.gpu_work, req.device, gpu_time_coefficients(req.device.id));
+  p.gpu_work = f.gpu_work;
   return p;
 }
 

@@ -29,6 +29,7 @@ struct PlanRequest {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;
   bool compile = false;
+  double fabric_bandwidth = 0;            // GPUs: bytes/s per GPU across nodes; 0: the catalog's
   std::optional<RecomputePolicy> policy;  // restrict the search to one policy
   int64_t recompute_layers = -1;          // >= 1: pin the number of recomputed layers
   bool tune_batch = false;                // also try micro-batches 1, 2, 4, ... up to micro_batch

@@ -43,7 +43,10 @@ StatusOr<std::vector<Candidate>> search_recompute(const SearchSpace& space, cons
         c.step_seconds > 0 ? static_cast<double>(b * space.seq_len) / c.step_seconds : 0;
     cand.fits = fits(c.memory.total, space.budget_bytes, space.safety_margin);
     cand.exact = exact;
-    if (exact) cand.times = c.times;
+    if (exact) {
+      cand.times = c.times;
+      cand.gpu_work = c.gpu_work;
+    }
     out.push_back(std::move(cand));
   };
   for (int64_t b : space.micro_batches) {

@@ -34,15 +34,17 @@ struct Candidate {
   double step_seconds = 0;  // one micro-batch step (forward, backward, optimizer, comm)
   double tokens_per_s = 0;
   bool fits = false;
-  bool exact = true;               // priced by a dry run (false: interpolated)
-  std::optional<StepTimes> times;  // Pricing::times of an exact candidate
+  bool exact = true;                    // priced by a dry run (false: interpolated)
+  std::optional<StepTimes> times;       // Pricing::times of an exact candidate
+  std::optional<GpuStepWork> gpu_work;  // Pricing::gpu_work of an exact candidate
 };
 
 // What a (policy, layers, micro-batch) costs: memory and step time.
 struct Pricing {
   MemoryPrediction memory;
   double step_seconds = 0;
-  std::optional<StepTimes> times;  // the CPU step by category, when priced from host rates
+  std::optional<StepTimes> times;       // the step by category (CPU: from host rates; GPU: always)
+  std::optional<GpuStepWork> gpu_work;  // GPU: what the step's kernels do
 };
 using CostFn = std::function<StatusOr<Pricing>(const RecomputeConfig&, int64_t micro_batch)>;
 

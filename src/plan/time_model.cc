@@ -30,6 +30,32 @@ double graph_seconds(const Graph& g, const SymEnv& env, const DeviceProfile& dev
   return total;
 }
 
+double GpuStepWork::memory_bytes_total() const {
+  double t = 0;
+  for (double b : memory_bytes) t += b;
+  return t;
+}
+
+GpuStepWork gpu_step_work(const Graph& g, const SymEnv& env) {
+  GpuStepWork w;
+  for (const Node& n : g.nodes()) {
+    const OpDef& def = op_def(n.op);
+    if (n.op == Op::input || def.has(kAlias)) continue;
+    const Cost c = node_cost(g, n, env);
+    ++w.kernels;
+    if (def.category == OpCategory::contraction) {
+      w.gemm_flops += c.flops;
+    } else if (n.op == Op::sdpa) {
+      w.attention_forward_flops += c.flops;
+    } else if (n.op == Op::sdpa_backward) {
+      w.attention_backward_flops += c.flops;
+    } else {
+      w.memory_bytes[static_cast<size_t>(def.category)] += c.bytes;
+    }
+  }
+  return w;
+}
+
 double zero_comm_bytes(int64_t num_params, int stage, int64_t world) {
   if (world <= 1) return 0;
   const double frac = static_cast<double>(world - 1) / static_cast<double>(world);

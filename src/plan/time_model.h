@@ -1,7 +1,9 @@
-// Step time from the graph: every node costs max(FLOPs / (peak · efficiency[category]),
-// bytes / (bandwidth · bandwidth efficiency)) — the roofline with measured efficiencies — and the
-// nodes run one after another. Recompute shows up as the extra nodes the remat pass adds.
-// ZeRO's collectives are priced by the volume DeepSpeed moves over the link.
+// Step time from the graph. The host: host_step_times, from this host's measured rates (or, with
+// none measured, graph_seconds: every node costs max(FLOPs / (peak · efficiency[category]),
+// bytes / (bandwidth · bandwidth efficiency)), the nodes one after another). GPUs: the step's
+// work (gpu_step_work), priced by plan/gpu_time_model.h, the model fitted on published runs.
+// Recompute shows up as the extra nodes the remat pass adds. ZeRO's collectives are priced by the
+// volume DeepSpeed moves over the link (zero_comm_bytes).
 #pragma once
 
 #include <array>
@@ -22,6 +24,22 @@ namespace lj {
 // bf16; everything else at the fp32 peak.
 double graph_seconds(const Graph& g, const SymEnv& env, const DeviceProfile& device,
                      const Efficiency& eff);
+
+// The work of one GPU training step, summed over the joint graph's nodes (inputs and aliases do
+// nothing), as the GPU time model (plan/gpu_time_model.h) prices it. Recompute shows up as the
+// clones the remat pass adds; the compiled graph (pattern and pointwise fusion) as fewer kernels
+// moving fewer bytes.
+struct GpuStepWork {
+  double gemm_flops = 0;                // contraction nodes (matmul, the fused linear loss)
+  double attention_forward_flops = 0;   // sdpa, recomputed clones included
+  double attention_backward_flops = 0;  // sdpa_backward
+  // Every other kernel is memory-bound: the bytes it reads and writes, by OpCategory (the
+  // contractions' and attention's own traffic is inside their FLOP rate).
+  std::array<double, kPlanOpCategories> memory_bytes{};
+  int64_t kernels = 0;  // nodes that launch a kernel
+  double memory_bytes_total() const;
+};
+GpuStepWork gpu_step_work(const Graph& g, const SymEnv& env);
 
 // Bytes one rank sends per optimizer step for ZeRO `stage` over `world` ranks with bf16
 // parameters and gradients (2 bytes each), ring collectives ((world-1)/world of the buffer):

@@ -1,0 +1,121 @@
+// The GPU time model's arithmetic (plan/gpu_time_model.h): each term from hand-computed work, the
+// collectives' link and overlap, the MFU convention, and the work the dry run counts.
+#include "plan/gpu_time_model.h"
+
+#include <gtest/gtest.h>
+
+#include "models/config.h"
+#include "plan/graph_figures.h"
+
+namespace lj {
+namespace {
+
+DeviceProfile device(const std::string& id) {
+  auto d = find_device(id, default_coefficients());
+  LJ_CHECK(d.ok());
+  return *d;
+}
+
+TEST(GpuTimeModelTest, EachTermAtItsRate) {
+  const DeviceProfile h100 = device("h100");
+  const GpuTimeCoefficients& k = gpu_time_coefficients("h100");
+  GpuStepWork w;
+  w.gemm_flops = 1e15;
+  w.attention_forward_flops = 2e14;
+  w.attention_backward_flops = 5e14;
+  w.memory_bytes[static_cast<size_t>(OpCategory::elementwise)] = 1e12;
+  w.kernels = 1000;
+  const GpuStepPrice p =
+      price_gpu_step(w, h100, GpuRun{.ranks = 1, .params = 1'000'000, .local_params = 1'000'000});
+  const double peak = 989.4e12;
+  EXPECT_DOUBLE_EQ(p.gemm, 1e15 / (peak * k.gemm_efficiency));
+  EXPECT_DOUBLE_EQ(p.attention, 2e14 / (peak * k.attention_forward_efficiency) +
+                                    5e14 / (peak * k.attention_backward_efficiency));
+  EXPECT_DOUBLE_EQ(p.memory, 1e12 / (3.35e12 * k.hbm_efficiency));
+  EXPECT_DOUBLE_EQ(p.overhead, 1000 * k.kernel_seconds);
+  EXPECT_DOUBLE_EQ(p.optimizer, kAdamBytesPerParam * 1e6 / (3.35e12 * k.hbm_efficiency));
+  EXPECT_EQ(p.comm, 0);  // one device: no collectives
+  EXPECT_DOUBLE_EQ(p.total(), p.compute());
+  // The breakdown sums to the step.
+  EXPECT_NEAR(p.step_times(w, h100, k).total(), p.total(), 1e-12 * p.total());
+}
+
+TEST(GpuTimeModelTest, CollectivesHideBehindComputeExceptOneLayer) {
+  const DeviceProfile h100 = device("h100");
+  const GpuTimeCoefficients& k = gpu_time_coefficients("h100");
+  GpuStepWork w;
+  w.gemm_flops = 1e15;  // ~2 s of compute
+  const int64_t psi = 8'000'000'000;
+  GpuRun run{.ranks = 8, .zero_stage = 3, .params = psi, .local_params = psi / 8, .layers = 32};
+  const GpuStepPrice in_node = price_gpu_step(w, h100, run);
+  EXPECT_DOUBLE_EQ(in_node.comm,
+                   zero_comm_bytes(psi, 3, 8) / (h100.link_bandwidth * k.nvlink_efficiency));
+  EXPECT_LT(in_node.comm, in_node.compute());  // hidden, but for one layer's share
+  EXPECT_DOUBLE_EQ(in_node.comm_exposed, in_node.comm / 32);
+  // Across nodes the ring runs over the node's NICs together (8 x 400 Gb/s = 400 GB/s, under
+  // NVLink's 450): a slower fabric leaves the collectives longer than compute, and the step waits.
+  run.ranks = 128;
+  run.local_params = psi / 128;
+  const GpuStepPrice fast = price_gpu_step(w, h100, run);
+  EXPECT_DOUBLE_EQ(fast.comm, zero_comm_bytes(psi, 3, 128) / (8 * 50e9 * k.fabric_efficiency));
+  run.fabric_bandwidth = 1e9;  // 8 Gb/s per GPU
+  const GpuStepPrice slow = price_gpu_step(w, h100, run);
+  EXPECT_GT(slow.comm, slow.compute());
+  EXPECT_DOUBLE_EQ(slow.total(), slow.comm + slow.comm / 32);
+}
+
+TEST(GpuTimeModelTest, MfuIsTorchtitansConvention) {
+  auto c = llama_preset("llama3-8b");
+  ASSERT_TRUE(c.ok());
+  // REFERENCE.md: Llama-3-8B at T=8192, 57.9 GFLOP per token; 100% MFU on an H100 = 17.1K
+  // tokens/s.
+  EXPECT_NEAR(model_flops_utilization(*c, 8192, 17'100, device("h100")), 1.0, 0.002);
+}
+
+TEST(GpuTimeModelTest, DryRunCountsTheWorkRecomputeAndCompileChange) {
+  auto c = llama_preset("tiny");
+  ASSERT_TRUE(c.ok());
+  const PredictorCoefficients m = default_coefficients();
+  const DeviceProfile h100 = device("h100");
+  const auto work = [&](GraphOptions o) {
+    o.dtype = DType::bf16;
+    auto f = graph_figures(
+        *c, 2, 128, o,
+        DryRunOptions{
+            .with_adam_states = false, .device = &h100, .eff = m.gpu_eff, .cuda_workspace = true});
+    LJ_CHECK(f.ok() && f->gpu_work.has_value());
+    return *f->gpu_work;
+  };
+  const GpuStepWork base = work({});
+  // 6 FLOPs per parameter and token in the GEMMs (the embedding gather is no GEMM).
+  const double tokens = 2 * 128;
+  EXPECT_NEAR(base.gemm_flops / tokens,
+              6.0 * static_cast<double>(c->num_params_without_embedding()),
+              0.01 * 6.0 * static_cast<double>(c->num_params_without_embedding()));
+  // Attention backward: 2.5x the forward (graph/cost.cc).
+  EXPECT_DOUBLE_EQ(base.attention_backward_flops, 2.5 * base.attention_forward_flops);
+  GraphOptions full;
+  full.recompute = RecomputeConfig{.policy = RecomputePolicy::full};
+  const GpuStepWork re = work(full);
+  EXPECT_GT(re.gemm_flops, base.gemm_flops);  // the forward again
+  EXPECT_GT(re.attention_forward_flops, base.attention_forward_flops);
+  GraphOptions compiled;
+  compiled.compile = true;
+  const GpuStepWork fused = work(compiled);
+  EXPECT_LT(fused.kernels, base.kernels);
+  EXPECT_LT(fused.memory_bytes_total(), base.memory_bytes_total());
+}
+
+TEST(GpuTimeModelTest, EveryCatalogGpuHasCoefficients) {
+  for (const DeviceProfile& d : gpu_catalog()) {
+    const GpuTimeCoefficients& k = gpu_time_coefficients(d.id);
+    EXPECT_GT(k.gemm_efficiency, 0) << d.id;
+    EXPECT_LE(k.gemm_efficiency, 1) << d.id;
+    EXPECT_FALSE(k.sources.empty()) << d.id;
+    EXPECT_GT(d.fabric_bandwidth, 0) << d.id;
+  }
+  EXPECT_NE(gpu_time_coefficients("b200").sources.find("borrowed from h100"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lj
