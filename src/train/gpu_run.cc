@@ -31,6 +31,7 @@ Status check_gpu_step_config(const TrainStepConfig& c) {
 
 StatusOr<GpuRunResult> run_on_gpu(const GpuRunConfig& cfg) {
   LJ_CHECK(cfg.batch_fn != nullptr) << "GpuRunConfig::batch_fn is not set";
+  if (cfg.model.is_moe()) LJ_RETURN_IF_ERROR(require_capability(TrainDevice::cuda, "moe", "on"));
   Device host(0);
   LJ_ASSIGN_OR_RETURN(std::unique_ptr<GpuTrainStep> step,
                       create_gpu_train_step(cfg.model, cfg.step, host));

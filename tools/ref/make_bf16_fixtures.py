@@ -15,10 +15,12 @@ Each output file <name>.bf16.safetensors is small; it holds
 and in __metadata__ the training settings (train) and the versions used.
 
 Regenerate (the venv of bench/peers; pinned: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0;
-the qwen2, qwen2_window, qwen3 and mistral_window files were written with transformers 5.24.0):
+the qwen2, qwen2_window, qwen3, mistral_window and the mixture-of-experts files were written with
+transformers 5.24.0):
   /tmp/peers-venv/bin/python tools/ref/make_bf16_fixtures.py tests/model/fixtures [name ...]
 With names, only those fixtures are (re)written. The model class is the config's model_type's
-(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM).
+(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, MixtralForCausalLM,
+Qwen3MoeForCausalLM).
 """
 import json
 import math
@@ -30,7 +32,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-FIXTURES = ["gqa_llama3", "tied", "head_dim", "qwen2", "qwen2_window", "qwen3", "mistral_window"]
+FIXTURES = ["gqa_llama3", "tied", "head_dim", "qwen2", "qwen2_window", "qwen3", "mistral_window",
+            "mixtral", "qwen3_moe", "qwen3_moe_step"]
 STEPS = 10
 
 

@@ -19,6 +19,7 @@ constexpr AutocastRule kAutocastRules[] = {
     // Contractions and attention: the FLOPs. bf16 operands, f32 accumulation inside the kernel.
     {Op::matmul,               P::low,    "GEMM on bf16 operands (oneDNN, AMX / AVX512_BF16)"},
     {Op::matmul_add,           P::low,    "GEMM with the residual add as epilogue, bf16"},
+    {Op::grouped_matmul,       P::low,    "the experts' GEMMs, as matmul"},
     {Op::sdpa,                 P::low,    "bf16 q, k, v; the softmax inside runs in f32"},
     // Losses and softmax: f32, as torch.autocast and DeepSpeed keep them.
     {Op::cross_entropy,        P::keep,   "bf16 logits; the kernel's softmax and the loss are f32"},
