@@ -97,22 +97,23 @@ StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev) {
   for (const ParamSpec& s : m.specs) {
     Tensor t = Tensor::empty(dev, DType::f32, s.dims, MemCategory::weights);
     const std::span<float> all(t.data<float>(), static_cast<size_t>(t.numel()));
-    // The Hub's per-expert tensors, or the fused one under ljperf's (transformers 5's
-    // in-memory) name when the folder holds that instead.
+    // The Hub's tensors (per expert), or the parameter whole under ljperf's name, which is
+    // transformers 5's in-memory name (what ljperf's checkpoints and a torch save hold).
     const std::vector<HubPiece> pieces = hub_pieces(m.config, s);
-    LJ_ASSIGN_OR_RETURN(const bool fused,
-                        pieces.size() > 1 ? holds(s.name) : StatusOr<bool>(false));
-    if (fused || pieces.size() == 1) {
-      LJ_RETURN_IF_ERROR(read(fused ? s.name : pieces[0].name, s.dims, all));
+    const bool renamed = pieces.size() > 1 || pieces[0].name != s.name;
+    LJ_ASSIGN_OR_RETURN(const bool whole, renamed ? holds(s.name) : StatusOr<bool>(true));
+    if (whole) {
+      LJ_RETURN_IF_ERROR(read(s.name, s.dims, all));
     } else {
       for (const HubPiece& p : pieces) {
         const Status r =
             read(p.name, p.dims,
                  all.subspan(static_cast<size_t>(p.offset), static_cast<size_t>(numel_of(p.dims))));
-        if (!r.ok()) {
+        if (!r.ok() && pieces.size() > 1) {
           return r.with_context("expert weights of " + s.name + " (" +
                                 std::to_string(pieces.size()) + " per-expert tensors)");
         }
+        LJ_RETURN_IF_ERROR(r);
       }
     }
     m.params.push_back(std::move(t));

@@ -182,3 +182,33 @@ TEST(HfConfigMoe, InconsistentSettingsAreRefusedWithAHint) {
 
 }  // namespace
 }  // namespace lj
+
+namespace lj {
+namespace {
+
+// The presets against the sizes their publishers state: Mixtral-8x7B 46.7B parameters, 12.9B
+// used per token; Qwen3-30B-A3B 30.5B, 3.3B activated (both counts include the embedding).
+TEST(MoePresets, ParameterCountsMatchThePublishedSizes) {
+  struct Want {
+    const char* preset;
+    double total, active;
+  };
+  for (const Want& w :
+       {Want{"mixtral-8x7b", 46.7e9, 12.9e9}, Want{"qwen3-30b-a3b", 30.5e9, 3.3e9}}) {
+    const LlamaConfig c = *llama_preset(w.preset);
+    ASSERT_TRUE(c.validate().ok()) << w.preset;
+    const auto embedding = static_cast<double>(c.vocab_size * c.hidden_size);
+    const double total = static_cast<double>(c.num_params());
+    const double active = static_cast<double>(c.num_active_params_without_embedding()) + embedding;
+    // The published figures have one decimal: observed 46.70B and 12.88B (Mixtral), 30.53B and
+    // 3.353B (Qwen3's card says 3.3B, cutting 3.35 short); 0.06B is 1.8% of 3.3B, while an
+    // expert too many or too few per token would be off by 0.9B (Mixtral's: 5.6B).
+    EXPECT_NEAR(total, w.total, 0.06e9) << w.preset;
+    EXPECT_NEAR(active, w.active, 0.06e9) << w.preset;
+    // MFU counts the active parameters.
+    EXPECT_LT(c.flops_per_token(1), 6.0 * static_cast<double>(c.num_params_without_embedding()));
+  }
+}
+
+}  // namespace
+}  // namespace lj
