@@ -94,6 +94,15 @@ void print_throughput(const CpuRun& run, const StepLog& log, const Summary& m) {
       "\nsummary: {} measured steps, FLOPs per token 6N + 12·L·H·Q·T = {:.4g} GFLOP (torchtitan's "
       "convention)\n",
       log.measured_seconds.size(), m.flops_per_token / 1e9);
+  const LlamaConfig& model = r.model.config;
+  if (model.is_moe()) {
+    fmt::print(
+        "  N counts the active parameters: {:.1f}M of {:.1f}M without the input embedding "
+        "(the router and {} of {} experts per token)\n",
+        static_cast<double>(model.num_active_params_without_embedding()) / 1e6,
+        static_cast<double>(model.num_params_without_embedding()) / 1e6, model.moe.top_k,
+        model.moe.num_experts);
+  }
   const std::string all = ranks ? fmt::format("all {} ranks, ", r.dp.world_size) : "";
   fmt::print("  tokens/s      {:.0f}   ({}median step)\n", m.tokens_per_s, all);
   fmt::print("  TFLOP/s       {:.4f}{}\n", m.tflops, ranks ? "   (all ranks)" : "");

@@ -103,3 +103,19 @@ double flops_linear_cross_entropy(const CostCtx& c) {
 }
 
 }  // namespace lj
+
+namespace lj {
+
+// grouped_matmul: 2 * R * N * K over all groups together: the routed rows R are static, so the
+// count does not depend on the routing.
+double flops_grouped_matmul(const CostCtx& c) {
+  return 2 * numel_of(c.out[0]) * static_cast<double>(c.in[0][1]);
+}
+
+// grouped_matmul_wgrad: 2 * R * P * Q (each routed row adds its outer product once).
+double flops_grouped_matmul_wgrad(const CostCtx& c) {
+  return 2 * static_cast<double>(c.in[0][0]) * static_cast<double>(c.in[0][1]) *
+         static_cast<double>(c.in[1][1]);
+}
+
+}  // namespace lj

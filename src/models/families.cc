@@ -11,6 +11,8 @@ constexpr FamilyInfo kFamilies[] = {
     {ModelFamily::qwen2, "Qwen2ForCausalLM", "qwen2"},
     {ModelFamily::qwen3, "Qwen3ForCausalLM", "qwen3"},
     {ModelFamily::mistral, "MistralForCausalLM", "mistral"},
+    {ModelFamily::mixtral, "MixtralForCausalLM", "mixtral"},
+    {ModelFamily::qwen3_moe, "Qwen3MoeForCausalLM", "qwen3_moe"},
 };
 
 struct Refused {
@@ -19,15 +21,13 @@ struct Refused {
   const char* reason;
 };
 
-constexpr const char* kMoe = "mixture-of-experts models are not supported yet";
 constexpr Refused kRefused[] = {
-    {"MixtralForCausalLM", "mixtral", kMoe},
-    {"Qwen2MoeForCausalLM", "qwen2_moe", kMoe},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", kMoe},
+    {"Qwen2MoeForCausalLM", "qwen2_moe",
+     "Qwen2-MoE's shared expert and its sigmoid gate are not supported (Qwen3-MoE is)"},
     {"DeepseekV2ForCausalLM", "deepseek_v2",
-     "multi-head latent attention (MLA) and mixture-of-experts are not supported"},
+     "multi-head latent attention (MLA) and shared experts are not supported"},
     {"DeepseekV3ForCausalLM", "deepseek_v3",
-     "multi-head latent attention (MLA) and mixture-of-experts are not supported"},
+     "multi-head latent attention (MLA) and shared experts are not supported"},
     {"GemmaForCausalLM", "gemma",
      "Gemma's GeGLU MLP, scaled embeddings and (1 + weight) norms are not supported"},
     {"Gemma2ForCausalLM", "gemma2",

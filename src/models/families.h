@@ -19,10 +19,10 @@ const FamilyInfo& family_info(ModelFamily f);
 // The family of an architecture or model_type name, or null when ljperf does not read it.
 const FamilyInfo* family_by_architecture(std::string_view architecture);
 const FamilyInfo* family_by_model_type(std::string_view model_type);
-// "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM", for hints.
+// "LlamaForCausalLM, Qwen2ForCausalLM, ..., Qwen3MoeForCausalLM", for hints.
 std::string supported_architectures();
-// Why a known architecture (or model_type) is not supported, e.g. "mixture-of-experts models are
-// not supported yet"; null for one ljperf does not know.
+// Why a known architecture (or model_type) is not supported, e.g. "Gemma's GeGLU MLP, ... are not
+// supported"; null for one ljperf does not know.
 const char* refused_architecture_reason(std::string_view name);
 
 }  // namespace lj

@@ -104,7 +104,17 @@ constexpr const char* kKnownKeys[] = {"architectures",
                                       "use_sliding_window",
                                       "max_window_layers",
                                       "layer_types",
-                                      "use_mrope"};
+                                      "use_mrope",
+                                      "num_local_experts",
+                                      "num_experts",
+                                      "num_experts_per_tok",
+                                      "moe_intermediate_size",
+                                      "norm_topk_prob",
+                                      "decoder_sparse_step",
+                                      "mlp_only_layers",
+                                      "output_router_logits",
+                                      "router_aux_loss_coef",
+                                      "router_jitter_noise"};
 
 // Edit distance, for the nearest known key to an unknown one.
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -261,6 +271,45 @@ Status check_layer_types(const json& j, const std::string& src, const LlamaConfi
   return ok_status();
 }
 
+// The mixture-of-experts settings, with transformers' defaults for the keys a config.json omits
+// (MixtralConfig: 8 experts, top 2; Qwen3MoeConfig: 128 experts of 768, top 8). Mixtral's
+// experts have intermediate_size and always renormalise the chosen probabilities. transformers 5
+// writes num_local_experts for Qwen3-MoE too, so both spellings are read for both families.
+Status read_moe(const json& j, const std::string& src, LlamaConfig* c) {
+  MoeConfig& m = c->moe;
+  const bool mixtral = c->family == ModelFamily::mixtral;
+  m.num_experts = mixtral ? 8 : 128;
+  m.top_k = mixtral ? 2 : 8;
+  m.moe_intermediate_size = mixtral ? c->intermediate_size : 768;
+  m.norm_topk_prob = mixtral;
+  for (const char* key : {"num_local_experts", "num_experts"}) {
+    LJ_RETURN_IF_ERROR(get_int(j, src, key, &m.num_experts, false));
+  }
+  LJ_RETURN_IF_ERROR(get_int(j, src, "num_experts_per_tok", &m.top_k, false));
+  if (!mixtral) {
+    LJ_RETURN_IF_ERROR(get_int(j, src, "moe_intermediate_size", &m.moe_intermediate_size, false));
+    LJ_RETURN_IF_ERROR(get_int(j, src, "decoder_sparse_step", &m.decoder_sparse_step, false));
+    m.norm_topk_prob = json_bool_if(json_member(j, "norm_topk_prob")).value_or(false);
+    const json& dense = json_member(j, "mlp_only_layers");
+    if (!dense.is_null() && !dense.is_array()) return bad(src, "'mlp_only_layers' is not a list");
+    for (const json& l : dense.is_array() ? dense : json::array()) {
+      const std::optional<int64_t> i = json_int_if(l);
+      if (!i) return bad(src, "'mlp_only_layers' holds " + l.dump() + ", not a layer index");
+      m.mlp_only_layers.push_back(*i);
+    }
+  }
+  m.output_router_logits = json_bool_if(json_member(j, "output_router_logits")).value_or(false);
+  LJ_RETURN_IF_ERROR(get_num(j, src, "router_aux_loss_coef", &m.router_aux_loss_coef));
+  double jitter = 0;
+  LJ_RETURN_IF_ERROR(get_num(j, src, "router_jitter_noise", &jitter));
+  if (jitter != 0) {
+    return unimplemented(src + ": router_jitter_noise " + std::to_string(jitter) +
+                             " (random noise on the router's input) is not supported",
+                         "set router_jitter_noise to 0, as the published Mixtral configs do");
+  }
+  return ok_status();
+}
+
 // The fields that only some families have: Qwen2's q/k/v biases, Qwen3's q/k norms, the sliding
 // windows of Mistral and Qwen, and the biases a family does not have.
 Status read_family_fields(const json& j, const std::string& src, LlamaConfig* c) {
@@ -293,6 +342,19 @@ Status read_family_fields(const json& j, const std::string& src, LlamaConfig* c)
       // Every layer windowed (transformers 5 warns on a Mistral config with layer_types).
       LJ_RETURN_IF_ERROR(read_window(j, src, &c->sliding_window));
       return check_layer_types(j, src, *c);
+    case ModelFamily::mixtral:  // Mistral's attention
+      LJ_RETURN_IF_ERROR(read_window(j, src, &c->sliding_window));
+      LJ_RETURN_IF_ERROR(check_layer_types(j, src, *c));
+      return read_moe(j, src, c);
+    case ModelFamily::qwen3_moe:  // Qwen3's attention
+      if (flag("attention_bias")) {
+        return unimplemented(src + ": 'attention_bias' = true is not supported for Qwen3-MoE",
+                             "published Qwen3-MoE configs have attention_bias false");
+      }
+      c->qk_norm = true;
+      LJ_RETURN_IF_ERROR(read_qwen_window(j, src, c));
+      LJ_RETURN_IF_ERROR(check_layer_types(j, src, *c));
+      return read_moe(j, src, c);
   }
   return ok_status();
 }
@@ -427,12 +489,34 @@ std::string hf_config_json(const LlamaConfig& c) {
       }
       break;
     case ModelFamily::mistral:
+    case ModelFamily::mixtral:
       if (c.sliding_window > 0) {
         j["sliding_window"] = c.sliding_window;
       } else {
         j["sliding_window"] = nullptr;
       }
       break;
+    case ModelFamily::qwen3_moe:
+      j["attention_bias"] = false;
+      j["use_sliding_window"] = c.sliding_window > 0;
+      j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+      j["max_window_layers"] = c.sliding_window > 0 ? c.max_window_layers : c.num_hidden_layers;
+      break;
+  }
+  if (c.is_moe()) {
+    const MoeConfig& m = c.moe;
+    j[c.family == ModelFamily::mixtral ? "num_local_experts" : "num_experts"] = m.num_experts;
+    j["num_experts_per_tok"] = m.top_k;
+    if (c.family == ModelFamily::mixtral) {
+      j["router_jitter_noise"] = 0.0;
+    } else {
+      j["moe_intermediate_size"] = m.moe_intermediate_size;
+      j["norm_topk_prob"] = m.norm_topk_prob;
+      j["decoder_sparse_step"] = m.decoder_sparse_step;
+      j["mlp_only_layers"] = m.mlp_only_layers;
+    }
+    j["output_router_logits"] = m.output_router_logits;
+    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
   }
   j["torch_dtype"] = hf_dtype_name(c.torch_dtype);
   return j.dump(2) + "\n";

@@ -1,10 +1,10 @@
 // HF config.json -> LlamaConfig. Accepts both rope forms: rope_theta + rope_scaling
 // (transformers v4) and rope_parameters (v5). head_dim explicit or hidden_size / heads.
-// Reads LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and MistralForCausalLM
-// (models/families.h). Refuses other architectures by name (mixture-of-experts ones with a reason
-// of their own), and features that change the computation and are not implemented (Llama's
-// biases, other activations, other rope types, layer_types other than the window settings
-// give), with a clear error.
+// Reads LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM,
+// MixtralForCausalLM and Qwen3MoeForCausalLM (models/families.h). Refuses other architectures by
+// name (each known one with a reason of its own), and features that change the computation and are
+// not implemented (Llama's biases, other activations, other rope types, layer_types other than the
+// window settings give), with a clear error.
 #pragma once
 
 #include <cstdint>

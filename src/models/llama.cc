@@ -1,5 +1,7 @@
 #include "models/llama.h"
 
+#include "models/moe.h"
+
 namespace lj {
 namespace {
 
@@ -50,6 +52,10 @@ std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c) {
       p.push_back({s + "self_attn.k_norm.weight", {D}, true});
     }
     p.push_back({s + "post_attention_layernorm.weight", {C}, true});
+    if (c.is_sparse_layer(l)) {
+      moe_param_specs(c, s, &p);
+      continue;
+    }
     p.push_back({s + "mlp.gate_proj.weight", {c.intermediate_size, C}});
     p.push_back({s + "mlp.up_proj.weight", {c.intermediate_size, C}});
     p.push_back({s + "mlp.down_proj.weight", {C, c.intermediate_size}});
@@ -87,6 +93,7 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
   size_t next = 0;
   auto take = [&] { return params[next++]; };
 
+  std::vector<MoeMlp> sparse;  // the sparse layers' router statistics, for the auxiliary loss
   b.push_scope("model");
   Val embed = take();
   Val x;
@@ -103,6 +110,7 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
     Val wv = take(), bv = c.qkv_bias ? take() : Val{};
     Val wo = take();
     Val w_qnorm = c.qk_norm ? take() : Val{}, w_knorm = c.qk_norm ? take() : Val{};
+    // Dense: gate_proj, up_proj, down_proj. Sparse: the router, gate_up_proj, down_proj.
     Val w_post = take(), w_gate = take(), w_up = take(), w_down = take();
     Val h;
     {
@@ -145,7 +153,11 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
       ScopeGuard s(b, "post_attention_layernorm");
       h = rms_norm(x, w_post, c.rms_norm_eps);
     }
-    {
+    if (c.is_sparse_layer(l)) {
+      ScopeGuard s(b, "mlp");
+      sparse.push_back(moe_mlp(c, h, w_gate, w_up, w_down));
+      x = x + sparse.back().out;
+    } else {
       ScopeGuard s(b, "mlp");
       Val gate, up;
       {
@@ -177,6 +189,10 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
     ScopeGuard s(b, "loss");
     loss =
         cross_entropy(reshape(logits, {kB * kT, c.vocab_size}), reshape(targets, {kB * kT}), -100);
+  }
+  if (c.moe.output_router_logits && !sparse.empty()) {
+    ScopeGuard s(b, "aux_loss");
+    loss = loss + load_balancing_loss(c, sparse) * c.moe.router_aux_loss_coef;
   }
   if (!b.ok()) return b.status();
   out.logits = logits.id;

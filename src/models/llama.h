@@ -4,7 +4,9 @@
 // weights. The dense families beside it change only attention, as their modeling_*.py do:
 // Qwen2 adds biases to q, k and v (matmul + add), Qwen3 RMS-normalises each head of q and k
 // before RoPE (q_norm, k_norm), the sliding window (Mistral's on every layer, Qwen's from
-// max_window_layers on) is sdpa's window. Parameters are graph inputs named with HF tensor
+// max_window_layers on) is sdpa's window. Mixtral and Qwen3-MoE replace the MLP of their sparse
+// layers with the mixture of experts of models/moe.h, and add its load-balancing loss to the
+// loss when output_router_logits. Parameters are graph inputs named with HF tensor
 // names, node scopes follow HF module names (model.layers.3.self_attn.q_proj).
 #pragma once
 

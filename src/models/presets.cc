@@ -69,6 +69,37 @@ LlamaConfig make_other_preset(const std::string& name) {
     c.num_hidden_layers = 32, c.num_attention_heads = 32, c.num_key_value_heads = 8;
     c.head_dim = 128, c.max_position_embeddings = 32768, c.rope_theta = 1000000.0;
     c.rms_norm_eps = 1e-5, c.torch_dtype = DType::bf16;
+  } else if (name == "mixtral-8x7b") {
+    // mistralai/Mixtral-8x7B-v0.1 config.json: 8 experts of 14336, top 2, router_aux_loss_coef
+    // 0.02, output_router_logits false, sliding_window null.
+    c.family = ModelFamily::mixtral;
+    c.vocab_size = 32000, c.hidden_size = 4096, c.intermediate_size = 14336;
+    c.num_hidden_layers = 32, c.num_attention_heads = 32, c.num_key_value_heads = 8;
+    c.head_dim = 128, c.max_position_embeddings = 32768, c.rope_theta = 1000000.0;
+    c.rms_norm_eps = 1e-5, c.torch_dtype = DType::bf16;
+    c.moe = MoeConfig{
+        .num_experts = 8, .top_k = 2, .moe_intermediate_size = 14336, .router_aux_loss_coef = 0.02};
+  } else if (name == "qwen3-30b-a3b") {
+    // Qwen/Qwen3-30B-A3B config.json: 128 experts of 768, top 8, norm_topk_prob true,
+    // decoder_sparse_step 1, mlp_only_layers [], router_aux_loss_coef 0.001.
+    c = qwen_base(ModelFamily::qwen3_moe);
+    c.qk_norm = true;
+    c.hidden_size = 2048, c.intermediate_size = 6144, c.num_hidden_layers = 48;
+    c.num_attention_heads = 32, c.num_key_value_heads = 4, c.head_dim = 128;
+    c.max_position_embeddings = 40960;
+    c.moe = MoeConfig{.num_experts = 128, .top_k = 8, .moe_intermediate_size = 768};
+  } else if (name == "tiny-moe") {
+    // For tests and CPU benchmarks: a Mixtral of 8 experts, top 2, at a size that runs in
+    // milliseconds, with the load-balancing loss on.
+    c.family = ModelFamily::mixtral;
+    c.vocab_size = 256, c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
+    c.max_position_embeddings = 256, c.rope_theta = 10000.0;
+    c.moe = MoeConfig{.num_experts = 8,
+                      .top_k = 2,
+                      .moe_intermediate_size = 128,
+                      .output_router_logits = true,
+                      .router_aux_loss_coef = 0.02};
   }
   c.name = name;
   return c;
@@ -118,8 +149,9 @@ LlamaConfig make_preset(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> llama_preset_names() {
-  return {"tiny",         "small",      "llama3.2-1b", "llama3.2-3b", "llama3-8b", "llama3.1-70b",
-          "qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b",  "qwen3-8b",    "mistral-7b"};
+  return {"tiny",         "small",        "llama3.2-1b",   "llama3.2-3b", "llama3-8b",
+          "llama3.1-70b", "qwen2.5-0.5b", "qwen2.5-7b",    "qwen3-0.6b",  "qwen3-8b",
+          "mistral-7b",   "mixtral-8x7b", "qwen3-30b-a3b", "tiny-moe"};
 }
 
 StatusOr<LlamaConfig> llama_preset(const std::string& name) {
@@ -135,17 +167,25 @@ StatusOr<LlamaConfig> llama_preset(const std::string& name) {
 
 namespace {
 
-// The parameter count (with the input embedding or without it), or nothing when a product of
-// the config's sizes overflows int64 (validate() refuses such a config).
-std::optional<int64_t> param_count(const LlamaConfig& c, bool with_embedding) {
+// The parameter count (with the input embedding or without it; with every expert or with the
+// top_k a token uses), or nothing when a product of the config's sizes overflows int64
+// (validate() refuses such a config).
+std::optional<int64_t> param_count(const LlamaConfig& c, bool with_embedding, bool active = false) {
   const int64_t C = c.hidden_size, D = c.head_dim;
   const auto q = checked_product<int64_t>({C, c.num_attention_heads, D, 2});
   const auto kv = checked_product<int64_t>({C, c.num_key_value_heads, D, 2});
   const auto mlp = checked_product<int64_t>({3, C, c.intermediate_size});
   const auto embed = checked_mul(c.vocab_size, C);
-  if (!q || !kv || !mlp || !embed) return std::nullopt;
+  // A sparse MLP: the router (E, C) and E (or k) experts of 3 * C * F.
+  std::optional<int64_t> moe = 0;
+  if (c.is_moe()) {
+    const int64_t experts = active ? c.moe.top_k : c.moe.num_experts;
+    const auto router = checked_mul(c.moe.num_experts, C);
+    const auto ffn = checked_product<int64_t>({experts, 3, C, c.moe.moe_intermediate_size});
+    moe = router && ffn ? checked_add(*router, *ffn) : std::nullopt;
+  }
+  if (!q || !kv || !mlp || !embed || !moe) return std::nullopt;
   std::optional<int64_t> per_layer = checked_add(*q, *kv);
-  if (per_layer) per_layer = checked_add(*per_layer, *mlp);
   if (per_layer) per_layer = checked_add(*per_layer, 2 * C);
   const auto bias =
       checked_product<int64_t>({c.num_attention_heads + 2 * c.num_key_value_heads, D});
@@ -153,6 +193,12 @@ std::optional<int64_t> param_count(const LlamaConfig& c, bool with_embedding) {
   if (per_layer && c.qkv_bias) per_layer = checked_add(*per_layer, *bias);  // q, k, v biases
   if (per_layer && c.qk_norm) per_layer = checked_add(*per_layer, 2 * D);   // q_norm, k_norm
   std::optional<int64_t> n = per_layer ? checked_mul(c.num_hidden_layers, *per_layer) : per_layer;
+  const int64_t sparse = c.num_sparse_layers();
+  for (const auto& [layers, each] :
+       {std::pair{sparse, *moe}, std::pair{c.num_hidden_layers - sparse, *mlp}}) {
+    const auto part = checked_mul(layers, each);
+    n = n && part ? checked_add(*n, *part) : std::nullopt;
+  }
   if (n) n = checked_add(*n, C);       // final norm
   if (n) n = checked_add(*n, *embed);  // LM head
   if (n && with_embedding && !c.tie_word_embeddings) n = checked_add(*n, *embed);
@@ -167,8 +213,14 @@ int64_t LlamaConfig::num_params_without_embedding() const {
   return *n;
 }
 
+int64_t LlamaConfig::num_active_params_without_embedding() const {
+  const std::optional<int64_t> n = param_count(*this, false, /*active=*/true);
+  LJ_CHECK(n.has_value()) << "model '" << name << "': sizes overflow (validate() refuses them)";
+  return *n;
+}
+
 double LlamaConfig::flops_per_token(int64_t seq_len) const {
-  return 6.0 * static_cast<double>(num_params_without_embedding()) +
+  return 6.0 * static_cast<double>(num_active_params_without_embedding()) +
          12.0 * static_cast<double>(num_hidden_layers * num_attention_heads * head_dim) *
              static_cast<double>(seq_len);
 }
@@ -200,7 +252,7 @@ Status LlamaConfig::validate() const {
   if (rope_theta <= 0) return bad("rope_theta must be positive");
   if (sliding_window < 0) return bad("sliding_window must be positive (0: full attention)");
   if (max_window_layers < 0) return bad("max_window_layers must not be negative");
-  return ok_status();
+  return validate_moe();
 }
 
 std::vector<float> rope_inv_freq(const LlamaConfig& c) {

@@ -1,6 +1,8 @@
 #include "plan/memory_model.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "models/llama.h"
 
@@ -51,20 +53,21 @@ MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& mo
     // Gathered parameters in flight: the largest layer being computed plus the prefetch
     // bucket, bounded by stage3_max_live_parameters; small tensors persist unpartitioned.
     const auto specs = llama_param_specs(model);
-    int64_t largest = 0, persistent = 0;
+    int64_t largest = 0, persistent = 0, layer = 0;
+    // One layer's weights (the largest layer: a Qwen3-MoE's sparse layers outweigh its dense
+    // ones), summed from the layer's parameters ("model.layers.<l>." prefix).
+    std::map<std::string, int64_t> per_layer;
     for (const auto& sp : specs) {
       int64_t n = 1;
       for (int64_t d : sp.dims) n *= d;
       largest = std::max(largest, n);
       if (n < zero.stage3_param_persistence_threshold) persistent += n;
+      const std::string kLayers = "model.layers.";
+      if (sp.name.rfind(kLayers, 0) == 0) {
+        per_layer[sp.name.substr(0, sp.name.find('.', kLayers.size()))] += n;
+      }
     }
-    // One layer's weights: q, k, v, o, the MLP, and Qwen2's q/k/v biases, Qwen3's q/k norms.
-    const int64_t qkv =
-        model.head_dim * (model.num_attention_heads + 2 * model.num_key_value_heads);
-    const int64_t layer = 2 * model.hidden_size * model.head_dim *
-                              (model.num_attention_heads + model.num_key_value_heads) +
-                          3 * model.hidden_size * model.intermediate_size +
-                          (model.qkv_bias ? qkv : 0) + (model.qk_norm ? 2 * model.head_dim : 0);
+    for (const auto& [name, n] : per_layer) layer = std::max(layer, n);
     const int64_t live = std::min(std::max(layer, largest) + zero.stage3_prefetch_bucket_size,
                                   zero.stage3_max_live_parameters);
     gathered = 2.0 * static_cast<double>(live + persistent);

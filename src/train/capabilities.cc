@@ -29,6 +29,7 @@ const std::array kTable = {
     Capability{cpu, "profile", "on", true, "", ""},
     Capability{cpu, "ckpt-opt", "on", true, "", ""},
     Capability{cpu, "hf-weights", "on", true, "", ""},
+    Capability{cpu, "moe", "on", true, "", ""},
 
     Capability{cuda, "zero", "0", true, "", ""},
     Capability{cuda, "zero", "1", true, "", ""},
@@ -51,6 +52,9 @@ const std::array kTable = {
     Capability{cuda, "hf-weights", "on", false, "benchmark does not load HF weights onto the GPU",
                "use a preset or config.json (benchmark trains from fresh weights), `ljperf train "
                "--device cuda`, or --device cpu"},
+    Capability{cuda, "moe", "on", false,
+               "the GPU has no top-k, expert sort or grouped GEMM kernels yet",
+               "train mixture-of-experts models (Mixtral, Qwen3-MoE) with --device cpu"},
 };
 
 constexpr std::string_view kDeviceWords[] = {"the CPU", "the GPU"};
@@ -81,6 +85,7 @@ std::string_view feature_title(std::string_view feature) {
   if (feature == "profile") return "--profile";
   if (feature == "ckpt-opt") return "checkpoint optimization";
   if (feature == "hf-weights") return "HF weights in benchmark";
+  if (feature == "moe") return "mixture of experts";
   return feature;
 }
 

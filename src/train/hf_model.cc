@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "models/hf_config.h"
+#include "models/hub_names.h"
 
 namespace lj {
 namespace fs = std::filesystem;
@@ -72,20 +73,49 @@ StatusOr<HfModel> load_hf_model(const std::string& dir, Device& dev) {
     return &f->second;
   };
 
-  for (const ParamSpec& s : m.specs) {
-    LJ_ASSIGN_OR_RETURN(const SafetensorsFile* f, file_for(s.name));
-    const SafetensorsEntry* e = f->find(s.name);
+  // Whether the folder holds tensor `name` (in the index, or in the single file).
+  auto holds = [&](const std::string& name) -> StatusOr<bool> {
+    if (!where.empty()) return where.count(name) > 0;
+    LJ_ASSIGN_OR_RETURN(const SafetensorsFile* f, file_for(name));
+    return f->find(name) != nullptr;
+  };
+  // Reads tensor `name` of shape `dims` into `out`.
+  auto read = [&](const std::string& name, const std::vector<int64_t>& dims,
+                  std::span<float> out) -> Status {
+    LJ_ASSIGN_OR_RETURN(const SafetensorsFile* f, file_for(name));
+    const SafetensorsEntry* e = f->find(name);
     if (e == nullptr)
-      return not_found(f->path() + " has no tensor '" + s.name + "'",
+      return not_found(f->path() + " has no tensor '" + name + "'",
                        "do config.json and the weights describe the same model?");
-    if (e->shape != s.dims) {
-      return invalid_argument(f->path() + ": tensor '" + s.name + "' is " +
-                              dims_to_string(e->shape) + ", the config needs " +
-                              dims_to_string(s.dims));
+    if (e->shape != dims) {
+      return invalid_argument(f->path() + ": tensor '" + name + "' is " + dims_to_string(e->shape) +
+                              ", the config needs " + dims_to_string(dims));
     }
+    return f->read_f32(*e, out);
+  };
+
+  for (const ParamSpec& s : m.specs) {
     Tensor t = Tensor::empty(dev, DType::f32, s.dims, MemCategory::weights);
-    LJ_RETURN_IF_ERROR(
-        f->read_f32(*e, std::span<float>(t.data<float>(), static_cast<size_t>(t.numel()))));
+    const std::span<float> all(t.data<float>(), static_cast<size_t>(t.numel()));
+    // The Hub's tensors (per expert), or the parameter whole under ljperf's name, which is
+    // transformers 5's in-memory name (what ljperf's checkpoints and a torch save hold).
+    const std::vector<HubPiece> pieces = hub_pieces(m.config, s);
+    const bool renamed = pieces.size() > 1 || pieces[0].name != s.name;
+    LJ_ASSIGN_OR_RETURN(const bool whole, renamed ? holds(s.name) : StatusOr<bool>(true));
+    if (whole) {
+      LJ_RETURN_IF_ERROR(read(s.name, s.dims, all));
+    } else {
+      for (const HubPiece& p : pieces) {
+        const Status r =
+            read(p.name, p.dims,
+                 all.subspan(static_cast<size_t>(p.offset), static_cast<size_t>(numel_of(p.dims))));
+        if (!r.ok() && pieces.size() > 1) {
+          return r.with_context("expert weights of " + s.name + " (" +
+                                std::to_string(pieces.size()) + " per-expert tensors)");
+        }
+        LJ_RETURN_IF_ERROR(r);
+      }
+    }
     m.params.push_back(std::move(t));
   }
   return m;
@@ -141,11 +171,20 @@ Status save_hf_model(const std::string& dir, const LlamaConfig& config,
                                [&](FileWriter& w) { return w.write(cfg.data(), cfg.size()); });
   if (!s.ok()) return fail(s);
 
-  // Group tensors into shards of at most max_shard_bytes (a larger tensor gets its own shard).
+  // The Hub's tensors (experts one by one), grouped into shards of at most max_shard_bytes (a
+  // larger tensor gets its own shard).
+  std::vector<TensorToWrite> hub;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto* base =
+        static_cast<const char*>(dtype == DType::f32 ? params[i].raw() : half[i].data());
+    for (const HubPiece& p : hub_pieces(config, specs[i])) {
+      hub.push_back({p.name, dtype, p.dims, base + p.offset * dtype_size(dtype)});
+    }
+  }
   std::vector<std::vector<size_t>> shards(1);
   int64_t in_shard = 0, total = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto bytes = params[i].numel() * dtype_size(dtype);
+  for (size_t i = 0; i < hub.size(); ++i) {
+    const auto bytes = numel_of(hub[i].shape) * dtype_size(dtype);
     if (in_shard > 0 && in_shard + bytes > max_shard_bytes) shards.emplace_back(), in_shard = 0;
     shards.back().push_back(i);
     in_shard += bytes;
@@ -158,9 +197,8 @@ Status save_hf_model(const std::string& dir, const LlamaConfig& config,
     const std::string file = shards.size() == 1 ? "model.safetensors" : name;
     std::vector<TensorToWrite> ts;
     for (size_t i : shards[k]) {
-      ts.push_back({specs[i].name, dtype, params[i].dims(),
-                    dtype == DType::f32 ? params[i].raw() : half[i].data()});
-      weight_map[specs[i].name] = file;
+      ts.push_back(hub[i]);
+      weight_map[hub[i].name] = file;
     }
     s = write_safetensors(tmp + "/" + file, ts);
     if (!s.ok()) return fail(s);

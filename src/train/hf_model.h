@@ -2,7 +2,8 @@
 // model.safetensors.index.json. Loading converts bf16/f16 weights to f32 (the master weights);
 // saving writes f32, bf16 or f16 (rounded to nearest even) with HF tensor names, `format: pt`
 // metadata and config.json's torch_dtype naming the dtype written, so transformers'
-// from_pretrained reads it.
+// from_pretrained reads it. Experts are written one tensor each under the Hub's names
+// (models/hub_names.h); loading reads those, or the fused tensors transformers 5 holds in memory.
 #pragma once
 
 #include <string>

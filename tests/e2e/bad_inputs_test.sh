@@ -21,7 +21,7 @@ EOF
 cat >mixtral.json <<'EOF'
 {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 256,
  "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_local_experts": 8, "num_experts_per_tok": 2}
+ "num_local_experts": 8, "num_experts_per_tok": 9}
 EOF
 cat >deepseek.json <<'EOF'
 {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": 256,
@@ -90,7 +90,7 @@ run_case "malformed config.json" absent new "malformed.json" -- \
   "$LJ" train --model malformed.json --data tok.bin --out new "${small[@]}"
 run_case "unknown architecture in config.json" absent new "GPT2LMHeadModel" -- \
   "$LJ" train --model gpt2.json --data tok.bin --out new "${small[@]}"
-run_case "mixture-of-experts config.json (Mixtral)" absent new "mixture-of-experts" -- \
+run_case "Mixtral config.json with k > experts" absent new "num_experts_per_tok = 9 with 8 experts" -- \
   "$LJ" train --model mixtral.json --data tok.bin --out new "${small[@]}"
 run_case "DeepSeek-V3 config.json (MLA)" absent new "DeepseekV3ForCausalLM" -- \
   "$LJ" train --model deepseek.json --data tok.bin --out new "${small[@]}"

@@ -41,6 +41,7 @@ while IFS=$'\t' read -r feature value supported why; do
     profile) flags=(--profile) ;;
     ckpt-opt) flags=(--ckpt-opt) ;;
     hf-weights) model=(--model hf) flags=() ;;
+    moe) model=(--model tiny-moe) flags=() ;;
     *) fail "the table has a CPU feature this test does not know: $feature (add it here)" ;;
   esac
   rc=0

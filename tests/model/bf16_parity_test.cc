@@ -175,7 +175,8 @@ TEST_P(Bf16Parity, TenStepsAgainstTorchAutocast) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Bf16Parity,
                          ::testing::Combine(::testing::Values("gqa_llama3", "tied", "head_dim",
                                                               "qwen2", "qwen2_window", "qwen3",
-                                                              "mistral_window"),
+                                                              "mistral_window", "mixtral",
+                                                              "qwen3_moe", "qwen3_moe_step"),
                                             ::testing::Bool()),
                          [](const ::testing::TestParamInfo<Bf16Parity::ParamType>& info) {
                            return std::get<0>(info.param) +

@@ -19,6 +19,7 @@
 #include "gradcheck.h"
 #include "graph/autodiff/vjp.h"
 #include "graph/builder_fused.h"
+#include "graph/builder_moe.h"
 #include "op_test_util.h"
 
 namespace lj::test {
@@ -222,6 +223,19 @@ std::vector<GradCase> make_cases() {
                        {x_in("table", {6, 4}, 88),
                         int_in("ids", DType::i32, {2, 5}, {0, 3, 3, 5, 1, 3, 0, 2, 5, 5})},
                        [](Builder&, const Ins& in) { return Ins{gather(in[0], in[1])}; }});
+  // grouped_matmul with an empty group (expert 1), both weight layouts; its weight gradient
+  // (grouped_matmul_wgrad) and that op's own VJP through a second case.
+  for (bool tb : {true, false}) {
+    c.push_back(GradCase{
+        std::string("grouped_matmul_") + (tb ? "tb" : "nt"),
+        {x_in("x", {7, 4}, 90), x_in("w", tb ? Dims{3, 5, 4} : Dims{3, 4, 5}, 91),
+         int_in("g", DType::i32, {3}, {3, 0, 4})},
+        [tb](Builder&, const Ins& in) { return Ins{grouped_matmul(in[0], in[1], in[2], tb)}; }});
+  }
+  c.push_back(GradCase{
+      "grouped_matmul_wgrad",
+      {x_in("a", {6, 3}, 92), x_in("b", {6, 5}, 93), int_in("g", DType::i32, {3}, {2, 4, 0})},
+      [](Builder&, const Ins& in) { return Ins{grouped_matmul_wgrad(in[0], in[1], in[2])}; }});
   c.push_back(
       GradCase{"scatter_add_repeated_ids",
                {int_in("ids", DType::i64, {7}, {4, 0, 4, 2, 0, 4, 1}), x_in("src", {7, 3}, 89)},

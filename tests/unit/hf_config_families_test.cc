@@ -142,13 +142,11 @@ TEST(HfConfigFamilies, UnsupportedArchitecturesAreRefusedByName) {
     const char* expect;
   };
   const Case cases[] = {
-      {R"({"architectures": ["MixtralForCausalLM"]})",
-       "MixtralForCausalLM is not supported: mixture-of-experts models are not supported yet"},
-      {R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe"})",
-       "Qwen3MoeForCausalLM is not supported: mixture-of-experts models are not supported yet"},
+      {R"({"architectures": ["Qwen2MoeForCausalLM"]})",
+       "Qwen2MoeForCausalLM is not supported: Qwen2-MoE's shared expert"},
       {R"({"architectures": ["DeepseekV3ForCausalLM"]})", "multi-head latent attention"},
       {R"({"architectures": ["GemmaForCausalLM"]})", "GemmaForCausalLM is not supported"},
-      {R"({"model_type": "mixtral"})", "mixture-of-experts"},
+      {R"({"model_type": "qwen2_moe"})", "shared expert"},
       {R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "llama"})", "does not match"},
   };
   for (const Case& c : cases) {

@@ -13,6 +13,7 @@
 #include "graph/autodiff/vjp.h"
 #include "graph/builder.h"
 #include "graph/builder_fused.h"
+#include "graph/builder_moe.h"
 #include "graph/op_rules.h"
 
 namespace lj {
@@ -534,6 +535,19 @@ void build_every_op(EveryOpModel* m) {
       rope(transpose(reshape(h, Shape{kB, kT, 2, 4}), 1, 2), rope_table, rope_table * 0.5);
   h = h + reshape(transpose(rotated, 1, 2), Shape{kB, kT, 8});
   h = swiglu(h, hn);
+  // A mixture of experts: top 2 of 3 experts, rows sorted by expert, a grouped GEMM and its
+  // weight gradient, the rows gathered back and summed over the 2.
+  const Val router = b.param("router", DType::f32, Shape{3, 8});
+  const Val experts = b.param("experts", DType::f32, Shape{3, 8, 8});
+  const Val flat = reshape(h, Shape{kB * kT, 8});
+  const Val router_logits = matmul(flat, router, false, true);  // (B*T, 3)
+  const MoeSortResult sorted = moe_sort(topk(router_logits, 2), 3);
+  const Val rows = gather(flat, sorted.token);  // (B*T*2, 8)
+  const Val routed = grouped_matmul(rows, experts, sorted.group_sizes, true);
+  const Val back = reshape(gather(routed, sorted.inverse), Shape{kB * kT, 2, 8});
+  h = h + reshape(sum(back, {1}), Shape{kB, kT, 8}) +
+      sum(grouped_matmul_wgrad(rows, rows, sorted.group_sizes), {}) * 1e-3 +
+      mean(router_logits, {}) * 1e-3;
   // The fused ops of pattern fusion: a GEMM with the residual as epilogue, the chunked loss.
   h = matmul_add(h, wq, h, false, true);  // (B, T, 8)
   const Val fused_loss =

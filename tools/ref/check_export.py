@@ -5,8 +5,9 @@ Run by hand (needs torch + transformers, see make_fixtures.py for pinned version
   build/ljperf init --model tiny --out /tmp/ljm            # or `ljperf export` of a checkpoint
   python3 tools/ref/check_export.py build/ljperf /tmp/ljm
 It writes a token file, runs `ljperf eval --dump-logits` on the first batch, loads the folder
-with AutoModelForCausalLM.from_pretrained (Llama, Qwen2, Qwen3 or Mistral, as its config.json
-says), and compares logits and the mean loss.
+with AutoModelForCausalLM.from_pretrained (Llama, Qwen2, Qwen3, Mistral, Mixtral or Qwen3-MoE,
+as its config.json says), and compares logits and the mean loss (with the load-balancing term of
+a mixture of experts whose config sets output_router_logits).
 """
 import os
 import subprocess
@@ -40,8 +41,13 @@ def main():
     # Windows: row b covers tokens[b*T : b*T+T], targets the next token.
     targets = torch.tensor(tokens[1:B * T + 1].astype(np.int64)).view(B, T)
     with torch.no_grad():
-        logits = model(input_ids=ids).logits
+        out_hf = model(input_ids=ids)
+        logits = out_hf.logits
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).item()
+    # A mixture of experts with output_router_logits: the loss holds router_aux_loss_coef times the
+    # load-balancing loss, as MixtralForCausalLM and Qwen3MoeForCausalLM add it given labels.
+    if getattr(model.config, "output_router_logits", False):
+        loss += model.config.router_aux_loss_coef * out_hf.aux_loss.item()
     diff = np.abs(logits.numpy() - lj_logits).max()
     scale = np.abs(logits.numpy()).max()
     lj_loss = float(out.split("loss ")[1].split()[0])

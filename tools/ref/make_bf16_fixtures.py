@@ -27,12 +27,12 @@ which the test compares with ljperf's within one bf16 ulp (an f32 result does no
     (bf16_logits says where that differs from transformers' code).
 
 Regenerate (the venv of bench/peers; pinned: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0;
-the qwen2, qwen2_window, qwen3 and mistral_window files were written with transformers 5.24.0,
-bf16_ops.safetensors with transformers 5.25.0):
+the qwen2, qwen2_window, qwen3, mistral_window and the mixture-of-experts files were written with
+transformers 5.24.0, bf16_ops.safetensors with transformers 5.25.0):
   /tmp/peers-venv/bin/python tools/ref/make_bf16_fixtures.py tests/model/fixtures [name ...]
 With names, only those fixtures are (re)written; the name `ops` writes bf16_ops.safetensors. The
 model class is the config's model_type's (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-MistralForCausalLM).
+MistralForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM).
 """
 import json
 import math
@@ -45,12 +45,15 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-FIXTURES = ["gqa_llama3", "tied", "head_dim", "qwen2", "qwen2_window", "qwen3", "mistral_window"]
+FIXTURES = ["gqa_llama3", "tied", "head_dim", "qwen2", "qwen2_window", "qwen3", "mistral_window",
+            "mixtral", "qwen3_moe", "qwen3_moe_step"]
 STEPS = 10
 OPS = "ops"
 OPS_SEED = 36
 GEMMS = [(33, 48, 40), (32, 288, 48), (16, 1024, 32)]  # (M, K, N)
-LOGITS = FIXTURES
+# The dense fixtures (bf16_ops.safetensors was written before the mixture-of-experts ones; the
+# test compares these seven).
+LOGITS = FIXTURES[:7]
 
 
 def lr_at(t, step):

@@ -30,6 +30,8 @@ void register_attention(KernelTable& t);  // attention.cc: sdpa(_backward)
 void register_opaque(KernelTable& t);     // opaque.cc: host callbacks
 void register_collective(KernelTable& t);  // collective.cc: grad_reduce_start / _wait (unbound)
 void register_fused(KernelTable& t);       // fused.cc: fused_pointwise (the kernel IR interpreter)
+// moe.cc: topk, moe_sort, grouped_matmul(_wgrad)
+void register_moe(KernelTable& t);
 // Fused ops of pattern fusion.
 void register_norm(KernelTable& t);    // norm.cc: rms_norm, add_rms_norm, rms_norm_backward
 void register_swiglu(KernelTable& t);  // swiglu.cc: swiglu(_backward)

@@ -15,6 +15,7 @@ const KernelTable& kernels() {
     register_opaque(t);
     register_collective(t);
     register_fused(t);
+    register_moe(t);
     register_norm(t);
     register_swiglu(t);
     register_rope(t);

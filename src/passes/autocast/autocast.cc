@@ -19,6 +19,9 @@ constexpr AutocastRule kAutocastRules[] = {
     // Contractions and attention: the FLOPs. bf16 operands, f32 accumulation inside the kernel.
     {Op::matmul,               P::low,    "GEMM on bf16 operands (oneDNN, AMX / AVX512_BF16)"},
     {Op::matmul_add,           P::low,    "GEMM with the residual add as epilogue, bf16"},
+    {Op::grouped_matmul,       P::low,    "the experts' GEMMs, as matmul"},
+    {Op::grouped_matmul_wgrad, P::low,    "the experts' weight gradients, as matmul's"},
+    {Op::topk,                 P::keep,   "indices of the router's probabilities (softmax: f32)"},
     {Op::sdpa,                 P::low,    "bf16 q, k, v; the softmax inside runs in f32"},
     // Losses and softmax: f32, as torch.autocast and DeepSpeed keep them.
     {Op::cross_entropy,        P::keep,   "bf16 logits; the kernel's softmax and the loss are f32"},

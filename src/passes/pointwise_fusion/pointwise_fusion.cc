@@ -209,9 +209,25 @@ class Fuser {
             static_cast<double>(bf16_to_f32(f32_to_bf16(static_cast<float>(value)))) == value;
         if (exact) return {Operand::literal, v, value};
       }
-      if (n.op == Op::expand) return resolve(n.inputs[0], in_group, dtype);
+      // An expand is read as a broadcast load of its input, unless that input (or the expand)
+      // is fused into another group: there it may live only inside the kernel (a group outputs
+      // the expanded value, not the one before the expand, which CSE may have shared between
+      // layers), so this group loads the expand's own value.
+      if (n.op == Op::expand && !fused_elsewhere(static_cast<size_t>(p), in_group)) {
+        const NodeId q = g_.value(n.inputs[0]).node;
+        if (q < 0 || !fused_elsewhere(static_cast<size_t>(q), in_group))
+          return resolve(n.inputs[0], in_group, dtype);
+      }
     }
     return {Operand::load, v, 0};
+  }
+
+  // Whether node i is a member of another group of several nodes (one fused node replaces them).
+  bool fused_elsewhere(size_t i, const std::set<size_t>& in_group) const {
+    const int gi = group_of_[i];
+    if (gi < 0 || in_group.count(i)) return false;
+    const Group& gr = groups_[static_cast<size_t>(gi)];
+    return gr.alive && gr.members.size() > 1;
   }
 
   // '1' per dim of `loop` where `s` (right-aligned) spans it, '0' where it broadcasts, '*' where

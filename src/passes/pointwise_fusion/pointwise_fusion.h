@@ -19,9 +19,11 @@
 // A reduction joins only as the last member: its input is a member of the loop shape, and the
 // group closes. `constant` nodes and `expand`s of values outside the group are not members: each
 // group reads them as a literal or as a broadcast load (shared constants stay shared; dce drops
-// what is no longer read). `expand` of a member is a member (a broadcast in the loop). A node that
-// is not kFusible (matmul, sdpa, gather, collectives, opaque ops) never joins, so graph breaks
-// are respected. Groups of one node stay as they were.
+// what is no longer read), except an expand whose input is fused into another group, which is
+// loaded expanded (that input may exist only inside the other group's kernel). `expand` of a member
+// is a member (a broadcast in the loop). A node that is not kFusible (matmul, sdpa, gather,
+// collectives, opaque ops) never joins, so graph breaks are respected. Groups of one node stay as
+// they were.
 //
 // Outputs of a group: its members read outside the group or that are graph outputs (value ids are
 // kept, so nothing else is rewritten), then the reduction. The fused node takes the phase and

@@ -1,0 +1,168 @@
+// CPU kernels of the mixture-of-experts ops: topk, moe_sort (a counting sort of the routed rows
+// by expert), and the grouped GEMM with run-time group sizes and its weight gradient. Each group
+// is one GEMM (gemm.h) on every thread, groups one after another in expert order, so results
+// are bitwise reproducible for a given thread count. Group sizes are data: a set that does not
+// sum to the routed rows, or an expert id out of range, is a Status, never a wild write.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_util.h"
+#include "backends/cpu/gemm.h"
+
+namespace lj::cpu {
+namespace {
+
+// x (rows, E) -> indices (rows, k): largest first, equal values in index order.
+Status topk_forward(KernelContext& c) {
+  const TensorView& x = c.in[0];
+  TensorView& out = c.out[0];
+  const int64_t e = x.dims.back(), k = out.dims.back();
+  const int64_t rows = e == 0 ? 0 : x.numel() / e;
+  LJ_CHECK(k <= e && out.dtype == DType::i32);
+  int32_t* idx = out.as<int32_t>();
+  dispatch_float(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = x.as<T>();
+    parallel_for(c.threads, rows, 256, [&](int64_t r0, int64_t r1) {
+      std::vector<char> taken(static_cast<size_t>(e));
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* row = src + r * e;
+        std::fill(taken.begin(), taken.end(), 0);
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t best = -1;
+          for (int64_t i = 0; i < e; ++i) {
+            if (taken[static_cast<size_t>(i)]) continue;
+            // NaN ranks above every number, as in torch.topk.
+            if (best < 0 || row[i] > row[best] || (row[i] != row[i] && row[best] == row[best]))
+              best = i;
+          }
+          taken[static_cast<size_t>(best)] = 1;
+          idx[r * k + j] = static_cast<int32_t>(best);
+        }
+      }
+    });
+  });
+  return ok_status();
+}
+
+// indices (N, k) -> token (N*k), inverse (N*k), group_sizes (E).
+Status moe_sort_forward(KernelContext& c) {
+  const TensorView& ids = c.in[0];
+  const int64_t k = ids.dims[1], rows = ids.numel();
+  const int64_t experts = c.attrs().i("experts");
+  int32_t* token = c.out[0].as<int32_t>();
+  int32_t* inverse = c.out[1].as<int32_t>();
+  int32_t* sizes = c.out[2].as<int32_t>();
+  return dispatch_index(ids.dtype, [&](auto tag) -> Status {
+    using I = decltype(tag);
+    const I* id = ids.as<I>();
+    std::vector<int64_t> next(static_cast<size_t>(experts) + 1, 0);
+    for (int64_t f = 0; f < rows; ++f) {
+      if (id[f] < 0 || id[f] >= experts) {
+        return out_of_range("moe_sort: expert id " + std::to_string(id[f]) + " at " +
+                                std::to_string(f) + " is outside [0, " + std::to_string(experts) +
+                                ")",
+                            "the router's top-k indices must be below the expert count");
+      }
+      ++next[static_cast<size_t>(id[f]) + 1];
+    }
+    for (int64_t e = 0; e < experts; ++e) sizes[e] = static_cast<int32_t>(next[e + 1]);
+    for (int64_t e = 0; e < experts; ++e) next[e + 1] += next[e];
+    for (int64_t f = 0; f < rows; ++f) {
+      const int64_t r = next[static_cast<size_t>(id[f])]++;
+      token[r] = static_cast<int32_t>(f / k);
+      inverse[f] = static_cast<int32_t>(r);
+    }
+    return ok_status();
+  });
+}
+
+// The row offset of each group; a Status when the sizes do not cover exactly `rows` rows.
+StatusOr<std::vector<int64_t>> group_offsets(const TensorView& sizes, int64_t rows,
+                                             const char* op) {
+  std::vector<int64_t> off(static_cast<size_t>(sizes.numel()) + 1, 0);
+  Status bad;
+  dispatch_index(sizes.dtype, [&](auto tag) {
+    using I = decltype(tag);
+    const I* s = sizes.as<I>();
+    for (int64_t e = 0; e < sizes.numel(); ++e) {
+      if (s[e] < 0) bad = out_of_range(std::string(op) + ": a negative group size", "");
+      off[static_cast<size_t>(e) + 1] = off[static_cast<size_t>(e)] + static_cast<int64_t>(s[e]);
+    }
+  });
+  LJ_RETURN_IF_ERROR(bad);
+  if (off.back() != rows) {
+    return out_of_range(std::string(op) + ": group sizes sum to " + std::to_string(off.back()) +
+                            ", not the " + std::to_string(rows) + " routed rows",
+                        "group_sizes must come from moe_sort of the same routing");
+  }
+  return off;
+}
+
+// One GEMM c (m, n) = op(a) (m, k) x op(b) (k, n), dense operands.
+void gemm_dense(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                float* c, int threads) {
+  ScopedOmpThreads omp(threads);
+  gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+}
+void gemm_dense(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, const double* b,
+                double* c, int threads) {
+  gemm(ta, tb, m, n, k, 1.0, a, ta ? m : k, b, tb ? k : n, 0.0, c, n, threads);
+}
+
+// x (R, K), w (E, N, K) [tb] or (E, K, N) -> y (R, N).
+Status grouped_matmul_forward(KernelContext& c) {
+  const TensorView& x = c.in[0];
+  const TensorView& w = c.in[1];
+  TensorView& y = c.out[0];
+  const bool tb = c.attrs().b("tb");
+  const int64_t rows = x.dims[0], kd = x.dims[1], n = y.dims[1], experts = w.dims[0];
+  LJ_ASSIGN_OR_RETURN(std::vector<int64_t> off, group_offsets(c.in[2], rows, "grouped_matmul"));
+  dispatch_float(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t r0 = off[static_cast<size_t>(e)], m = off[static_cast<size_t>(e) + 1] - r0;
+      if (m == 0) continue;
+      gemm_dense(false, tb, m, n, kd, x.as<T>() + r0 * kd, w.as<T>() + e * n * kd,
+                 y.as<T>() + r0 * n, c.threads);
+    }
+  });
+  return ok_status();
+}
+
+// a (R, P), b (R, Q) -> out (E, P, Q) = a_e^T b_e.
+Status grouped_matmul_wgrad_forward(KernelContext& c) {
+  const TensorView& a = c.in[0];
+  const TensorView& b = c.in[1];
+  TensorView& out = c.out[0];
+  const int64_t rows = a.dims[0], p = a.dims[1], q = b.dims[1], experts = out.dims[0];
+  LJ_ASSIGN_OR_RETURN(std::vector<int64_t> off,
+                      group_offsets(c.in[2], rows, "grouped_matmul_wgrad"));
+  dispatch_float(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t r0 = off[static_cast<size_t>(e)], m = off[static_cast<size_t>(e) + 1] - r0;
+      T* dst = out.as<T>() + e * p * q;
+      if (m == 0) {
+        std::memset(dst, 0, static_cast<size_t>(p * q) * sizeof(T));
+        continue;
+      }
+      gemm_dense(true, false, p, q, m, a.as<T>() + r0 * p, b.as<T>() + r0 * q, dst, c.threads);
+    }
+  });
+  return ok_status();
+}
+
+}  // namespace
+
+void register_moe(KernelTable& t) {
+  t[Op::topk] = topk_forward;
+  t[Op::moe_sort] = moe_sort_forward;
+  t[Op::grouped_matmul] = grouped_matmul_forward;
+  t[Op::grouped_matmul_wgrad] = grouped_matmul_wgrad_forward;
+}
+
+}  // namespace lj::cpu

@@ -1,0 +1,70 @@
+#include "models/moe.h"
+
+#include "graph/builder_moe.h"
+
+namespace lj {
+namespace {
+
+const Dim kB = Dim::sym('B');
+const Dim kT = Dim::sym('T');
+
+}  // namespace
+
+void moe_param_specs(const LlamaConfig& c, const std::string& prefix, std::vector<ParamSpec>* p) {
+  const int64_t C = c.hidden_size, E = c.moe.num_experts, F = c.moe.moe_intermediate_size;
+  p->push_back({prefix + "mlp.gate.weight", {E, C}});
+  p->push_back({prefix + "mlp.experts.gate_up_proj", {E, 2 * F, C}});
+  p->push_back({prefix + "mlp.experts.down_proj", {E, C, F}});
+}
+
+MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_down) {
+  Builder& b = *h.b;
+  const int64_t C = c.hidden_size, E = c.moe.num_experts, K = c.moe.top_k;
+  const int64_t F = c.moe.moe_intermediate_size;
+  const Dim N = kB * kT;
+  MoeMlp r;
+  Val x = reshape(h, {N, C});
+  Val probs, chosen, onehot;  // (N, E), (N, K), (N, K, E)
+  Val token, inverse, sizes;
+  {
+    ScopeGuard s(b, "gate");
+    probs = softmax(matmul(x, w_router, false, true), -1);
+    Val idx = topk(probs, K);  // (N, K) i32
+    onehot = cast(eq(reshape(idx, {N, K, 1}), iota(b, Shape{E}, 0, DType::i32)), probs.dtype());
+    chosen = sum(onehot * reshape(probs, {N, 1, E}), {-1});
+    if (c.moe.norm_topk_prob) chosen = chosen / sum(chosen, {-1}, /*keepdim=*/true);
+    MoeSortResult sorted = moe_sort(idx, E);
+    token = sorted.token, inverse = sorted.inverse, sizes = sorted.group_sizes;
+  }
+  {
+    ScopeGuard s(b, "experts");
+    Val rows = gather(x, token);                                 // (N*K, C), by expert
+    Val gate_up = grouped_matmul(rows, w_gate_up, sizes, true);  // (N*K, 2F)
+    Val act = silu(slice(gate_up, -1, 0, F)) * slice(gate_up, -1, F, 2 * F);
+    Val y = grouped_matmul(act, w_down, sizes, true);   // (N*K, C)
+    Val back = reshape(gather(y, inverse), {N, K, C});  // (token, choice) order
+    Val weights = reshape(chosen, {N, K, 1});
+    if (weights.valid() && back.valid() && weights.dtype() != back.dtype())
+      weights = cast(weights, back.dtype());
+    r.out = reshape(sum(back * weights, {1}), {kB, kT, C});
+  }
+  {
+    ScopeGuard s(b, "router_stats");
+    r.load_fraction = mean(sum(onehot, {1}), {0});  // (E)
+    r.prob_mean = mean(probs, {0});                 // (E)
+  }
+  return r;
+}
+
+Val load_balancing_loss(const LlamaConfig& c, const std::vector<MoeMlp>& layers) {
+  if (layers.empty()) return {};
+  Val fraction = layers[0].load_fraction, prob = layers[0].prob_mean;
+  for (size_t l = 1; l < layers.size(); ++l) {
+    fraction = fraction + layers[l].load_fraction;
+    prob = prob + layers[l].prob_mean;
+  }
+  const auto n = static_cast<double>(layers.size());
+  return sum(fraction * prob, {}) * (static_cast<double>(c.moe.num_experts) / (n * n));
+}
+
+}  // namespace lj
