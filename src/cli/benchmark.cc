@@ -234,7 +234,8 @@ StatusOr<Resolved> resolve_for_gpu(const BenchmarkArgs& a, DistSession& dist) {
   if (checkpoint_optimization_requested(a.f.ckpt_opt)) {
     LJ_RETURN_IF_ERROR(require_capability(TrainDevice::cuda, "ckpt-opt", "on"));
   }
-  if (r.model.config.is_moe()) LJ_RETURN_IF_ERROR(require_capability(TrainDevice::cuda, "moe", "on"));
+  if (r.model.config.is_moe())
+    LJ_RETURN_IF_ERROR(require_capability(TrainDevice::cuda, "moe", "on"));
   r.step.data_parallel = dist.data_parallel(r.dp.zero);
   r.step.comm_options.timeout_seconds = a.f.comm_timeout_s;
   LJ_RETURN_IF_ERROR(check_gpu_step_config(r.step));
