@@ -126,6 +126,22 @@ int64_t c_floats(const Sizes& s) {
   return s.mc * s.nc;
 }
 
+// c (mc x nc, row stride ldc) = alpha * A B + beta * c over one k block of kc, A and B packed
+// (ap, bp). Row panels outer: a's 14-row panel stays in L1 while b's panels stream from L2.
+void block_tiles(bool ta, int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp,
+                 float* c, int64_t ldc, float alpha, float beta) {
+  const int64_t a_step = sgemm_detail::a_panel_floats(ta, kc);
+  for (int64_t ir = 0; ir < mc; ir += kMr) {
+    const int mr = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
+    const float* a_panel = ap + ir / kMr * a_step;
+    for (int64_t jr = 0; jr < nc; jr += kNr) {
+      const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
+      sgemm_detail::micro_tile(!ta, mr, nr, kc, a_panel, bp + jr * kc, c + ir * ldc + jr, ldc,
+                               alpha, beta);
+    }
+  }
+}
+
 // One thread's part, single-threaded, into f32 c. T: the operands' type (float, or bf16 bits).
 template <class T>
 void run_part(bool ta, bool tb, const Part& part, int64_t k, float alpha, const T* a, int64_t lda,
@@ -139,22 +155,12 @@ void run_part(bool ta, bool tb, const Part& part, int64_t k, float alpha, const 
     for (int64_t pc = 0; pc < k; pc += s.kc) {
       const int64_t kc = std::min(s.kc, k - pc);
       const float beta_k = pc == 0 ? beta : 1.0f;
-      const int64_t a_step = sgemm_detail::a_panel_floats(ta, kc);
       sgemm_detail::pack_b(tb, b, ldb, pc, part.j0 + jc, kc, nc, bp);
       for (int64_t ic = 0; ic < part.m; ic += s.mc) {
         const int64_t mc = std::min(s.mc, part.m - ic);
         sgemm_detail::pack_a(ta, a, lda, part.i0 + ic, pc, mc, kc, ap);
-        // Row panels outer: a's 14-row panel stays in L1 while b's panels stream from L2.
-        for (int64_t ir = 0; ir < mc; ir += kMr) {
-          const int mr = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
-          const float* a_panel = ap + ir / kMr * a_step;
-          for (int64_t jr = 0; jr < nc; jr += kNr) {
-            const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
-            float* ct = c + (part.i0 + ic + ir) * ldc + part.j0 + jc + jr;
-            sgemm_detail::micro_tile(!ta, mr, nr, kc, a_panel, bp + jr * kc, ct, ldc, alpha,
-                                     beta_k);
-          }
-        }
+        block_tiles(ta, mc, nc, kc, ap, bp, c + (part.i0 + ic) * ldc + part.j0 + jc, ldc, alpha,
+                    beta_k);
       }
     }
   }
@@ -177,18 +183,9 @@ void run_part_bf16_out(bool ta, bool tb, const Part& part, int64_t k, const uint
       const int64_t mc = std::min(s.mc, part.m - ic);
       for (int64_t pc = 0; pc < k; pc += s.kc) {
         const int64_t kc = std::min(s.kc, k - pc);
-        const int64_t a_step = sgemm_detail::a_panel_floats(ta, kc);
         sgemm_detail::pack_b(tb, b, ldb, pc, part.j0 + jc, kc, nc, bp);
         sgemm_detail::pack_a(ta, a, lda, part.i0 + ic, pc, mc, kc, ap);
-        for (int64_t ir = 0; ir < mc; ir += kMr) {
-          const int mr = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
-          const float* a_panel = ap + ir / kMr * a_step;
-          for (int64_t jr = 0; jr < nc; jr += kNr) {
-            const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
-            sgemm_detail::micro_tile(!ta, mr, nr, kc, a_panel, bp + jr * kc, cp + ir * s.nc + jr,
-                                     s.nc, 1.0f, pc == 0 ? 0.0f : 1.0f);
-          }
-        }
+        block_tiles(ta, mc, nc, kc, ap, bp, cp, s.nc, 1.0f, pc == 0 ? 0.0f : 1.0f);
       }
       for (int64_t i = 0; i < mc; ++i) {
         float* src = cp + i * s.nc;
