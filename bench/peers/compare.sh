@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# ljperf's ablation next to its PyTorch peers (transformers' LlamaForCausalLM, eager and under
-# torch.compile), on the same model, batch, sequence length, AdamW settings and threads, with the
+# ljperf's ablation next to its PyTorch peers (the transformers class the model's config.json
+# names, eager and under torch.compile), on the same model, batch, sequence length, AdamW settings and threads, with the
 # runs interleaved round by round so that load drifts hit every row alike; one table and one chart
 # (ljperf ablation's renderer) with a ratio column against PyTorch eager.
 #
 #   bench/peers/compare.sh [--ljperf build/ljperf] [--python .venv-peers/bin/python]
-#                          [--rounds 3] [--model small] [--out bench/peers/small]
+#                          [--rounds 3] [--model small|CONFIG.json] [--out bench/peers/NAME]
 #                          [--batch-size N] [--seq-len N] [--threads N] [--steps N]
 #                          [--warmup-steps N] [--seed N] [--precision fp32|bf16]
 #
@@ -44,7 +44,13 @@ while [ $# -gt 0 ]; do
        echo "hint: bench/peers/compare.sh --help lists the flags" >&2; exit 2 ;;
   esac
 done
-out=${out:-bench/peers/$model}
+# A name for the model's folders: the preset, or the folder of a config.json path.
+case "$model" in
+  */config.json) name=$(basename "$(dirname "$model")") ;;
+  */*) name=$(basename "$model") ;;
+  *) name=$model ;;
+esac
+out=${out:-bench/peers/$name}
 [ -x "$ljperf" ] || { echo "error: $ljperf is not an executable" >&2; echo "hint: build first or pass --ljperf" >&2; exit 1; }
 "$python" -c 'import torch, transformers' 2>/dev/null || {
   echo "error: $python cannot import torch and transformers" >&2
@@ -58,7 +64,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # The model: the preset's own config.json and initial weights, for both sides.
-"$ljperf" init --model "$model" --out "$work/$model" >/dev/null
+"$ljperf" init --model "$model" --out "$work/$name" >/dev/null
 echo "== load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 froms=()
 for r in $(seq "$rounds"); do
@@ -69,7 +75,7 @@ for r in $(seq "$rounds"); do
     echo "== round $r/$rounds: PyTorch $mode" >&2
     flag=()
     [ "$mode" = compile ] && flag=(--compile)
-    "$python" "$here/peer_train.py" --model-dir "$work/$model" --round "$r" "${flag[@]}" "${shape[@]}" \
+    "$python" "$here/peer_train.py" --model-dir "$work/$name" --round "$r" "${flag[@]}" "${shape[@]}" \
       >>"$work/peers.jsonl" 2>"$work/peer_$mode.$r.log" ||
       { tail -5 "$work/peer_$mode.$r.log" >&2; echo "error: peer_train.py ($mode, round $r) failed" >&2; exit 1; }
   done

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch peer of `ljperf benchmark`: trains transformers' LlamaForCausalLM on seeded synthetic
-tokens with ljperf's settings and prints one JSON line (tokens/s, peak RSS) that
+"""PyTorch peer of `ljperf benchmark`: trains the transformers model its config.json names
+(LlamaForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, ...) on seeded synthetic tokens with ljperf's settings and prints one JSON line (tokens/s, peak RSS) that
 `ljperf ablation --peer-results` reads.
 
 Pinned (bench/peers/compare.sh installs them): torch==2.15.0, transformers==5.23.0, Python 3.11.
@@ -13,7 +13,9 @@ initial weights. What matches `ljperf benchmark`:
     loss in f32: what the DeepSpeed recipe does on a CPU); micro-batch x sequence length; `--steps` steps of which the first `--warmup-steps`
     are not measured; tokens/s = tokens per step / median measured step (ljperf's summary);
   - loss: mean cross-entropy over all B x T positions of next-token targets (ljperf's synthetic
-    batch: tokens and targets are consecutive windows of one random stream);
+    batch: tokens and targets are consecutive windows of one random stream); for a mixture of
+    experts with output_router_logits, plus router_aux_loss_coef x the load-balancing loss
+    transformers returns (as its own forward adds it when given labels, and as ljperf does);
   - AdamW lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on every parameter, global
     gradient-norm clipping at 1.0 (src/train/adamw.h, train_step.h);
   - threads: torch.set_num_threads (0: every core the process may use, as ljperf's 0);
@@ -50,12 +52,12 @@ def main():
     import torch
     import torch.nn.functional as F
     import transformers
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     threads = a.threads if a.threads > 0 else len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
     torch.manual_seed(a.seed)
-    model = LlamaForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
+    model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
                                              attn_implementation="sdpa")
     model.train()
     vocab = model.config.vocab_size
@@ -71,8 +73,10 @@ def main():
         x, y = stream[:, :T].contiguous(), stream[:, 1:].contiguous()
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            logits = forward(input_ids=x).logits
-        loss = F.cross_entropy(logits.reshape(-1, vocab).float(), y.reshape(-1))
+            out = forward(input_ids=x)
+        loss = F.cross_entropy(out.logits.reshape(-1, vocab).float(), y.reshape(-1))
+        if getattr(out, "aux_loss", None) is not None:
+            loss = loss + model.config.router_aux_loss_coef * out.aux_loss.float()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -93,6 +97,7 @@ def main():
         "step_seconds": step_s,
         "final_loss": losses[-1],
         "model": os.path.basename(os.path.normpath(a.model_dir)),
+        "architecture": model.config.architectures[0] if model.config.architectures else "",
         "batch_size": B,
         "seq_len": T,
         "precision": a.precision,
