@@ -45,9 +45,10 @@ cpu_of() {  # cpu_of BIN STEPS OUT SIDE_FLAGS: runs, prints user+sys seconds of 
     --skip-steps "$(( $2 > 2 ? 2 : 1 ))" >"$3" 2>&1
   awk '{print $1 + $2}' "$3.time"
 }
-tokens=$(( $(echo "${args[@]}" | sed -n 's/.*--batch-size \([0-9]*\).*/\1/p') ))
-seq=$(( $(echo "${args[@]}" | sed -n 's/.*--seq-len \([0-9]*\).*/\1/p') ))
-tokens=$(( ${tokens:-4} * ${seq:-256} ))
+# Tokens per step: benchmark's defaults (batch 4, seq 256) where the flags do not set them.
+batch=$(echo "${args[*]}" | sed -n 's/.*--batch-size \([0-9]*\).*/\1/p')
+seq=$(echo "${args[*]}" | sed -n 's/.*--seq-len \([0-9]*\).*/\1/p')
+tokens=$(( ${batch:-4} * ${seq:-256} ))
 echo "load before: $(uptime)"
 echo "flags: ${args[*]}  (A: $a $a_flags; B: $b $b_flags; steps $steps, $rounds rounds, tokens per step $tokens)"
 for r in $(seq 1 "$rounds"); do
@@ -77,7 +78,7 @@ echo "median B: tokens/s $tb  CPU s/step $cb  tokens per CPU-s $(awk -v c="$cb" 
 echo "B/A: tokens/s $(awk -v a="$ta" -v b="$tb" 'BEGIN {printf "%.3f", b / a}')x   CPU per step $(awk -v a="$ca" -v b="$cb" 'BEGIN {printf "%.3f", b / a}')x"
 # Paired: each round's B/A (both runs of a round saw about the same host), then the median and the
 # range over the rounds. On a shared guest whose steps move by 10-15% from minute to minute, this
-# resolves what the ratio of the medians does not (bench/speed/RESULTS.md, session 10).
+# resolves what the ratio of the medians does not (bench/archive/speed.md, session 10).
 paired() {  # paired A_FILE B_FILE: "median (min-max)" of B/A over the rounds
   paste "$1" "$2" | awk '{print $2 / $1}' | sort -g |
     awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;

@@ -109,8 +109,18 @@ while IFS= read -r line; do
       fi ;;
     *build-cuda/ljperf*)
       skip_line "$line" "needs a GPU: tools/gpu_check.sh runs the CUDA path" ;;
-    bench/compile/ablation.sh | "bench/peers/compare.sh"*)
-      skip_line "$line" "a benchmark of minutes (compare.sh also needs PyTorch)" ;;
+    "bench/speed/ab.sh "*)
+      # The A/B harness, one round of the tiny preset. It times each run with /usr/bin/time
+      # (Debian's `time`, which tools/setup.sh does not install).
+      if [ -x /usr/bin/time ]; then
+        run_line "$ROOT/$(set_flags "$line" --rounds 1 --steps 3 --model tiny --seq-len 64 --threads 2)"
+        grep -q "^paired B/A over 1 rounds: tokens/s [0-9]" "out.$((ran - 1))" ||
+          fail "ab.sh printed no paired ratio: $(tail -3 "out.$((ran - 1))")"
+      else
+        skip_line "$line" "no /usr/bin/time here (Debian package time)"
+      fi ;;
+    "bench/peers/compare.sh"*)
+      skip_line "$line" "a benchmark of minutes that needs PyTorch" ;;
     *)
       fail "README line not covered by readme_test.sh: $line" ;;
   esac
