@@ -23,11 +23,13 @@ cd "$(dirname "$0")/.."
 # libpcre2-dev: tokenizer.json's pre-tokenizer regexes (PCRE2 with JIT); zlib1g-dev: .gz corpora
 # (both for ljperf tokenize); libutf8proc-dev: the Unicode normalizers (NFC, NFKC, ...) of
 # tokenizer.json (Qwen's is NFC). iproute2: `ip`, with which e2e dist_multihost_test makes its two
-# "hosts" (network namespaces joined by a veth pair); minbase Debian has no `ip`.
+# "hosts" (network namespaces joined by a veth pair); minbase Debian has no `ip`. time:
+# /usr/bin/time, with which bench/speed/ab.sh reads each run's CPU time (the README's A/B line,
+# run by e2e readme_test).
 readonly packages=(
   build-essential cmake ninja-build pkg-config libpcre2-dev zlib1g-dev libutf8proc-dev
   libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-  libopenmpi-dev openmpi-bin iproute2
+  libopenmpi-dev openmpi-bin iproute2 time
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
