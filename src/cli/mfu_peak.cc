@@ -22,7 +22,7 @@ MfuPeak mfu_peak(DType dtype, int threads_per_rank, int ranks_on_host, int world
     if (may_probe) {
       // Measured now, not read from the cache: this host's speed moves (a VM, turbo), and a peak
       // from hours before misstates MFU (442.5 at 06:23, 493.0 at 08:23 GFLOP/s on the 2-core
-      // guest of bench/speed/RESULTS.md, session 9). The probe takes about 0.3 s.
+      // guest of bench/archive/speed.md, session 9). The probe takes about 0.3 s.
       auto m = host_peak(d, threads, /*remeasure=*/true);
       if (m.ok()) return *m;
       return std::nullopt;

@@ -12,7 +12,7 @@
 // against oneDNN 2.6.3's own allocations (an LD_PRELOAD trace of posix_memalign) on an AVX-512
 // host, shapes of the random validation set: exact for the shared copies (e.g. 1280 x 16666 x
 // 128: 8,556,544 B) and within 2 KiB per thread for the rest. AVX2: against the isolated
-// measurements on the AMD EPYC host (bench/plan/RESULTS.md: small's LM head adds 14 MiB of
+// measurements on the AMD EPYC host (bench/archive/plan.md: small's LM head adds 14 MiB of
 // VmHWM above 384 rows, 2.7-4.4 MiB up to 384, 14 MiB at N 64000, 7 MiB at N 8000): the model
 // gives 11.4, 0.5, 11.4 and 4.8 MiB, the same steps ~2.5 MiB lower (the isolated figures include
 // the first call's JIT kernels, which a training process holds in its baseline). Other ISAs:

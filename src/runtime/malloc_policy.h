@@ -37,7 +37,7 @@ int64_t block_resident_bytes(int64_t bytes, int64_t alignment = 64);
 // MADV_HUGEPAGE over the blocks it takes from the system (where the host's THP mode, "madvise" or
 // "always", honours it). A step streams operands of tens of MiB (the LM head's weight, its
 // gradient and its chunk of logits), and with 4 KiB pages each page is a TLB miss, which under
-// virtualisation walks two page tables. Measured (bench/speed/RESULTS.md) on a 2-core KVM guest:
+// virtualisation walks two page tables. Measured (bench/archive/speed.md) on a 2-core KVM guest:
 // session 7 (lever 8), `small` compiled 8-14% less CPU per step with other processes on the
 // cores, 1-3% at load 1.6-3.4, the wider model (hidden 1024) 0-4% more; session 9, with a
 // layer's GEMMs on ljperf's own GEMM, `small` compiled 1.039x tokens/s and the wider model

@@ -24,7 +24,7 @@ namespace {
 // pass waits on, not memory: on this project's hosts (2 threads, small's 23.7M parameters) a
 // square root and two divisions per element ran at 19-20 GB/s, a square root and one division
 // at 22-23, a square root and the reciprocal at 39-41, memory alone at 43-45
-// (bench/speed/RESULTS.md, session 8). An infinite denominator gives 0, as the division would.
+// (bench/archive/speed.md, session 8). An infinite denominator gives 0, as the division would.
 // GCC 12's unmasked forms of sqrt, rcp14, the shifts and the 16-bit narrowing pass an undefined
 // vector, which -Wmaybe-uninitialized flags; the all-lanes maskz forms compile the same.
 constexpr __mmask16 kAll = 0xFFFF;

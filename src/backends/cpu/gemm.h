@@ -53,10 +53,10 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t
                const uint16_t* b, void* c, bool c_f32, bool accumulate);
 // Whether gemm_bf16 runs ljperf's own GEMM: on Intel hosts where the own f32 GEMM runs
 // (own_sgemm_enabled) and oneDNN has no AMX. There oneDNN runs bf16 on vdpbf16ps, which on the
-// Intel class without AMX (Xeon, AVX512_BF16 and AVX512_FP16, 2 vCPUs; session 16,
-// bench/speed/RESULTS.md) peaks at half the f32 FMA rate: dot-product probe 168-174 GFLOP/s
-// against 342-354 for f32 FMA, and the wide model's bf16 GEMMs ran at 129 GFLOP/s against 196
-// for its f32 ones on the own GEMM. AMD Zen 4 (AVX512_BF16, double-rate dot products) and AMX
+// Intel class without AMX (Xeon, AVX512_BF16 and AVX512_FP16, 2 vCPUs;
+// bench/archive/precision.md, session 16) peaks at half the f32 FMA rate: dot-product probe 168-174
+// GFLOP/s against 342-354 for f32 FMA, and the wide model's bf16 GEMMs ran at 129 GFLOP/s against
+// 196 for its f32 ones on the own GEMM. AMD Zen 4 (AVX512_BF16, double-rate dot products) and AMX
 // hosts keep oneDNN. LJ_BF16_GEMM=own or =onednn overrides the rule (own needs
 // own_sgemm_enabled). Fixed for the process, so every step of a run takes the same path.
 bool gemm_bf16_uses_own();

@@ -371,7 +371,7 @@ Status linear_cross_entropy_impl(KernelContext& c) {
 // while the logits GEMM has left them in L2. (Before, a third pass over the chunk's logits scaled
 // them into dlogits after the row combine, and dx's GEMM read w_b a second time: 18-19 ms of the
 // kernel's 450 per thread on `small`'s head in session 7's phase timing; lce_fused/0/0 is now
-// 0.96x the CPU time, bench/speed/RESULTS.md lever 13.)
+// 0.96x the CPU time, bench/archive/speed.md lever 13.)
 // The loss and dw do not depend on the thread count (e_b, m_b, s_b and the row scales do not);
 // dx does through R and the thread-order sum (reproducible for a given count, as the unblocked
 // kernel's f32 GEMMs).

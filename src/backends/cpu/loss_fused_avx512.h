@@ -17,7 +17,7 @@
 // C = 288, 18 lines); a row stride of 64 lines (C = 1024) puts every row in one set, and there
 // w_b's panels are packed just before use instead. On dnnl_sgemm and the own GEMM called per
 // block (loss.cc), each of the three GEMMs packed both operands. Measured in
-// bench/speed/RESULTS.md, session 12.
+// bench/archive/speed.md, session 12.
 #pragma once
 
 #include <cstdint>

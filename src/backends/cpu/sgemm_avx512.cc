@@ -290,7 +290,7 @@ bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool
   // sizes glibc maps them fresh and the kernel zeroes them page by page: 8k page faults per
   // `small` step and 194k (0.26 s of system CPU) per wider-model step, which a micro-benchmark
   // calling one shape in a loop never sees (glibc's mmap threshold rises after the first free).
-  // This GEMM keeps its buffers. In the step (session 9, bench/speed/RESULTS.md, interleaved,
+  // This GEMM keeps its buffers. In the step (session 9, bench/archive/speed.md, interleaved,
   // paired medians): `small` B8 compiled 1.021x tokens/s, eager 1.034x, the wider model compiled
   // 1.075x (1.045-1.085, every round), its page faults per step 194k -> 30k. Alone and hot it
   // runs 0.93-1.0x of oneDNN on the forward (b transposed) and dX shapes (session 6). Below 128

@@ -51,7 +51,7 @@ void gemm_bf16_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const u
 // runs inside an OpenMP parallel region, on the calling thread alone (the fused loss's blocks,
 // matmuls split over a batch). Depends on the shape and `nested` only, never on the thread count,
 // so a call's result is the same for any thread count. The rule and its measurements:
-// bench/speed/RESULTS.md, sessions 6 and 9.
+// bench/archive/speed.md, sessions 6 and 9.
 bool sgemm_avx512_chosen(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool nested);
 
 // The packing buffers one thread holds after a call of this shape with `threads` threads sharing
