@@ -11,6 +11,8 @@
 #include "cli/plan_report.h"
 #include "core/units.h"
 #include "plan/budget.h"
+#include "train/capabilities.h"
+#include "train/expert_parallel.h"
 
 namespace lj::cli {
 namespace {
@@ -69,6 +71,11 @@ void add_run_flags(CLI::App* sub, RunFlags* f, const std::string& lr_help) {
   add_optimization_flags(sub, &f->compile, &f->ckpt_opt, &f->memory_limit, &f->recompute);
   add_zero_flag(sub, &f->zero);
   add_comm_timeout_flag(sub, &f->comm_timeout_s);
+  sub->add_option("--expert-parallel", f->expert_parallel,
+                  "Mixture-of-experts: shard the experts over N ranks (tokens travel to their "
+                  "expert's rank); N divides the expert count and the world size")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
 }
 
 std::string describe_config(const ConfigLines& lines) {
@@ -109,6 +116,11 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
   }
   if (!f.memory_limit.empty()) LJ_RETURN_IF_ERROR(parse_bytes(f.memory_limit).status());
   LJ_ASSIGN_OR_RETURN(r.model, resolve_model(f.model));
+  LJ_RETURN_IF_ERROR(check_expert_parallel(f.expert_parallel, r.model.config, world_size));
+  if (f.expert_parallel > 1) {
+    LJ_RETURN_IF_ERROR(require_capability(f.device == "cuda" ? TrainDevice::cuda : TrainDevice::cpu,
+                                          "expert-parallel", "on"));
+  }
   r.seq_len = f.seq_len;
   const bool seq_len_capped = f.cap_default_seq_len && !f.given("--seq-len") &&
                               r.seq_len > r.model.config.max_position_embeddings;

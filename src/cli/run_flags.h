@@ -37,6 +37,7 @@ struct RunFlags {
   uint64_t seed = 1234;           // --seed: weights and (benchmark) synthetic tokens
   int zero = -1;                  // --zero N; -1: not given
   double comm_timeout_s = 600;    // --comm-timeout (PyTorch's default)
+  int expert_parallel = 1;        // --expert-parallel N: experts sharded over N ranks
   RecomputeFlags recompute;       // --recompute, --recompute-method, --recompute-layers
   // plan: a --seq-len left at its default is capped at the model's max_position_embeddings
   // (benchmark and train refuse a sequence longer than the model's context).

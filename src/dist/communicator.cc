@@ -51,6 +51,21 @@ StatusOr<double> Communicator::all_reduce_sum(double value) {
   return out;
 }
 
+CommHandle Communicator::iall_to_all(std::span<const float>, std::span<const int64_t>,
+                                     std::span<float>, std::span<const int64_t>) {
+  return CommHandle(
+      unimplemented(std::string("the ") + backend_name() + " communicator has no all-to-all",
+                    "expert parallelism runs on the CPU over MPI"));
+}
+CommHandle Communicator::iall_to_all(std::span<const int64_t>, std::span<int64_t>) {
+  return iall_to_all(std::span<const float>(), std::span<const int64_t>(), std::span<float>(),
+                     std::span<const int64_t>());
+}
+StatusOr<std::unique_ptr<Communicator>> Communicator::split(int, int) {
+  return unimplemented(std::string("the ") + backend_name() + " communicator cannot be split",
+                       "expert parallelism runs on the CPU over MPI");
+}
+
 namespace {
 
 template <class T>
@@ -104,6 +119,25 @@ CommHandle SelfCommunicator::ibroadcast(std::span<std::byte> data, int root) {
         invalid_argument("broadcast from rank " + std::to_string(root) + " in a world of 1"));
   }
   return CommHandle();
+}
+CommHandle SelfCommunicator::iall_to_all(std::span<const float> send,
+                                         std::span<const int64_t> send_counts,
+                                         std::span<float> recv,
+                                         std::span<const int64_t> recv_counts) {
+  if (send_counts.size() != 1 || recv_counts.size() != 1 ||
+      send_counts[0] != static_cast<int64_t>(send.size()) || send_counts[0] != recv_counts[0]) {
+    return CommHandle(invalid_argument(
+        "all_to_all: counts disagree with the buffers in a world "
+        "of 1 (send " +
+        std::to_string(send.size()) + ", recv " + std::to_string(recv.size()) + ")"));
+  }
+  return copy_into(send, recv, "all_to_all");
+}
+CommHandle SelfCommunicator::iall_to_all(std::span<const int64_t> send, std::span<int64_t> recv) {
+  return copy_into(send, recv, "all_to_all");
+}
+StatusOr<std::unique_ptr<Communicator>> SelfCommunicator::split(int, int) {
+  return std::unique_ptr<Communicator>(std::make_unique<SelfCommunicator>());
 }
 void SelfCommunicator::abort(int exit_code) {
   std::_Exit(exit_code);

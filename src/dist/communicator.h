@@ -85,6 +85,22 @@ class Communicator {
   // `data` on every rank becomes root's.
   virtual CommHandle ibroadcast(std::span<std::byte> data, int root) = 0;
   virtual CommHandle ibarrier() = 0;
+  // All-to-all with uneven blocks (MPI_Ialltoallv; expert parallelism's token exchange): send
+  // holds world_size blocks in rank order, block r (send_counts[r] elements, possibly 0) goes to
+  // rank r; recv receives rank q's block for this rank at the offset of recv_counts[0 .. q),
+  // recv_counts[q] elements. Each rank's recv_counts[q] must equal rank q's send_counts[rank()]
+  // (exchange them first with the even form below). Not in place. The base answers
+  // unimplemented (the NCCL communicator has none yet).
+  virtual CommHandle iall_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
+                                 std::span<float> recv, std::span<const int64_t> recv_counts);
+  // Even blocks of int64 (the counts of the uneven form): send and recv hold world_size blocks
+  // of the same size; block r of send goes to rank r, block q of recv came from rank q.
+  virtual CommHandle iall_to_all(std::span<const int64_t> send, std::span<int64_t> recv);
+  // A communicator over the ranks that pass the same `color` (MPI_Comm_split; a collective over
+  // this communicator: every rank calls it), ranked by `key` then by rank. Expert parallelism's
+  // groups: the ranks that share experts' tokens, and the ranks that hold the same experts. Same
+  // options (timeout) as this one. The base answers unimplemented.
+  virtual StatusOr<std::unique_ptr<Communicator>> split(int color, int key);
 
   // ---- Blocking conveniences: start, then wait. ----
   Status all_reduce_sum(std::span<const float> send, std::span<float> recv) {
@@ -101,6 +117,13 @@ class Communicator {
   }
   Status broadcast(std::span<std::byte> data, int root) { return ibroadcast(data, root).wait(); }
   Status barrier() { return ibarrier().wait(); }
+  Status all_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
+                    std::span<float> recv, std::span<const int64_t> recv_counts) {
+    return iall_to_all(send, send_counts, recv, recv_counts).wait();
+  }
+  Status all_to_all(std::span<const int64_t> send, std::span<int64_t> recv) {
+    return iall_to_all(send, recv).wait();
+  }
   // The sum of one value over ranks (losses, sums of squares).
   StatusOr<double> all_reduce_sum(double value);
 
@@ -126,6 +149,10 @@ class SelfCommunicator final : public Communicator {
                          std::span<float> recv) override;
   CommHandle ibroadcast(std::span<std::byte> data, int root) override;
   CommHandle ibarrier() override { return CommHandle(); }
+  CommHandle iall_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
+                         std::span<float> recv, std::span<const int64_t> recv_counts) override;
+  CommHandle iall_to_all(std::span<const int64_t> send, std::span<int64_t> recv) override;
+  StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override;
   [[noreturn]] void abort(int exit_code) override;
 };
 

@@ -30,6 +30,11 @@ const std::array kTable = {
     Capability{cpu, "ckpt-opt", "on", true, "", ""},
     Capability{cpu, "hf-weights", "on", true, "", ""},
     Capability{cpu, "moe", "on", true, "", ""},
+    Capability{cpu, "expert-parallel", "on", false,
+               "the sparse layers do not send tokens to their experts' ranks yet (the all-to-all "
+               "and the groups exist; the layer's dispatch does not)",
+               "drop --expert-parallel: every rank then holds every expert (data parallel with "
+               "ZeRO 0-3)"},
 
     Capability{cuda, "zero", "0", true, "", ""},
     Capability{cuda, "zero", "1", true, "", ""},
@@ -55,6 +60,8 @@ const std::array kTable = {
     Capability{cuda, "moe", "on", false,
                "the GPU has no top-k, expert sort or grouped GEMM kernels yet",
                "train mixture-of-experts models (Mixtral, Qwen3-MoE) with --device cpu"},
+    Capability{cuda, "expert-parallel", "on", false, "the GPU runs no mixture-of-experts layer",
+               "drop --expert-parallel and train mixture-of-experts models with --device cpu"},
 };
 
 constexpr std::string_view kDeviceWords[] = {"the CPU", "the GPU"};
@@ -86,6 +93,7 @@ std::string_view feature_title(std::string_view feature) {
   if (feature == "ckpt-opt") return "checkpoint optimization";
   if (feature == "hf-weights") return "HF weights in benchmark";
   if (feature == "moe") return "mixture of experts";
+  if (feature == "expert-parallel") return "expert parallelism";
   return feature;
 }
 
@@ -116,8 +124,8 @@ Status require_capability(TrainDevice device, std::string_view feature, std::str
 
 std::string capability_summary(TrainDevice device) {
   std::string s;
-  for (const std::string_view f :
-       {"zero", "precision", "recompute", "compile", "profile", "ckpt-opt", "hf-weights"}) {
+  for (const std::string_view f : {"zero", "precision", "recompute", "compile", "profile",
+                                   "ckpt-opt", "hf-weights", "expert-parallel"}) {
     const std::string v = supported_values(device, f);
     std::string shown = v == "on" ? "yes" : v.empty() ? "no" : v;
     s += (s.empty() ? "" : "; ") + std::string(feature_title(f)) + " " + shown;

@@ -89,5 +89,65 @@ TEST(Communicator, WrongSizesAreErrorsNotAborts) {
   EXPECT_TRUE(c.barrier().ok());  // still usable
 }
 
+// Rank r sends (r + 1) * (q + 1) elements to rank q, each naming sender, receiver and index;
+// zero-size blocks (q's block from a rank that sends it none) are exercised by rank 0 sending
+// nothing to the last rank.
+TEST(Communicator, AllToAllMovesUnevenBlocksToTheirRanks) {
+  Communicator& c = dist_comm();
+  const int n = c.world_size(), r = c.rank();
+  auto count = [n](int from, int to) -> int64_t {
+    return from == 0 && to == n - 1 ? 0 : (from + 1) * (to + 1);
+  };
+  std::vector<int64_t> send_counts, recv_counts;
+  std::vector<float> send;
+  for (int q = 0; q < n; ++q) {
+    send_counts.push_back(count(r, q));
+    for (int64_t i = 0; i < count(r, q); ++i) send.push_back(r * 1000.f + q * 100.f + i);
+  }
+  // The counts travel first, as expert parallelism exchanges them.
+  std::vector<int64_t> got_counts(static_cast<size_t>(n));
+  ASSERT_TRUE(c.all_to_all(send_counts, got_counts).ok());
+  for (int q = 0; q < n; ++q) recv_counts.push_back(count(q, r));
+  EXPECT_EQ(got_counts, recv_counts);
+  int64_t total = 0;
+  for (int64_t k : recv_counts) total += k;
+  std::vector<float> recv(static_cast<size_t>(total), -1.f);
+  CommHandle h = c.iall_to_all(send, send_counts, recv, recv_counts);
+  ASSERT_TRUE(h.wait().ok());
+  size_t at = 0;
+  for (int q = 0; q < n; ++q) {
+    for (int64_t i = 0; i < count(q, r); ++i, ++at) {
+      ASSERT_EQ(recv[at], q * 1000.f + r * 100.f + i) << "block from rank " << q << ", " << i;
+    }
+  }
+  // Counts that disagree with the buffers are a Status, before anything moves.
+  std::vector<int64_t> short_counts(static_cast<size_t>(n - 1), 0);
+  EXPECT_FALSE(c.all_to_all(send, short_counts, recv, recv_counts).ok());
+  std::vector<float> small(1);
+  EXPECT_FALSE(c.all_to_all(send, send_counts, small, recv_counts).ok());
+}
+
+// Groups the way expert parallelism makes them: rank r joins group r % 2; the group's
+// collectives reach only its members.
+TEST(Communicator, SplitMakesGroupsWhoseCollectivesStayInside) {
+  Communicator& c = dist_comm();
+  const int n = c.world_size(), r = c.rank();
+  StatusOr<std::unique_ptr<Communicator>> g = c.split(r % 2, r);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  Communicator& group = **g;
+  const int members = (n + 1 - r % 2) / 2;  // ranks of this parity
+  EXPECT_EQ(group.world_size(), members);
+  EXPECT_EQ(group.rank(), r / 2);
+  EXPECT_STREQ(group.backend_name(), "mpi");
+  StatusOr<double> sum = group.all_reduce_sum(static_cast<double>(r));
+  ASSERT_TRUE(sum.ok());
+  double want = 0;
+  for (int q = r % 2; q < n; q += 2) want += q;
+  EXPECT_EQ(*sum, want);
+  std::vector<int64_t> mine(static_cast<size_t>(members), r), theirs(static_cast<size_t>(members));
+  ASSERT_TRUE(group.all_to_all(mine, theirs).ok());
+  for (int q = 0; q < members; ++q) EXPECT_EQ(theirs[static_cast<size_t>(q)], 2 * q + r % 2);
+}
+
 }  // namespace
 }  // namespace lj

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <thread>
+#include <vector>
 
 #include "dist/consistency.h"
 #include "dist_test_util.h"
@@ -63,6 +65,30 @@ TEST(CollectiveTimeout, DISABLED_SkippedCollectiveEndsTheJob) {
   }
   (void)c.all_reduce_sum(1.0);
   ADD_FAILURE() << "the all-reduce completed without rank 1";
+}
+
+// The same for the all-to-all of expert parallelism (dist.all_to_all_timeout): rank 1 never
+// joins the exchange, rank 0 waits in it until the deadline ends the job.
+TEST(CollectiveTimeout, DISABLED_SkippedAllToAllEndsTheJob) {
+  Communicator& c = dist_comm();
+  if (c.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(120));
+    return;
+  }
+  std::vector<int64_t> send(static_cast<size_t>(c.world_size()), 1), recv(send.size());
+  (void)c.all_to_all(send, recv);
+  ADD_FAILURE() << "the all-to-all completed without rank 1";
+}
+
+// A rank killed (SIGKILL, no goodbye) while its peer waits in the all-to-all
+// (dist.all_to_all_peer_killed): the job must end non-zero within the timeout, by the launcher
+// noticing the death, by MPI's error, or by the deadline, whichever comes first.
+TEST(CollectiveTimeout, DISABLED_KilledPeerInAllToAllEndsTheJob) {
+  Communicator& c = dist_comm();
+  if (c.rank() == 1) std::raise(SIGKILL);
+  std::vector<int64_t> send(static_cast<size_t>(c.world_size()), 1), recv(send.size());
+  const Status s = c.all_to_all(send, recv);
+  EXPECT_FALSE(s.ok()) << "the all-to-all completed without rank 1";
 }
 
 }  // namespace

@@ -42,6 +42,11 @@ while IFS=$'\t' read -r feature value supported why; do
     ckpt-opt) flags=(--ckpt-opt) ;;
     hf-weights) model=(--model hf) flags=() ;;
     moe) model=(--model tiny-moe) flags=() ;;
+    expert-parallel)
+      # Needs 2 ranks: in a world of 1, size 2 is refused earlier (it does not divide the world).
+      [ "$mpi" = 1 ] || { note "cpu expert-parallel $value: needs mpirun"; n=$((n + 1)); continue; }
+      model=(--model tiny-moe) flags=(--expert-parallel 2)
+      launch=(env OMP_NUM_THREADS=1 "${MPIRUN[@]}" -np 2) ;;
     *) fail "the table has a CPU feature this test does not know: $feature (add it here)" ;;
   esac
   rc=0

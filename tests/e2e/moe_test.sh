@@ -2,7 +2,7 @@
 # on) benchmarks eager, compiled, with full recompute and in bf16, naming the active parameters
 # that MFU counts; train -> export writes the Hub's per-expert tensors and evaluates to the
 # checkpoint's loss; an inconsistent config.json (k > experts) is refused with one error line and
-# a hint before anything is written.
+# a hint before anything is written, and so is an --expert-parallel size that cannot apply.
 # Usage: bash moe_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
 e2e_init "$@"
@@ -46,5 +46,24 @@ grep -q 'num_experts_per_tok = 9 with 8 experts' bad.err || { cat bad.err >&2; f
 grep -q '^hint:' bad.err || { cat bad.err >&2; fail "no hint"; }
 [ ! -e badout ] || fail "the refused run wrote $(ls badout)"
 pass "refused: $(grep '^error:' bad.err)"
+
+echo "check: --expert-parallel that cannot apply is refused by name before anything is written"
+# One process: a dense model, a size that does not divide the 8 experts, one that does not
+# divide the world of 1 (dist_moe_test.sh checks the same under mpirun).
+while IFS='|' read -r model n want; do
+  rc=0
+  "$LJ" train --model "$model" --data tok.bin --out epout --steps 1 --batch-size 2 --seq-len 32 \
+    --threads 2 --expert-parallel "$n" >ep.out 2>ep.err || rc=$?
+  [ "$rc" -ne 0 ] || fail "--model $model --expert-parallel $n was accepted"
+  [ "$(grep -c '^error:' ep.err)" = 1 ] || { cat ep.err >&2; fail "$model, $n: not one error line"; }
+  grep -qF -- "$want" ep.err || { cat ep.err >&2; fail "$model, $n: the error does not say '$want'"; }
+  grep -q '^hint:' ep.err || { cat ep.err >&2; fail "$model, $n: no hint"; }
+  [ ! -e epout ] || fail "the refused run wrote $(ls epout)"
+  pass "refused: $(grep '^error:' ep.err)"
+done <<'CASES'
+tiny|2|model 'tiny' is dense
+tiny-moe|3|--expert-parallel 3 does not divide the 8 experts of model 'tiny-moe'
+tiny-moe|2|--expert-parallel 2 does not divide the world size 1
+CASES
 
 e2e_finish

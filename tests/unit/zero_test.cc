@@ -90,6 +90,23 @@ TEST(SelfCommunicator, CollectivesAreCopies) {
   EXPECT_FALSE(c.broadcast({}, 1).ok());
 }
 
+TEST(SelfCommunicator, AllToAllIsACopyAndSplitIsItself) {
+  SelfCommunicator c;
+  std::vector<float> a{1, 2, 3}, b(3);
+  const std::vector<int64_t> three{3}, two{2};
+  ASSERT_TRUE(c.all_to_all(a, three, b, three).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_FALSE(c.all_to_all(a, two, b, two).ok());  // counts disagree with the buffers
+  EXPECT_FALSE(c.all_to_all(a, three, std::span<float>(b.data(), 2), two).ok());
+  std::vector<int64_t> n{7}, m(1);
+  ASSERT_TRUE(c.all_to_all(n, m).ok());
+  EXPECT_EQ(m[0], 7);
+  auto g = c.split(3, 0);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ((*g)->world_size(), 1);
+  EXPECT_STREQ((*g)->backend_name(), "self");
+}
+
 TEST(MakeCommunicator, OneProcessWithoutALauncher) {
   auto c = make_communicator(fake_env({}));
   ASSERT_TRUE(c.ok()) << c.status().to_string();

@@ -250,6 +250,65 @@ class MpiCommunicator final : public Communicator {
     return started("MPI_Ibarrier", "barrier",
                    [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
   }
+  CommHandle iall_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
+                         std::span<float> recv, std::span<const int64_t> recv_counts) override {
+    const size_t w = static_cast<size_t>(world_);
+    if (send_counts.size() != w || recv_counts.size() != w) {
+      return CommHandle(invalid_argument("all_to_all: " + std::to_string(send_counts.size()) +
+                                         " send and " + std::to_string(recv_counts.size()) +
+                                         " recv counts for " + std::to_string(world_) + " ranks"));
+    }
+    // send counts, send displacements, recv counts, recv displacements: MPI may read them until
+    // the collective completes.
+    std::vector<int> ints(4 * w);
+    size_t sent = 0, received = 0;
+    for (size_t r = 0; r < w; ++r) {
+      LJ_COMM_COUNT(s, static_cast<size_t>(std::max<int64_t>(send_counts[r], 0)), "all_to_all");
+      LJ_COMM_COUNT(s_at, sent, "all_to_all");
+      LJ_COMM_COUNT(v, static_cast<size_t>(std::max<int64_t>(recv_counts[r], 0)), "all_to_all");
+      LJ_COMM_COUNT(v_at, received, "all_to_all");
+      ints[r] = s, ints[w + r] = s_at, ints[2 * w + r] = v, ints[3 * w + r] = v_at;
+      sent += static_cast<size_t>(s), received += static_cast<size_t>(v);
+    }
+    if (send.size() != sent || recv.size() != received) {
+      return CommHandle(invalid_argument("all_to_all: send has " + std::to_string(send.size()) +
+                                         " elements, recv " + std::to_string(recv.size()) +
+                                         "; the counts sum to " + std::to_string(sent) + " and " +
+                                         std::to_string(received)));
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc =
+        MPI_Ialltoallv(send.data(), ints.data(), ints.data() + w, MPI_FLOAT, recv.data(),
+                       ints.data() + 2 * w, ints.data() + 3 * w, MPI_FLOAT, comm_, &request);
+    if (rc != MPI_SUCCESS) return CommHandle(mpi_status(rc, "MPI_Ialltoallv"));
+    return CommHandle(std::make_unique<MpiRequest>(request, "MPI_Ialltoallv", "all_to_all", comm_,
+                                                   rank_, options_.timeout_seconds,
+                                                   std::move(ints)));
+  }
+  CommHandle iall_to_all(std::span<const int64_t> send, std::span<int64_t> recv) override {
+    if (send.size() != recv.size() || send.size() % static_cast<size_t>(world_) != 0) {
+      return CommHandle(invalid_argument("all_to_all: send has " + std::to_string(send.size()) +
+                                         " elements, recv " + std::to_string(recv.size()) +
+                                         "; both must be world_size equal blocks"));
+    }
+    LJ_COMM_COUNT(n, send.size() / static_cast<size_t>(world_), "all_to_all");
+    return started("MPI_Ialltoall", "all_to_all", [&](MPI_Request* r) {
+      return MPI_Ialltoall(send.data(), n, MPI_INT64_T, recv.data(), n, MPI_INT64_T, comm_, r);
+    });
+  }
+  StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override {
+    if (color < 0) return invalid_argument("split: color must be >= 0");
+    MPI_Comm sub = MPI_COMM_NULL;
+    LJ_RETURN_IF_ERROR(mpi_status(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"));
+    LJ_RETURN_IF_ERROR(
+        mpi_status(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler"));
+    int rank = 0, world = 1;
+    LJ_RETURN_IF_ERROR(mpi_status(MPI_Comm_rank(sub, &rank), "MPI_Comm_rank"));
+    LJ_RETURN_IF_ERROR(mpi_status(MPI_Comm_size(sub, &world), "MPI_Comm_size"));
+    // The local rank is the process's among its host's processes, whatever the group.
+    return std::unique_ptr<Communicator>(
+        std::make_unique<MpiCommunicator>(sub, rank, world, local_, options_));
+  }
   void abort(int exit_code) override {
     MPI_Abort(comm_, exit_code);
     std::_Exit(exit_code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
