@@ -1,6 +1,8 @@
 #include "train/capabilities.h"
 
+#include <algorithm>
 #include <array>
+#include <vector>
 
 namespace lj {
 namespace {
@@ -30,6 +32,8 @@ const std::array kTable = {
     Capability{cpu, "ckpt-opt", "on", true, "", ""},
     Capability{cpu, "hf-weights", "on", true, "", ""},
     Capability{cpu, "moe", "on", true, "", ""},
+    Capability{cpu, "ranks", "1", true, "", ""},
+    Capability{cpu, "ranks", "several", true, "", ""},  // under mpirun, an MPI build
 
     Capability{cuda, "zero", "0", true, "", ""},
     Capability{cuda, "zero", "1", true, "", ""},
@@ -55,6 +59,8 @@ const std::array kTable = {
     Capability{cuda, "moe", "on", false,
                "the GPU has no top-k, expert sort or grouped GEMM kernels yet",
                "train mixture-of-experts models (Mixtral, Qwen3-MoE) with --device cpu"},
+    Capability{cuda, "ranks", "1", true, "", ""},
+    Capability{cuda, "ranks", "several", true, "", ""},  // one GPU per rank, NCCL
 };
 
 constexpr std::string_view kDeviceWords[] = {"the CPU", "the GPU"};
@@ -86,6 +92,7 @@ std::string_view feature_title(std::string_view feature) {
   if (feature == "ckpt-opt") return "checkpoint optimization";
   if (feature == "hf-weights") return "HF weights in benchmark";
   if (feature == "moe") return "mixture of experts";
+  if (feature == "ranks") return "ranks";
   return feature;
 }
 
@@ -115,9 +122,15 @@ Status require_capability(TrainDevice device, std::string_view feature, std::str
 }
 
 std::string capability_summary(TrainDevice device) {
+  // The device's features in the table's order, each once.
+  std::vector<std::string_view> features;
+  for (const Capability& c : kTable) {
+    if (c.device == device &&
+        std::find(features.begin(), features.end(), c.feature) == features.end())
+      features.push_back(c.feature);
+  }
   std::string s;
-  for (const std::string_view f :
-       {"zero", "precision", "recompute", "compile", "profile", "ckpt-opt", "hf-weights"}) {
+  for (const std::string_view f : features) {
     const std::string v = supported_values(device, f);
     std::string shown = v == "on" ? "yes" : v.empty() ? "no" : v;
     s += (s.empty() ? "" : "; ") + std::string(feature_title(f)) + " " + shown;
