@@ -453,7 +453,7 @@ void print_header(const CpuRun& run) {
   if (const std::string p = precision_line(r, false); !p.empty()) fmt::print("{}\n", p);
   fmt::print("recompute: {}\n", run.recompute);
   fmt::print("host: {} ({} cores, {:.2f} GHz)\n", run.host.cpu_model, run.host.cores, run.host.ghz);
-  if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
+  if (r.ds) fmt::print("{}", r.ds->describe());
   fmt::print("{}", r.dp.describe());
   if (r.step.graph.compile) {
     fmt::print("compile: on ({:.2f} s to build the step)\n{}", run.compile_s,

@@ -123,7 +123,7 @@ void configure_trainer(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig
     const DsScheduler sched = ds.scheduler;
     t->lr_fn = [sched](int64_t step) { return sched.lr_for_step(step); };
   }
-  fmt::print("deepspeed ({}):\n{}", ds.source, ds.describe());
+  fmt::print("{}", ds.describe());
   for (const auto& w : ds.warnings) fmt::print(stderr, "warning: {}\n", w);
 }
 
