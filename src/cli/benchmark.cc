@@ -68,29 +68,28 @@ StatusOr<Resolved> resolve(const BenchmarkArgs& a, const DistSession& dist) {
     LJ_RETURN_IF_ERROR(JsonlWriter::check_appendable(a.output, "--out"));
   LJ_ASSIGN_OR_RETURN(r.warmup, resolve_warmup(a, &r.warmup_note));
   RunSettings run;
-  run.total_steps = a.steps;
-  run.warmup_steps = r.warmup;
-  LJ_ASSIGN_OR_RETURN(ResolvedRun rr,
+  run.total_steps.assign(a.steps, a.given("--steps"));
+  run.warmup_steps.assign(r.warmup, a.given("--skip-steps"));
+  LJ_ASSIGN_OR_RETURN(static_cast<ResolvedRun&>(r),
                       resolve_run(a.f, run, dist.world_size(), dist.rank(), dist.backend_name()));
-  static_cast<StepSettings&>(r) = rr.settings;
-  r.model = std::move(rr.model);
-  r.ds = std::move(rr.ds);
-  r.dp = rr.dp;
-  r.seq_len = rr.seq_len;
   r.steps = a.steps;
-  r.config = std::move(rr.lines);
+  r.config.push_back({"skip_steps", std::to_string(r.warmup),
+                      a.given("--skip-steps") || a.given("--warmup-steps") ? "--skip-steps"
+                      : r.warmup_note.empty()
+                          ? "default"
+                          : "default, lowered for --steps " + std::to_string(a.steps)});
   return r;
 }
 
 // CHECKPOINT_OPTIMIZATION / --ckpt-opt: the planner picks what to recompute (before the memory
 // check, which is of the chosen recompute).
-Status choose_recompute(const BenchmarkArgs& a, Resolved* r) {
-  if (!checkpoint_optimization_requested(a.f.ckpt_opt)) return ok_status();
-  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.f.memory_limit));
+Status choose_recompute(Resolved* r) {
+  if (!r->ckpt_opt) return ok_status();
+  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(r->memory_limit));
   LJ_ASSIGN_OR_RETURN(
       CkptChoice c,
       checkpoint_optimization(r->model.config, r->micro_batch, r->seq_len, r->step.graph.compile,
-                              budget, r->parallel(a.f.threads), r->precision));
+                              budget, r->parallel(r->threads), r->precision));
   print_ckpt_choice(c, r->model.config.num_hidden_layers);
   r->step.graph.recompute = c.recompute;
   set_config_value(&r->config, "recompute",
@@ -116,15 +115,15 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   if (r.ds) {
     for (const auto& w : r.ds->warnings) LJ_LOG(warning) << w;
   }
-  LJ_RETURN_IF_ERROR(choose_recompute(a, &r));
+  LJ_RETURN_IF_ERROR(choose_recompute(&r));
   set_config_value(&r.config, "device", a.f.device == "auto" ? "cpu (auto)" : "cpu");
   // The chosen configuration's joint graph, built once: dry-run here (the memory check and the
   // planner's prediction, per rank, printed beside the measured peak), then run by the TrainStep.
   LJ_ASSIGN_OR_RETURN(g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph,
-                                                   r.parallel(a.f.threads)));
+                                                   r.parallel(r.threads)));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
-  g.dev = std::make_unique<Device>(a.f.threads);
+  g.dev = std::make_unique<Device>(r.threads);
   r.step.profile = a.profile;
   r.step.profile_cpu = a.profile_clock == "cpu";
   r.step.data_parallel = dist.data_parallel(r.dp.zero);
@@ -174,7 +173,7 @@ StatusOr<StepLog> run_cpu_steps(const BenchmarkArgs& a, const Resolved& r, const
   const auto lr_at = [&r, ds_schedule](int64_t s) {
     return ds_schedule ? r.ds->scheduler.lr_for_step(s) : r.step.adamw.lr;
   };
-  LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(trainer, dev, loop_plan(r, a.f.seed, lr_at), hooks));
+  LJ_ASSIGN_OR_RETURN(StepLog log, run_steps(trainer, dev, loop_plan(r, r.seed, lr_at), hooks));
   progress.finish();
   return log;
 }
@@ -231,13 +230,12 @@ StatusOr<Resolved> resolve_for_gpu(const BenchmarkArgs& a, DistSession& dist) {
   if (!r.model.weights_dir.empty()) {
     LJ_RETURN_IF_ERROR(require_capability(TrainDevice::cuda, "hf-weights", "on"));
   }
-  if (checkpoint_optimization_requested(a.f.ckpt_opt)) {
+  if (r.ckpt_opt) {
     LJ_RETURN_IF_ERROR(require_capability(TrainDevice::cuda, "ckpt-opt", "on"));
   }
   if (r.model.config.is_moe())
     LJ_RETURN_IF_ERROR(require_capability(TrainDevice::cuda, "moe", "on"));
   r.step.data_parallel = dist.data_parallel(r.dp.zero);
-  r.step.comm_options.timeout_seconds = a.f.comm_timeout_s;
   LJ_RETURN_IF_ERROR(check_gpu_step_config(r.step));
   return r;
 }

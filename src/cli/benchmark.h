@@ -33,14 +33,12 @@ struct BenchmarkArgs {
   bool given(const char* flag) const { return app->get_option(flag)->count() > 0; }
 };
 
-// What the benchmark runs, after presets, DeepSpeed JSON and flags are resolved.
-struct Resolved : StepSettings {
-  ModelRef model;
-  int64_t seq_len = 0, steps = 0, warmup = 0;
-  std::string warmup_note;  // set when the default warmup was lowered for a short run
-  std::optional<DeepSpeedConfig> ds;
-  DataParallelSettings dp;                // ranks, ZeRO stage and buckets
-  std::vector<ResolvedRun::Line> config;  // every value with its origin (ResolvedRun::lines)
+// What the benchmark runs: the resolved run (cli/run_flags.h, with every value's origin) and the
+// benchmark's own step counts.
+struct Resolved : ResolvedRun {
+  int64_t steps = 0;        // --steps, --skip-steps included
+  int64_t warmup = 0;       // --skip-steps: steps left out of the summary
+  std::string warmup_note;  // set when the default --skip-steps was lowered for a short run
   // `threads`: --threads (0: all), whose time-model rates price the step.
   HostParallel parallel(int threads) const {
     return HostParallel{dp.world_size, dp.zero, dp.rank, threads};

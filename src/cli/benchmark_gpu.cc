@@ -37,7 +37,7 @@ Status run_gpu_benchmark(const BenchmarkArgs& a, const Resolved& r, const std::s
   const double lr = r.step.adamw.lr;
   LJ_ASSIGN_OR_RETURN(
       const StepLog log,
-      run_steps(*engine, host, loop_plan(r, a.f.seed, [lr](int64_t) { return lr; }), hooks));
+      run_steps(*engine, host, loop_plan(r, r.seed, [lr](int64_t) { return lr; }), hooks));
   run.gpu = engine->report();
   return report_gpu_run(run, log, output);
 }

@@ -203,7 +203,7 @@ nlohmann::ordered_json config_record(const BenchmarkArgs& a, const CpuRun& run) 
                               {"warmup_steps", r.warmup},
                               {"precision", dtype_name(r.precision)},
                               {"threads", run.dev.threads()},
-                              {"seed", a.f.seed},
+                              {"seed", r.seed},
                               {"compile", r.step.graph.compile},
                               {"lr", r.step.adamw.lr},
                               {"grad_clip", r.step.grad_clip},
@@ -403,34 +403,38 @@ void print_gpu_summary(const GpuRun& run, const StepLog& log, const GpuFigures& 
 nlohmann::json gpu_record(const GpuRun& run, const StepLog& log, const GpuFigures& f) {
   const Resolved& r = run.r;
   const GpuReport& g = run.gpu;
-  return {{"command", "benchmark"},
-          {"device", "cuda"},
-          {"gpu", g.device_name},
-          {"arch", g.arch},
-          {"model", r.model.config.name},
-          {"params", r.model.config.num_params()},
-          {"precision", r.step.graph.autocast == DType::bf16 ? "bf16" : "f32"},
-          {"compile", r.step.graph.compile},
-          {"batch_size", r.micro_batch},
-          {"grad_accum", r.grad_accum},
-          {"world_size", run.world},
-          {"zero_stage", r.step.data_parallel.zero.stage},
-          {"seq_len", r.seq_len},
-          {"steps", r.steps},
-          {"warmup_steps", log.losses.size() - log.measured_seconds.size()},
-          {"step_time_ms", f.step_s * 1e3},
-          {"tokens_per_s", f.tokens_per_s},
-          {"tflops", f.tflops},
-          {"mfu", f.peak > 0 ? f.tflops * 1e12 / f.peak : 0.0},
-          {"peak_flops", f.peak},
-          {"flops_per_token", f.flops_per_token},
-          {"losses", log.losses},
-          {"bytes_reserved_peak", g.bytes_reserved_peak},
-          {"bytes_in_use_peak", g.bytes_in_use_peak},
-          {"bytes_device_used", g.bytes_device_used},
-          {"bytes_predicted", f.predicted},
-          {"setup_s", g.setup_seconds},
-          {"cuda_graph_replays", g.graph_replays}};
+  nlohmann::json j = {{"command", "benchmark"},
+                      {"device", "cuda"},
+                      {"gpu", g.device_name},
+                      {"arch", g.arch},
+                      {"model", r.model.config.name},
+                      {"params", r.model.config.num_params()},
+                      {"precision", r.step.graph.autocast == DType::bf16 ? "bf16" : "f32"},
+                      {"compile", r.step.graph.compile},
+                      {"batch_size", r.micro_batch},
+                      {"grad_accum", r.grad_accum},
+                      {"world_size", run.world},
+                      {"zero_stage", r.step.data_parallel.zero.stage},
+                      {"seq_len", r.seq_len},
+                      {"steps", r.steps},
+                      {"warmup_steps", log.losses.size() - log.measured_seconds.size()},
+                      {"step_time_ms", f.step_s * 1e3},
+                      {"tokens_per_s", f.tokens_per_s},
+                      {"tflops", f.tflops},
+                      {"mfu", f.peak > 0 ? f.tflops * 1e12 / f.peak : 0.0},
+                      {"peak_flops", f.peak},
+                      {"flops_per_token", f.flops_per_token},
+                      {"losses", log.losses},
+                      {"bytes_reserved_peak", g.bytes_reserved_peak},
+                      {"bytes_in_use_peak", g.bytes_in_use_peak},
+                      {"bytes_device_used", g.bytes_device_used},
+                      {"bytes_predicted", f.predicted},
+                      {"setup_s", g.setup_seconds},
+                      {"cuda_graph_replays", g.graph_replays}};
+  // Every value the run resolved, with where it came from (cli/run_flags.h), as the CPU's record.
+  for (const ConfigLine& l : r.config)
+    j["resolved"][l.key] = {{"value", l.value}, {"from", l.origin}};
+  return j;
 }
 
 }  // namespace
@@ -449,7 +453,7 @@ void print_header(const CpuRun& run) {
   if (const std::string p = precision_line(r, false); !p.empty()) fmt::print("{}\n", p);
   fmt::print("recompute: {}\n", run.recompute);
   fmt::print("host: {} ({} cores, {:.2f} GHz)\n", run.host.cpu_model, run.host.cores, run.host.ghz);
-  if (r.ds) fmt::print("deepspeed ({}):\n{}", r.ds->source, r.ds->describe());
+  if (r.ds) fmt::print("{}", r.ds->describe());
   fmt::print("{}", r.dp.describe());
   if (r.step.graph.compile) {
     fmt::print("compile: on ({:.2f} s to build the step)\n{}", run.compile_s,

@@ -68,8 +68,8 @@ Status run_eval(const EvalArgs& a) {
   RunFlags f = a.f;
   f.model = weights;
   LJ_ASSIGN_OR_RETURN(const ResolvedRun run, resolve_run(f, RunSettings{}, 1, 0, "self"));
-  const DType precision = run.settings.precision;
-  fmt::print("{}", describe_config(select_config(run.lines, kEvalConfigKeys)));
+  const DType precision = run.precision;
+  fmt::print("{}", describe_config(select_config(run.config, kEvalConfigKeys)));
   Device dev(f.threads);
   LJ_ASSIGN_OR_RETURN(HfModel model, load_hf_model(weights, dev));
   LJ_ASSIGN_OR_RETURN(TokenFile data, TokenFile::open(a.data, fmt));
@@ -80,7 +80,7 @@ Status run_eval(const EvalArgs& a) {
   Progress progress("eval", "batches");
   Tensor logits;
   EvalOptions o;
-  o.batch_size = run.settings.micro_batch;
+  o.batch_size = run.micro_batch;
   o.seq_len = run.seq_len;
   o.max_batches = a.max_batches;
   o.autocast = precision;

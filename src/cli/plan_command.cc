@@ -107,22 +107,22 @@ Status run_plan(const PlanArgs& a) {
   if (!host && !run.ds) {
     const int stage = a.f.zero >= 0 ? a.f.zero : (gpus > 1 ? 3 : 0);
     req.zero = ZeroConfig::hf_auto(stage, req.model.hidden_size);
-    if (a.f.zero < 0) set_config_value(&run.lines, "zero_stage", std::to_string(stage), "default");
+    if (a.f.zero < 0) set_config_value(&run.config, "zero_stage", std::to_string(stage), "default");
   }
   // The process baseline measured on this host (cached; probed once).
   if (host) LJ_RETURN_IF_ERROR(attach_host_baseline(&req.coeffs));
   if (!host) {
-    if (a.f.precision != "auto" && run.settings.precision != DType::bf16) {
-      return unimplemented("GPU plans price DeepSpeed's bf16 recipe, not " +
-                               std::string(dtype_name(run.settings.precision)),
-                           "use --precision bf16 (or auto) with a GPU --device");
+    if (a.f.precision != "auto" && run.precision != DType::bf16) {
+      return unimplemented(
+          "GPU plans price DeepSpeed's bf16 recipe, not " + std::string(dtype_name(run.precision)),
+          "use --precision bf16 (or auto) with a GPU --device");
     }
-    set_config_value(&run.lines, "precision", "bf16", "DeepSpeed's recipe on GPUs");
+    set_config_value(&run.config, "precision", "bf16", "DeepSpeed's recipe on GPUs");
   }
-  req.precision = host ? run.settings.precision : DType::f32;
-  req.micro_batch = run.settings.micro_batch;
+  req.precision = host ? run.precision : DType::f32;
+  req.micro_batch = run.micro_batch;
   req.seq_len = run.seq_len;
-  req.compile = run.settings.step.graph.compile;
+  req.compile = run.step.graph.compile;
   if (a.given("--fabric-gbps")) {
     if (host || !(a.fabric_gbps > 0)) {
       return invalid_argument("--fabric-gbps needs a GPU --device and a positive rate",
@@ -135,22 +135,22 @@ Status run_plan(const PlanArgs& a) {
   req.recompute_layers = a.recompute_layers;
   // --recompute (or the DeepSpeed JSON's activation checkpointing) restricts the search to one
   // policy; without either every policy is searched.
-  const RecomputeConfig& recompute = run.settings.step.graph.recompute;
+  const RecomputeConfig& recompute = run.step.graph.recompute;
   if (a.given("--recompute") || (run.ds && run.ds->recompute != "none")) {
     req.policy = recompute.policy;
     if (!a.given("--recompute") && a.recompute_layers < 0 && run.ds->recompute_layers > 0)
       req.recompute_layers = run.ds->recompute_layers;
   } else {
-    set_config_value(&run.lines, "recompute", "searched (none, selective, full)", "plan");
+    set_config_value(&run.config, "recompute", "searched (none, selective, full)", "plan");
   }
   // The device line as benchmark writes it ("cpu (auto)"), with the catalog GPU's id.
   set_config_value(
-      &run.lines, "device",
+      &run.config, "device",
       (host ? std::string("cpu") : req.device.id) + (f.device == "auto" ? " (auto)" : ""));
   if (a.given("--np") || a.given("--gpus")) {
-    set_config_value(&run.lines, "world_size", std::to_string(gpus), "--np");
+    set_config_value(&run.config, "world_size", std::to_string(gpus), "--np");
   } else if (launch->world_size > 1) {
-    set_config_value(&run.lines, "world_size", std::to_string(gpus), "launcher");
+    set_config_value(&run.config, "world_size", std::to_string(gpus), "launcher");
   }
   if (!f.memory_limit.empty()) {
     LJ_ASSIGN_OR_RETURN(req.budget_bytes, parse_bytes(f.memory_limit));
@@ -189,7 +189,7 @@ Status run_plan(const PlanArgs& a) {
       stale_note = stale_rates_note(*req.rates, peak->flops);
     }
   }
-  const ConfigLines config = select_config(run.lines, kPlanConfigKeys);
+  const ConfigLines config = select_config(run.config, kPlanConfigKeys);
   if (a.json) {
     nlohmann::ordered_json j = plan_to_json(req, r);
     j["resolved"] = config_json(config);

@@ -152,12 +152,14 @@ DataParallelSettings resolve_data_parallel(const RunSettings& run,
     d.reduce_bucket_origin = origin("zero_optimization.reduce_bucket_size");
     d.allgather_bucket_origin = origin("zero_optimization.allgather_bucket_size");
     d.overlap_origin = origin("zero_optimization.overlap_comm");
+    d.stage3_origin = ds->source + ": each key's origin is in its DeepSpeed line";
     return d;
   }
   d.zero = ZeroConfig::defaults(static_cast<int>(run.zero_stage.value));
   d.stage_origin = run.zero_stage.from_flag ? "flag" : "default";
   d.reduce_bucket_origin = d.allgather_bucket_origin = "DeepSpeed default";
   d.overlap_origin = "DeepSpeed default (true for stage 3 only)";
+  d.stage3_origin = "DeepSpeed defaults";
   return d;
 }
 
@@ -176,7 +178,8 @@ std::string DataParallelSettings::describe() const {
          ", stage3_param_persistence_threshold = " +
          std::to_string(zero.stage3_param_persistence_threshold) + "\n" +
          "  stage3_max_live_parameters = " + std::to_string(zero.stage3_max_live_parameters) +
-         ", stage3_max_reuse_distance = " + std::to_string(zero.stage3_max_reuse_distance) + "\n";
+         ", stage3_max_reuse_distance = " + std::to_string(zero.stage3_max_reuse_distance) + "  (" +
+         stage3_origin + ")\n";
   }
   if (world_size == 1) {
     s += "  one process: no collectives, the stage changes nothing\n";

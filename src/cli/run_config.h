@@ -71,6 +71,7 @@ struct DataParallelSettings {
   std::string backend = "self";  // the communicator's ("self", "mpi")
   ZeroConfig zero;
   std::string stage_origin, reduce_bucket_origin, allgather_bucket_origin, overlap_origin;
+  std::string stage3_origin;  // of the stage3_* values (one origin: they come together)
   // One line per resolved value with its origin, for printing at start ("data parallel: ...").
   std::string describe() const;
 };

@@ -141,12 +141,15 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
   LJ_ASSIGN_OR_RETURN(r.ds, resolve_deepspeed(f.deepspeed, r.model, run));
   r.dp = resolve_data_parallel(run, r.ds, world_size, rank, backend);
   LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
-  r.settings = step_settings(run, r.ds);
-  LJ_ASSIGN_OR_RETURN(r.settings.step.graph.recompute,
-                      resolve_recompute(run, r.ds, r.model.config));
-  r.settings.step.seed = f.seed;
-  r.settings.step.graph.compile = compile_requested(f.compile);
+  static_cast<StepSettings&>(r) = step_settings(run, r.ds);
+  LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
+  r.step.seed = f.seed;
+  r.step.graph.compile = compile_requested(f.compile);
+  r.step.comm_options.timeout_seconds = f.comm_timeout_s;
   r.ckpt_opt = checkpoint_optimization_requested(f.ckpt_opt);
+  r.memory_limit = f.memory_limit;
+  r.threads = f.threads;
+  r.seed = f.seed;
 
   // Where each value came from: the flag, the DeepSpeed JSON (flags already won inside it), the
   // environment, the launcher, or ljperf's default.
@@ -156,7 +159,7 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
     return "default";
   };
   auto add = [&](std::string key, std::string value, std::string origin) {
-    r.lines.push_back({std::move(key), std::move(value), std::move(origin)});
+    r.config.push_back({std::move(key), std::move(value), std::move(origin)});
   };
   const LlamaConfig& m = r.model.config;
   add("model",
@@ -165,9 +168,9 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
       f.given("--model") ? "--model" : "default");
   if (!r.model.recipe.empty()) add("recipe", r.model.recipe, "--model " + f.model);
   if (!f.deepspeed.empty()) add("deepspeed", f.deepspeed, "--deepspeed");
-  add("micro_batch", std::to_string(r.settings.micro_batch),
+  add("micro_batch", std::to_string(r.micro_batch),
       from("--batch-size", "train_micro_batch_size_per_gpu"));
-  add("grad_accum", std::to_string(r.settings.grad_accum),
+  add("grad_accum", std::to_string(r.grad_accum),
       from("--grad-accum", "gradient_accumulation_steps"));
   add("seq_len", std::to_string(r.seq_len),
       f.given("--seq-len") ? "--seq-len"
@@ -175,11 +178,21 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
                            : "default");
   add("world_size", std::to_string(world_size),
       world_size > 1 ? "launcher (" + backend + ")" : "one process");
-  add("precision", dtype_name(r.settings.precision), from("--precision", "precision"));
-  add("lr", fmt::format("{:g}", r.settings.step.adamw.lr), from("--lr", "optimizer.lr"));
+  add("precision", dtype_name(r.precision), from("--precision", "precision"));
+  add("lr", fmt::format("{:g}", r.step.adamw.lr), from("--lr", "optimizer.lr"));
+  const AdamWConfig& o = r.step.adamw;
+  add("weight_decay", fmt::format("{:g}", o.weight_decay),
+      from("--weight-decay", "optimizer.weight_decay"));
+  add("betas", fmt::format("{:g}, {:g}", o.beta1, o.beta2), from("--betas", "optimizer.beta1"));
+  add("eps", fmt::format("{:g}", o.eps), from("--eps", "optimizer.eps"));
+  add("grad_clip", r.step.grad_clip > 0 ? fmt::format("{:g}", r.step.grad_clip) : "off",
+      from("--grad-clip", "gradient_clipping"));
+  if (run.total_steps.value > 0) {
+    add("steps", std::to_string(run.total_steps.value), f.given("--steps") ? "--steps" : "default");
+  }
   add("zero_stage", std::to_string(r.dp.zero.stage), r.dp.stage_origin);
   const std::string compile_env = env_text("LJ_COMPILE");
-  add("compile", r.settings.step.graph.compile ? "on" : "off",
+  add("compile", r.step.graph.compile ? "on" : "off",
       f.compile              ? "--compile"
       : !compile_env.empty() ? compile_env
                              : "default");
@@ -195,7 +208,7 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
   }
   const bool recompute_flag =
       f.given("--recompute") || f.given("--recompute-layers") || f.given("--recompute-method");
-  add("recompute", r.settings.step.graph.recompute.to_string(m.num_hidden_layers),
+  add("recompute", r.step.graph.recompute.to_string(m.num_hidden_layers),
       r.ckpt_opt       ? "chosen by checkpoint optimization"
       : recompute_flag ? "--recompute flags"
       : r.ds           ? ds_origin(*r.ds, "recompute")
@@ -204,6 +217,10 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
   add("threads", f.threads > 0 ? std::to_string(f.threads) : "all cores",
       f.given("--threads") ? "--threads" : "default");
   add("seed", std::to_string(f.seed), f.given("--seed") ? "--seed" : "default");
+  if (world_size > 1) {
+    add("comm_timeout", fmt::format("{:g} s", f.comm_timeout_s),
+        f.given("--comm-timeout") ? "--comm-timeout" : "default (PyTorch's)");
+  }
   return r;
 }
 

@@ -54,22 +54,31 @@ struct RunFlags {
 // `lr_help` is the command's word for --lr ("AdamW learning rate", "Peak learning rate").
 void add_run_flags(CLI::App* sub, RunFlags* f, const std::string& lr_help);
 
-// What a run trains with, resolved once.
-struct ResolvedRun {
-  ModelRef model;
-  StepSettings settings;  // micro-batch, accumulation, precision, the step's configuration
-  int64_t seq_len = 0;
-  std::optional<DeepSpeedConfig> ds;
-  DataParallelSettings dp;  // world size, rank, ZeRO stage and buckets
-  bool ckpt_opt = false;    // checkpoint optimization requested (flag or environment)
-  // Every resolved value with its origin ("--batch-size", "default", "LJ_COMPILE=1",
-  // "deepspeed/zero3_bf16: auto", ...), in the order printed.
-  struct Line {
-    std::string key, value, origin;
-  };
-  std::vector<Line> lines;
+// One resolved value and where it came from: a flag ("--batch-size"), the DeepSpeed JSON or
+// recipe ("deepspeed/zero3_bf16: auto"), the environment ("LJ_COMPILE=1"), the launcher, the
+// preset, or ljperf's "default".
+struct ConfigLine {
+  std::string key, value, origin;
 };
-using ConfigLines = std::vector<ResolvedRun::Line>;
+using ConfigLines = std::vector<ConfigLine>;
+
+// What a run trains with, resolved once by resolve_run; benchmark, train, plan and eval read it
+// (benchmark and train add their own fields by deriving from it, never by copying it). Every
+// value has its origin: the step's settings and the model in `config`, each DeepSpeed key in
+// ds->resolved, each ZeRO value in dp's *_origin fields.
+struct ResolvedRun : StepSettings {   // micro-batch, accumulation, precision, the step's settings
+  ModelRef model;                     // the preset, config.json or HF folder, and its recipe
+  int64_t seq_len = 0;                // tokens per sequence (--seq-len; plan: capped default)
+  std::optional<DeepSpeedConfig> ds;  // the DeepSpeed JSON or recipe (the flags won inside it)
+  DataParallelSettings dp;            // world size, rank, communicator, ZeRO stage and buckets
+  bool ckpt_opt = false;  // checkpoint optimization requested (--ckpt-opt, CHECKPOINT_OPTIMIZATION)
+  std::string memory_limit;  // checkpoint optimization's budget as typed ("": 90% of available)
+  int threads = 0;           // CPU threads (0: all cores)
+  uint64_t seed = 0;         // weights and (benchmark) synthetic tokens
+  // Every resolved value with its origin, in the order printed (describe_config) and written
+  // into every JSON record (config_json).
+  ConfigLines config;
+};
 
 // "run configuration:" and one line per value, for printing at start.
 std::string describe_config(const ConfigLines& lines);

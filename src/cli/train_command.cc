@@ -73,16 +73,12 @@ Status check_args(const TrainArgs& a) {
   return ok_status();
 }
 
-// What the run trains, after presets, DeepSpeed JSON and flags are resolved.
-struct ResolvedTrain {
-  ModelRef model;
-  TokenFormat format;
-  LrSchedule::Decay decay;
-  StepSettings settings;  // micro-batch, accumulation, precision, the step's configuration
-  std::optional<DeepSpeedConfig> ds;
-  DataParallelSettings dp;   // world size, rank, ZeRO stage and buckets (one process: stage 0)
+// What the run trains: the resolved run (cli/run_flags.h, with every value's origin) and train's
+// own settings.
+struct ResolvedTrain : ResolvedRun {
+  TokenFormat format;        // --data-format
+  LrSchedule::Decay decay;   // --decay
   int64_t warmup_steps = 0;  // the LR warmup: --warmup-steps, else default_warmup_steps
-  ConfigLines config;        // every value with its origin (cli/run_flags.h)
 };
 
 // The LR warmup when --warmup-steps is not given: a tenth of the run (HF Trainer's common
@@ -102,52 +98,45 @@ StatusOr<ResolvedTrain> resolve(const TrainArgs& a, const DistSession& dist) {
   RunSettings run;
   run.weight_decay.assign(a.weight_decay, a.given("--weight-decay"));
   run.grad_clip.assign(a.grad_clip, a.given("--grad-clip"));
-  run.total_steps = a.t.steps;
+  run.total_steps.assign(a.t.steps, a.given("--steps"));
   r.warmup_steps = a.given("--warmup-steps") ? a.warmup_steps : default_warmup_steps(a.t.steps);
   run.warmup_steps.assign(r.warmup_steps, a.given("--warmup-steps"));
-  LJ_ASSIGN_OR_RETURN(ResolvedRun rr,
+  LJ_ASSIGN_OR_RETURN(static_cast<ResolvedRun&>(r),
                       resolve_run(a.f, run, dist.world_size(), dist.rank(), dist.backend_name()));
-  rr.lines.push_back({"warmup_steps", std::to_string(r.warmup_steps),
+  r.config.push_back({"warmup_steps", std::to_string(r.warmup_steps),
                       a.given("--warmup-steps") ? "--warmup-steps" : "default: --steps / 10"});
-  r.config = rr.lines;
-  r.model = std::move(rr.model);
-  r.settings = rr.settings;
-  r.ds = std::move(rr.ds);
-  r.dp = rr.dp;
   return r;
 }
 
 // The trainer's configuration from the resolved run; prints the DeepSpeed settings in use.
 void configure_trainer(const TrainArgs& a, const ResolvedTrain& r, TrainerConfig* t) {
   t->out_dir = a.out;
-  t->lr = LrSchedule{a.f.lr, a.min_lr, r.warmup_steps, t->steps, r.decay};
-  t->batch_size = r.settings.micro_batch;
-  t->seq_len = a.f.seq_len;
-  t->grad_accum = r.settings.grad_accum;
-  t->step = r.settings.step;
+  t->lr = LrSchedule{r.step.adamw.lr, a.min_lr, r.warmup_steps, t->steps, r.decay};
+  t->batch_size = r.micro_batch;
+  t->seq_len = r.seq_len;
+  t->grad_accum = r.grad_accum;
+  t->step = r.step;
   if (r.dp.world_size > 1) fmt::print("{}", r.dp.describe());
   if (!r.ds) return;
   const DeepSpeedConfig& ds = *r.ds;
   if (ds.scheduler.type != DsScheduler::Type::none) {
     const DsScheduler sched = ds.scheduler;
     t->lr_fn = [sched](int64_t step) { return sched.lr_for_step(step); };
-  } else {
-    t->lr.max_lr = ds.optimizer.lr;
   }
-  fmt::print("deepspeed ({}):\n{}", ds.source, ds.describe());
+  fmt::print("{}", ds.describe());
   for (const auto& w : ds.warnings) fmt::print(stderr, "warning: {}\n", w);
 }
 
 // CHECKPOINT_OPTIMIZATION / --ckpt-opt: the planner picks what to recompute.
-Status choose_recompute(const TrainArgs& a, ResolvedTrain& r, TrainerConfig* t) {
-  if (!checkpoint_optimization_requested(a.f.ckpt_opt)) return ok_status();
+Status choose_recompute(ResolvedTrain& r, TrainerConfig* t) {
+  if (!r.ckpt_opt) return ok_status();
   const LlamaConfig& model = r.model.config;
-  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(a.f.memory_limit));
+  LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(r.memory_limit));
   LJ_ASSIGN_OR_RETURN(
       CkptChoice c,
       checkpoint_optimization(model, t->batch_size, t->seq_len, t->step.graph.compile, budget,
-                              HostParallel{r.dp.world_size, r.dp.zero, r.dp.rank, a.f.threads},
-                              r.settings.precision));
+                              HostParallel{r.dp.world_size, r.dp.zero, r.dp.rank, r.threads},
+                              r.precision));
   print_ckpt_choice(c, model.num_hidden_layers);
   t->step.graph.recompute = c.recompute;
   set_config_value(&r.config, "recompute", c.recompute.to_string(model.num_hidden_layers));
@@ -320,7 +309,7 @@ StatusOr<PreparedTrain> prepare_train(TrainArgs& a, const DistSession& dist, Dev
   p.data.emplace(std::move(data));
   TrainerConfig& t = a.t;
   configure_trainer(a, p.r, &t);
-  LJ_RETURN_IF_ERROR(choose_recompute(a, p.r, &t));
+  LJ_RETURN_IF_ERROR(choose_recompute(p.r, &t));
   if (!p.r.model.weights_dir.empty()) {
     LJ_ASSIGN_OR_RETURN(HfModel hf, load_hf_model(p.r.model.weights_dir, dev));
     p.initial = std::move(hf.params);
@@ -377,7 +366,6 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   TrainerConfig& t = a.t;
   t.step.data_parallel = dist.data_parallel(p.r.dp.zero);
   t.device = device == RunDevice::cuda ? TrainDevice::cuda : TrainDevice::cpu;
-  t.step.comm_options.timeout_seconds = a.f.comm_timeout_s;
 
   const HostInfo host = host_info();
   fmt::print(
@@ -395,7 +383,7 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
                        (a.f.device == "auto" ? " (auto)" : ""));
   fmt::print("{}", describe_config(p.r.config));
   fmt::print("recompute: {}\n", t.step.graph.recompute.to_string(model.num_hidden_layers));
-  if (const std::string line = precision_line(p.r.settings, true); !line.empty()) {
+  if (const std::string line = precision_line(p.r, true); !line.empty()) {
     fmt::print("{}\n", line);
   }
   RunLogs logs;

@@ -61,10 +61,14 @@ Status write_file_atomic(const std::string& path, const std::function<Status(Fil
   // Errors name the user's path: the temporary beside it is this function's business.
   FileWriter w(fd, path);
   Status s = fill(w);
-  if (s.ok() && ::fsync(fd) != 0) s = io_error("fsync of " + path + ": " + std::strerror(errno));
-  if (::close(fd) != 0 && s.ok()) s = io_error("closing " + path + ": " + std::strerror(errno));
+  const char* kDiskHint = "check the disk's free space (df) and that it is writable";
+  if (s.ok() && ::fsync(fd) != 0)
+    s = io_error("fsync of " + path + ": " + std::strerror(errno), kDiskHint);
+  if (::close(fd) != 0 && s.ok())
+    s = io_error("closing " + path + ": " + std::strerror(errno), kDiskHint);
   if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = io_error("cannot put " + path + " in place: " + std::strerror(errno));
+    s = io_error("cannot put " + path + " in place: " + std::strerror(errno),
+                 "is a folder of that name in the way? Remove it, or give another path");
   }
   if (!s.ok()) {
     std::remove(tmp.c_str());

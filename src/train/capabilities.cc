@@ -1,6 +1,8 @@
 #include "train/capabilities.h"
 
+#include <algorithm>
 #include <array>
+#include <vector>
 
 namespace lj {
 namespace {
@@ -35,6 +37,8 @@ const std::array kTable = {
                "and the groups exist; the layer's dispatch does not)",
                "drop --expert-parallel: every rank then holds every expert (data parallel with "
                "ZeRO 0-3)"},
+    Capability{cpu, "ranks", "1", true, "", ""},
+    Capability{cpu, "ranks", "several", true, "", ""},  // under mpirun, an MPI build
 
     Capability{cuda, "zero", "0", true, "", ""},
     Capability{cuda, "zero", "1", true, "", ""},
@@ -62,6 +66,8 @@ const std::array kTable = {
                "train mixture-of-experts models (Mixtral, Qwen3-MoE) with --device cpu"},
     Capability{cuda, "expert-parallel", "on", false, "the GPU runs no mixture-of-experts layer",
                "drop --expert-parallel and train mixture-of-experts models with --device cpu"},
+    Capability{cuda, "ranks", "1", true, "", ""},
+    Capability{cuda, "ranks", "several", true, "", ""},  // one GPU per rank, NCCL
 };
 
 constexpr std::string_view kDeviceWords[] = {"the CPU", "the GPU"};
@@ -94,6 +100,7 @@ std::string_view feature_title(std::string_view feature) {
   if (feature == "hf-weights") return "HF weights in benchmark";
   if (feature == "moe") return "mixture of experts";
   if (feature == "expert-parallel") return "expert parallelism";
+  if (feature == "ranks") return "ranks";
   return feature;
 }
 
@@ -123,9 +130,15 @@ Status require_capability(TrainDevice device, std::string_view feature, std::str
 }
 
 std::string capability_summary(TrainDevice device) {
+  // The device's features in the table's order, each once.
+  std::vector<std::string_view> features;
+  for (const Capability& c : kTable) {
+    if (c.device == device &&
+        std::find(features.begin(), features.end(), c.feature) == features.end())
+      features.push_back(c.feature);
+  }
   std::string s;
-  for (const std::string_view f : {"zero", "precision", "recompute", "compile", "profile",
-                                   "ckpt-opt", "hf-weights", "expert-parallel"}) {
+  for (const std::string_view f : features) {
     const std::string v = supported_values(device, f);
     std::string shown = v == "on" ? "yes" : v.empty() ? "no" : v;
     s += (s.empty() ? "" : "; ") + std::string(feature_title(f)) + " " + shown;

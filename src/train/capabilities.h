@@ -1,8 +1,8 @@
 // What each device trains with: the one table of ZeRO stages, precisions, recompute, compile,
-// profiling, checkpoint optimization and weights per device. Every refusal of an unsupported
-// setting (train/gpu_step_check.cc, cli/), every --help text that lists what a device takes and
-// `ljperf doctor` read it, so no message can disagree with what runs. A test walks it: each
-// supported entry runs, each unsupported one is refused with the table's words
+// profiling, checkpoint optimization, weights, mixture of experts and ranks per device. Every
+// refusal of an unsupported setting (train/gpu_step_check.cc, cli/), every --help text that lists
+// what a device takes and `ljperf doctor` read it, so no message can disagree with what runs. A
+// test walks it: each supported entry runs, each unsupported one is refused with the table's words
 // (tests/unit/capabilities_test.cc for the GPU's host-side checks, tests/e2e/capabilities_test.sh
 // for the CPU's runs).
 #pragma once
@@ -23,7 +23,7 @@ const char* train_device_name(TrainDevice d);  // "cpu", "cuda"
 struct Capability {
   TrainDevice device;
   std::string_view feature;  // "zero", "precision", "recompute", "compile", "profile", ...
-  std::string_view value;    // the setting: "3", "fp16", "full", "on"
+  std::string_view value;    // the setting: "3", "fp16", "full", "on", "several" (ranks)
   bool supported;
   std::string_view why;   // unsupported: what the device lacks, in a user's words
   std::string_view hint;  // unsupported: what to run instead

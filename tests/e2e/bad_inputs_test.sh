@@ -108,6 +108,12 @@ run_case "truncated llm.c shard" absent new "truncated.bin" -- \
   "$LJ" train --model tiny --data truncated.bin --out new "${small[@]}"
 run_case "wrong magic, --data-format llmc" absent new "bad_magic.bin" -- \
   "$LJ" train --model tiny --data bad_magic.bin --data-format llmc --out new "${small[@]}"
+# The written file's name, not its temporary's, and a hint (the rename of an atomic write).
+mkdir -p in_the_way.bin && echo "keep me" >in_the_way.bin/file.txt
+run_case "tokenize --out onto a folder" same in_the_way.bin "cannot put in_the_way.bin in place" -- \
+  "$LJ" tokenize --tokenizer "$ROOT/tests/fixtures/tokenize/gpt2.tokenizer.json" \
+  --input "$ROOT/README.md" --out in_the_way.bin
+grep -q '^hint: .*folder of that name' case.err || fail "tokenize --out onto a folder: no hint: $(cat case.err)"
 run_case "fewer tokens than one batch" absent new "few.bin" -- \
   "$LJ" train --model tiny --data few.bin --out new "${small[@]}"
 run_case "token id above the vocabulary" absent new "299" -- \

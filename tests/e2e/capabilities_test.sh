@@ -1,6 +1,6 @@
 # The capability table (train/capabilities.h), as `ljperf doctor --json` publishes it, walked on
 # the CPU: every entry marked supported runs (a two-step `ljperf benchmark` of tiny with that
-# setting; ZeRO stages under mpirun -np 2 when this host has it), every entry marked unsupported
+# setting; ZeRO stages and several ranks under mpirun -np 2 when this host has it), every entry marked unsupported
 # is refused with the table's words. The GPU's entries are checked host-side by
 # tests/unit/capabilities_test.cc (no GPU here) and run by tools/gpu_check.sh.
 # Usage: bash capabilities_test.sh <path-to-ljperf> <repo-root>
@@ -47,6 +47,18 @@ while IFS=$'\t' read -r feature value supported why; do
       [ "$mpi" = 1 ] || { note "cpu expert-parallel $value: needs mpirun"; n=$((n + 1)); continue; }
       model=(--model tiny-moe) flags=(--expert-parallel 2)
       launch=(env OMP_NUM_THREADS=1 "${MPIRUN[@]}" -np 2) ;;
+    ranks)
+      flags=()
+      if [ "$value" = several ]; then
+        if [ "$mpi" = 0 ]; then
+          # Ranks need mpirun and an MPI build; tools/setup.sh fails a skipped dist test where
+          # both are present, so this line is only seen where they are not.
+          echo "  not run: cpu ranks several (no mpirun or no MPI build here)"
+          n=$((n + 1))
+          continue
+        fi
+        launch=(env OMP_NUM_THREADS=1 "${MPIRUN[@]}" -np 2)
+      fi ;;
     *) fail "the table has a CPU feature this test does not know: $feature (add it here)" ;;
   esac
   rc=0
@@ -62,5 +74,5 @@ while IFS=$'\t' read -r feature value supported why; do
   fi
   n=$((n + 1))
 done <cpu.tsv
-[ "$n" -ge 14 ] || fail "walked $n CPU entries, expected at least 14"
+[ "$n" -ge 17 ] || fail "walked $n CPU entries, expected at least 17"
 e2e_finish

@@ -126,4 +126,41 @@ for cmd in plan eval benchmark; do
 done
 pass "--seq-len 0 and 512 refused alike by plan, eval and benchmark"
 
+echo "check: every resolved value is printed with its origin, and the record holds the same"
+all_keys=(model micro_batch grad_accum seq_len world_size precision lr weight_decay betas eps
+  grad_clip steps zero_stage compile ckpt_opt recompute device threads seed skip_steps)
+"$LJ" benchmark "${common[@]}" --steps 2 --out rec.jsonl >bench.out 2>bench.err ||
+  { cat bench.err >&2; fail "benchmark --out failed"; }
+config_lines bench.out "${all_keys[@]}" >/dev/null
+# Every line of the block is "  key = value  (origin)", the origin never empty.
+if grep '^  ' block.txt | grep -vE '^  [a-z0-9_]+ = .+  \([^)]+\)$' >noorigin.txt; then
+  fail "lines without an origin: $(cat noorigin.txt)"
+fi
+grep '^  ' block.txt | sort >printed.txt
+perl -MJSON::PP -e 'my $r = decode_json(<STDIN>)->{resolved};
+  print "  $_ = $r->{$_}{value}  ($r->{$_}{from})\n" for keys %$r' <rec.jsonl | sort >recorded.txt
+diff printed.txt recorded.txt >d.txt || fail "the record's \"resolved\" is not what was printed:
+$(cat d.txt)"
+grep -q "^  skip_steps = 1  (default, lowered for --steps 2)" printed.txt ||
+  fail "benchmark --steps 2: $(grep skip_steps printed.txt)"
+pass "benchmark: ${#all_keys[@]} keys, each with its origin, printed and recorded alike"
+# The optimizer's values from each origin: the DeepSpeed JSON (benchmark), the flags (train).
+cat >opt.json <<'EOF'
+{"train_micro_batch_size_per_gpu": 2, "gradient_clipping": 0.5,
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.02}}}
+EOF
+"$LJ" benchmark "${common[@]}" --steps 2 --deepspeed opt.json >ds.out 2>ds.err ||
+  { cat ds.err >&2; fail "benchmark --deepspeed opt.json failed"; }
+config_lines ds.out weight_decay grad_clip >ds.lines
+grep -q "weight_decay = 0.02  (opt.json: file)" ds.lines &&
+  grep -q "grad_clip = 0.5  (opt.json: file)" ds.lines ||
+  fail "the DeepSpeed JSON's optimizer values: $(cat ds.lines)"
+"$LJ" train "${common[@]}" --data tok.bin --steps 2 --out run1 --weight-decay 0.05 --grad-clip 0 \
+  >train.out 2>train.err || { cat train.err >&2; fail "train --weight-decay 0.05 failed"; }
+config_lines train.out weight_decay grad_clip steps warmup_steps >train.lines
+grep -q "weight_decay = 0.05  (--weight-decay)" train.lines &&
+  grep -q "grad_clip = off  (--grad-clip)" train.lines &&
+  grep -q "steps = 2  (--steps)" train.lines || fail "train's flags: $(cat train.lines)"
+pass "weight_decay and grad_clip from the DeepSpeed JSON (benchmark) and the flags (train)"
+
 e2e_finish

@@ -59,7 +59,7 @@ peak=$(json_get ck.jsonl 1 summary.peak_rss_bytes)
 perl -e 'exit($ARGV[0] <= $ARGV[1] ? 0 : 1)' "$peak" "$budget" ||
   fail "measured peak $peak above the budget $budget"
 pass "$choice; measured peak $peak <= budget $budget"
-sed -n '/^deepspeed (/,/^compile:/p' ck.out >resolved.txt
+sed -n '/^DeepSpeed config /,/^compile:/p' ck.out >resolved.txt
 # The run configuration, printed once with every value's origin, and the same in the record.
 for want in "ckpt_opt = on  (CHECKPOINT_OPTIMIZATION=true)" "zero_stage = 3  (deepspeed/zero3_bf16: file)" \
   "precision = bf16  (deepspeed/zero3_bf16: file)" "seq_len = 128  (--seq-len)" \
