@@ -118,18 +118,21 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
     return it->second.data<float>() + (s - it->first);
   };
 
-  // fp16: the loss scale undone after the reduction (only the part this rank updates at 1-3).
-  if (grad_unscale != 1.0) {
+  // Scales the gradients this rank updates: all of them (stage 0) or its shard's (1-3).
+  const auto scale_updated = [&](double factor) {
     if (!sharded_states) {
-      scale_grads(grads, grad_unscale, threads);
-    } else {
-      const auto f = static_cast<float>(grad_unscale);
-      for (const FlatPiece& p : pieces) {
-        float* g = grad_of(p);
-        for (int64_t k = 0; k < p.count; ++k) g[k] *= f;
-      }
+      scale_grads(grads, factor, threads);
+      return;
     }
-  }
+    const auto f = static_cast<float>(factor);
+    for (const FlatPiece& p : pieces) {
+      float* g = grad_of(p);
+      for (int64_t k = 0; k < p.count; ++k) g[k] *= f;
+    }
+  };
+
+  // fp16: the loss scale undone after the reduction.
+  if (grad_unscale != 1.0) scale_updated(grad_unscale);
 
   // Global norm: stage 0 holds every gradient; 1 and 2 sum squares over the shard, then ranks.
   if (!sharded_states) {
@@ -148,16 +151,7 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   }
   if (grad_clip > 0 && r.grad_norm > grad_clip) {
     // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
-    const double scale = grad_clip / (r.grad_norm + 1e-6);
-    if (!sharded_states) {
-      scale_grads(grads, scale, threads);
-    } else {
-      const auto f = static_cast<float>(scale);
-      for (const FlatPiece& p : pieces) {
-        float* g = grad_of(p);
-        for (int64_t k = 0; k < p.count; ++k) g[k] *= f;
-      }
-    }
+    scale_updated(grad_clip / (r.grad_norm + 1e-6));
   }
 
   if (!sharded_states) {
