@@ -32,6 +32,16 @@ FlatRange FlatLayout::shard(int rank) const {
   return {rank * s, (rank + 1) * s};
 }
 
+FlatRange FlatLayout::held(int rank, int stage, ZeroSharded what) const {
+  if (!zero_shards(stage, what)) return {0, numel_};
+  const FlatRange s = shard(rank);
+  return {std::min(s.begin, numel_), std::min(s.end, numel_)};
+}
+
+int64_t FlatLayout::held_numel(int stage, ZeroSharded what) const {
+  return zero_shards(stage, what) ? shard_numel() : numel_;
+}
+
 std::vector<FlatPiece> FlatLayout::pieces(FlatRange r) const {
   std::vector<FlatPiece> out;
   const int64_t end = std::min(r.end, numel_);
@@ -98,28 +108,26 @@ int64_t all_gather_send_numel(const FlatLayout& layout, int64_t allgather_bucket
 
 ZeroMemory zero_memory(const FlatLayout& layout, const ZeroConfig& zero) {
   ZeroMemory m;
-  if (zero.stage == 0) {
-    m.adam_state_numel = layout.numel();
-    m.reduce_buffer_numel = all_reduce_buffer_numel(layout, zero.reduce_bucket_size);
-    return m;
-  }
-  m.adam_state_numel = layout.shard_numel();
-  if (zero.stage == 3) {
+  m.adam_state_numel = layout.held_numel(zero.stage, ZeroSharded::optimizer_states);
+  if (zero.shards(ZeroSharded::parameters)) {
     // The collectives are all in the graph (gathers, reduce-scatters); the step updates the
     // shard in place.
-    m.grad_shard_numel = layout.shard_numel();
-    m.param_shard_numel = layout.shard_numel();
+    m.grad_shard_numel = layout.held_numel(zero.stage, ZeroSharded::gradients);
+    m.param_shard_numel = layout.held_numel(zero.stage, ZeroSharded::parameters);
     return m;
   }
-  if (zero.stage == 2) {
-    m.grad_shard_numel = layout.shard_numel();
+  if (zero.shards(ZeroSharded::gradients)) {
+    m.grad_shard_numel = layout.held_numel(zero.stage, ZeroSharded::gradients);
     m.reduce_buffer_numel = reduce_scatter_buffer_numel(layout, zero.reduce_bucket_size);
     m.frees_full_grads = true;
   } else {
     m.reduce_buffer_numel = all_reduce_buffer_numel(layout, zero.reduce_bucket_size);
   }
-  m.gather_send_numel = all_gather_send_numel(layout, zero.allgather_bucket_size);
-  m.gather_recv_numel = m.gather_send_numel * layout.world_size();
+  if (zero.shards(ZeroSharded::optimizer_states)) {
+    // Each rank updated its shard: the parameters are all-gathered.
+    m.gather_send_numel = all_gather_send_numel(layout, zero.allgather_bucket_size);
+    m.gather_recv_numel = m.gather_send_numel * layout.world_size();
+  }
   return m;
 }
 

@@ -72,6 +72,15 @@ class FlatLayout {
   int64_t numel_padded() const { return numel_padded_; }
   int64_t shard_numel() const { return numel_padded_ / world_size_; }
   FlatRange shard(int rank) const;
+  // What ZeRO shards at `stage`, asked in one place (llm.c's multi_gpu_get_shard_offset): state
+  // that `stage` shards (zero_shards(stage, what), core/zero_config.h) is held by each rank for
+  // its shard only, anything else whole.
+  //   held: the elements of [0, numel) rank `rank` holds: its shard without the padding (empty
+  //         where a shard lies all in the padding), or all of them.
+  //   held_numel: what each rank allocates for it: shard_numel (the padding included, the same
+  //         on every rank), or numel.
+  FlatRange held(int rank, int stage, ZeroSharded what) const;
+  int64_t held_numel(int stage, ZeroSharded what) const;
   int64_t param_begin(size_t i) const { return begin_[i]; }
   size_t num_params() const { return numels_.size(); }
   // The pieces of parameters that cover `r`, in order; the padding has none.

@@ -1,5 +1,6 @@
 // Shape inference for the collective ops (graph/ops.def): grad_reduce_start's buffer is
 // f32 (numel); grad_reduce_wait gives the types its attributes name (stages 0, 1) or a token.
+#include "core/zero_config.h"
 #include "graph/op_rules.h"
 
 namespace lj {
@@ -19,7 +20,7 @@ Status infer_grad_reduce_wait(const InferCtx& c, std::vector<TypedShape>* out) {
   if (c.in.size() != 1 || c.in[0].dtype != DType::f32) {
     return shape_error(c, "takes one f32 buffer (grad_reduce_start's)");
   }
-  if (c.attrs.i("stage") >= 2) {
+  if (zero_shards(static_cast<int>(c.attrs.i("stage")), ZeroSharded::gradients)) {
     out->push_back(TypedShape{DType::f32, Shape{}});
     return ok_status();
   }

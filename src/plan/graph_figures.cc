@@ -60,12 +60,14 @@ std::vector<Tensor> step_inputs(Device& dev, const Graph& g, const LlamaConfig& 
     if (options.loss_scaling)
       inputs.push_back(Tensor::empty(dev, DType::f32, {}, MemCategory::workspace));
   };
-  if (options.grad_sync.enabled() && options.grad_sync.zero.stage == 3) {
+  const ZeroConfig& zero = options.grad_sync.zero;
+  if (options.grad_sync.enabled() && zero.shards(ZeroSharded::parameters)) {
     // ZeRO-3: the graph takes this rank's shard of the parameters, and gathers them itself; the
     // pass that adds the shard input runs after the loss scale was added, so the shard is last.
     loss_scale();
     const FlatLayout layout(numels, options.grad_sync.world_size);
-    inputs.push_back(Tensor::empty(dev, DType::f32, {layout.shard_numel()}, MemCategory::weights));
+    const int64_t shard = layout.held_numel(zero.stage, ZeroSharded::parameters);
+    inputs.push_back(Tensor::empty(dev, DType::f32, {shard}, MemCategory::weights));
     return inputs;
   }
   for (const ParamSpec& s : specs)
@@ -86,7 +88,7 @@ std::vector<Tensor> step_inputs(Device& dev, const Graph& g, const LlamaConfig& 
 std::vector<Tensor> adam_moments(Device& dev, const std::vector<ParamSpec>& specs,
                                  const DryRunOptions& dry, bool sharded, const ZeroMemory& zm) {
   std::vector<Tensor> moments;
-  if (dry.with_adam_states && (!sharded || dry.zero.stage == 0)) {
+  if (dry.with_adam_states && (!sharded || !dry.zero.shards(ZeroSharded::optimizer_states))) {
     for (int k = 0; k < 2; ++k) {
       for (const ParamSpec& s : specs)
         moments.push_back(Tensor::empty(dev, DType::f32, s.dims, MemCategory::optimizer));
@@ -129,7 +131,7 @@ void replay_collectives(Executor& ex, const Graph& g, Device& dev, const DryRunO
     } else if (n.op == Op::grad_reduce_start) {
       const int64_t count = n.attrs.i("flat_end") - n.attrs.i("flat_begin");
       mpi_temporary(*dev, *dry,
-                    n.attrs.i("stage") >= 2
+                    zero_shards(static_cast<int>(n.attrs.i("stage")), ZeroSharded::gradients)
                         ? mpi_reduce_scatter_temporary_numel(count, dry->rank, dry->world_size)
                         : mpi_all_reduce_temporary_numel(count, dry->rank, dry->world_size));
     }

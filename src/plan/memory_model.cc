@@ -35,7 +35,7 @@ MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& mo
   const GpuMemoryCoefficients& c = coeffs.gpu_memory;
   MemoryPrediction p;
   double transient = 0, grads_live = 0, buckets = 0, gathered = 0;
-  if (zero.stage <= 1) {
+  if (!zero.shards(ZeroSharded::gradients)) {
     // The dry run's peak holds the bf16 gradients produced so far (all of them at the end of
     // backward); at most the full set, which the model states already count.
     transient =
@@ -43,13 +43,15 @@ MemoryPrediction predict_gpu_memory(const GraphFigures& f, const LlamaConfig& mo
     grads_live = 0;
     // Stage 0: the all-reduce runs in place on DeepSpeed's flat gradient buffer; stage 1 adds
     // the reduce bucket.
-    if (zero.stage == 1) buckets = 2.0 * static_cast<double>(zero.reduce_bucket_size);
+    if (zero.shards(ZeroSharded::optimizer_states))
+      buckets = 2.0 * static_cast<double>(zero.reduce_bucket_size);
   } else {
     transient = static_cast<double>(s.bytes_transient_peak);
     buckets = 2.0 * static_cast<double>(zero.reduce_bucket_size);  // bf16 gradient bucket
-    if (zero.stage == 2) buckets += 2.0 * static_cast<double>(zero.allgather_bucket_size);
+    if (!zero.shards(ZeroSharded::parameters))
+      buckets += 2.0 * static_cast<double>(zero.allgather_bucket_size);
   }
-  if (zero.stage == 3 && world > 1) {
+  if (zero.shards(ZeroSharded::parameters) && world > 1) {
     // Gathered parameters in flight: the largest layer being computed plus the prefetch
     // bucket, bounded by stage3_max_live_parameters; small tensors persist unpartitioned.
     const auto specs = llama_param_specs(model);

@@ -53,59 +53,15 @@ class ArenaWorkspace final : public Workspace {
 }  // namespace
 
 Executor::Executor(const Graph& g, Device& dev, ExecutorOptions options)
-    : g_(g), dev_(dev), options_(options) {
+    : g_(g), dev_(dev), options_(options), life_(g) {
   if (options_.planned) planned_ = std::make_unique<ArenaMemory>(g, dev);
-  const size_t nv = g.values().size();
-  last_use_.assign(nv, -1);
-  is_output_.assign(nv, false);
   category_ = value_categories(g);  // passes/memory_plan: the plan counts as this does
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    for (ValueId v : g.nodes()[i].inputs) last_use_[static_cast<size_t>(v)] = static_cast<int>(i);
-  }
-  for (const auto& o : g.outputs()) is_output_[static_cast<size_t>(o.value)] = true;
   // bf16 / f16 values: the CPU kernels load 16-bit and compute in f32 (natively, or widened
   // around the f32 kernel: backends/cpu/widen.cc), so every op runs on them.
 }
 
 Executor::~Executor() {
   dev_.allocator().deallocate_uncached(workspace_, workspace_bytes_, MemCategory::workspace);
-}
-
-Status Executor::bind(std::span<const Tensor> inputs) {
-  const auto& ins = g_.inputs();
-  if (inputs.size() != ins.size()) {
-    return invalid_argument("graph takes " + std::to_string(ins.size()) + " inputs, got " +
-                            std::to_string(inputs.size()));
-  }
-  env_ = SymEnv();
-  // Pass 1 binds single symbols; pass 2 checks every dim under the bindings.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < ins.size(); ++i) {
-      const TypedShape& want = g_.type(ins[i]);
-      const Tensor& t = inputs[i];
-      const std::string& name = g_.input_name(ins[i]);
-      if (!t.defined()) return invalid_argument("input '" + name + "' is not set");
-      if (t.dtype() != want.dtype || static_cast<int>(t.dims().size()) != want.shape.rank()) {
-        return invalid_argument("input '" + name + "' is " + dtype_name(t.dtype()) +
-                                dims_to_string(t.dims()) + ", the graph declares " +
-                                want.to_string());
-      }
-      for (int d = 0; d < want.shape.rank(); ++d) {
-        const Dim& dim = want.shape[d];
-        const int64_t fed = t.dims()[static_cast<size_t>(d)];
-        if (pass == 0 && dim.coef() == 1 && dim.syms().size() == 1 &&
-            env_.get(dim.syms()[0]) == 0) {
-          env_.set(dim.syms()[0], fed);
-        }
-        if (pass == 1 && dim.eval(env_) != fed) {
-          return invalid_argument("input '" + name + "' is " + dims_to_string(t.dims()) +
-                                  ", the graph declares " + want.shape.to_string() + " with " +
-                                  env_.to_string());
-        }
-      }
-    }
-  }
-  return ok_status();
 }
 
 StatusOr<std::vector<Tensor>> Executor::run(std::span<const Tensor> inputs) {
@@ -143,9 +99,7 @@ Status Executor::launch_kernel(const Node& n, const NodeKernel& fn, std::span<co
     return options_.profile_cpu ? process_cpu_seconds() / dev_.threads() : now_seconds();
   };
   const double t0 = options_.profile ? clock() : 0.0;
-  Status s = fn(ctx);
-  if (!s.ok())
-    return s.with_context(std::string(op_name(n.op)) + (n.scope.empty() ? "" : " at " + n.scope));
+  LJ_RETURN_IF_ERROR(fn(ctx));
   ++kernels_launched_;
   if (options_.profile) {
     const double dt = clock() - t0;
@@ -161,83 +115,57 @@ Status Executor::launch_kernel(const Node& n, const NodeKernel& fn, std::span<co
   return ok_status();
 }
 
-StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, bool launch) {
-  if (launch) LJ_RETURN_IF_ERROR(supported_);
-  LJ_RETURN_IF_ERROR(bind(inputs));
-  if (planned_) LJ_RETURN_IF_ERROR(planned_->prepare(env_));
-  const KernelTable& kernels = cpu::kernels();
-  const size_t nv = g_.values().size();
-  std::vector<Tensor> vals(nv);
-  for (size_t i = 0; i < g_.inputs().size(); ++i)
-    vals[static_cast<size_t>(g_.inputs()[i])] = inputs[i];
-  kernels_launched_ = 0;
+// The CPU's NodeBackend: values are Tensors on dev_ (the planned arena's or the caching
+// allocator's); a node runs its bound kernel (set_node_kernel) or the CPU table's, and a dry run
+// replays each kernel's workspace and the dry hook instead.
+class Executor::Nodes final : public NodeBackend<Tensor> {
+ public:
+  Nodes(Executor& ex, bool launch) : ex_(ex), launch_(launch) {}
 
-  std::vector<TensorView> in_views, out_views;
-  std::vector<int64_t> dims;
-  for (size_t ni = 0; ni < g_.nodes().size(); ++ni) {
-    const Node& n = g_.nodes()[ni];
-    if (n.op == Op::input) continue;
-    const OpDef& def = op_def(n.op);
-    if (def.has(kAlias)) {
-      const ValueId out = n.outputs[0];
-      LJ_CHECK(g_.type(out).shape.eval(env_, &dims)) << "unbound symbol";
-      vals[static_cast<size_t>(out)] = vals[static_cast<size_t>(n.inputs[0])].reshaped(dims);
-      if (launch && def.has(kAliasLaunch)) {
-        // A collective's wait on the storage its start received into (graph/op.h).
-        const KernelFn fn = kernels[n.op];
-        const bool own = ni < node_kernels_.size() && node_kernels_[ni];
-        if (!own && fn == nullptr)
-          return unimplemented(std::string("no CPU kernel for op ") + def.name);
-        in_views.assign({vals[static_cast<size_t>(n.inputs[0])].view()});
-        out_views.assign({vals[static_cast<size_t>(out)].view()});
-        LJ_RETURN_IF_ERROR(
-            launch_kernel(n, own ? node_kernels_[ni] : NodeKernel(fn), in_views, out_views));
-        if (after_kernel_) after_kernel_();
-      }
-      if (!launch && dry_hook_ && def.has(kAliasLaunch)) dry_hook_(ni);
-    } else {
-      const KernelFn fn = kernels[n.op];
-      if (fn == nullptr) return unimplemented(std::string("no CPU kernel for op ") + def.name);
-      in_views.clear();
-      out_views.clear();
-      for (ValueId v : n.inputs) in_views.push_back(vals[static_cast<size_t>(v)].view());
-      for (ValueId v : n.outputs) {
-        const TypedShape& t = g_.type(v);
-        LJ_CHECK(t.shape.eval(env_, &dims)) << "unbound symbol in " << t.to_string();
-        const MemCategory c = category_[static_cast<size_t>(v)];
-        vals[static_cast<size_t>(v)] =
-            planned_ ? planned_->output(v, t.dtype, dims) : Tensor::empty(dev_, t.dtype, dims, c);
-        out_views.push_back(vals[static_cast<size_t>(v)].view());
-      }
-      if (!launch) {
-        const KernelTable& sizes =
-            options_.dry_workspace_sizes ? *options_.dry_workspace_sizes : kernels;
-        if (const WorkspaceFn ws = sizes.workspace(n.op))
-          dry_workspace(ws(n, in_views, dev_.threads()));
-        if (dry_hook_) dry_hook_(ni);
-      }
-      if (launch) {
-        const bool own = ni < node_kernels_.size() && node_kernels_[ni];
-        LJ_RETURN_IF_ERROR(
-            launch_kernel(n, own ? node_kernels_[ni] : NodeKernel(fn), in_views, out_views));
-        if (after_kernel_) after_kernel_();
-      }
+  Status supports(size_t ni, const Node& n) const override {
+    if (own(ni) || kernels_[n.op] != nullptr) return ok_status();
+    return unimplemented(std::string("no CPU kernel for op ") + op_name(n.op));
+  }
+  TensorView view(const Tensor& t) const override { return t.view(); }
+  Tensor alias(const Tensor& in, std::vector<int64_t> dims) const override {
+    return in.reshaped(std::move(dims));
+  }
+  StatusOr<Tensor> output(ValueId v, DType dtype, std::vector<int64_t> dims) override {
+    if (ex_.planned_) return ex_.planned_->output(v, dtype, std::move(dims));
+    return Tensor::empty(ex_.dev_, dtype, std::move(dims), ex_.category_[static_cast<size_t>(v)]);
+  }
+  Status compute(size_t ni, const Node& n, std::span<const TensorView> in,
+                 std::span<TensorView> out) override {
+    if (!launch_) {
+      const KernelTable& sizes =
+          ex_.options_.dry_workspace_sizes ? *ex_.options_.dry_workspace_sizes : kernels_;
+      const WorkspaceFn ws = op_def(n.op).has(kAlias) ? nullptr : sizes.workspace(n.op);
+      if (ws != nullptr) ex_.dry_workspace(ws(n, in, ex_.dev_.threads()));
+      if (ex_.dry_hook_) ex_.dry_hook_(ni);
+      return ok_status();
     }
-    // Free what this node read for the last time, and outputs nobody reads.
-    for (ValueId v : n.inputs) {
-      const auto k = static_cast<size_t>(v);
-      if (last_use_[k] == static_cast<int>(ni) && !is_output_[k]) vals[k] = Tensor();
-    }
-    for (ValueId v : n.outputs) {
-      const auto k = static_cast<size_t>(v);
-      if (last_use_[k] < 0 && !is_output_[k]) vals[k] = Tensor();
-    }
+    LJ_RETURN_IF_ERROR(ex_.launch_kernel(
+        n, own(ni) ? ex_.node_kernels_[ni] : NodeKernel(kernels_[n.op]), in, out));
+    if (ex_.after_kernel_) ex_.after_kernel_();
+    return ok_status();
   }
 
-  std::vector<Tensor> outs;
-  outs.reserve(g_.outputs().size());
-  for (const auto& o : g_.outputs()) outs.push_back(vals[static_cast<size_t>(o.value)]);
-  return outs;
+ private:
+  bool own(size_t ni) const { return ni < ex_.node_kernels_.size() && ex_.node_kernels_[ni]; }
+  Executor& ex_;
+  bool launch_;
+  const KernelTable& kernels_ = cpu::kernels();
+};
+
+StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, bool launch) {
+  std::vector<FedInput> fed;
+  fed.reserve(inputs.size());
+  for (const Tensor& t : inputs) fed.push_back(FedInput{t.defined(), t.dtype(), &t.dims()});
+  LJ_RETURN_IF_ERROR(bind_inputs(g_, fed, &env_));
+  if (planned_) LJ_RETURN_IF_ERROR(planned_->prepare(env_));
+  kernels_launched_ = 0;
+  Nodes nodes(*this, launch);
+  return run_node_loop<Tensor>(g_, life_, env_, inputs, nodes);
 }
 
 }  // namespace lj

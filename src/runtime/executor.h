@@ -1,4 +1,5 @@
-// The eager executor: runs a graph's nodes in order, one kernel each, on the CPU backend.
+// The eager executor: runs a graph's nodes in order, one kernel each, on the CPU backend (the
+// node loop is runtime/node_loop.h's; this file is the CPU's NodeBackend around it).
 // Buffers come from the device's caching allocator and are freed right after their last use;
 // reshape outputs alias their input. Every allocation is counted under a category:
 //   inputs                       -> whatever the caller allocated them as (weights, ...)
@@ -18,6 +19,7 @@
 #include "backends/kernel.h"
 #include "graph/ir.h"
 #include "runtime/arena_memory.h"
+#include "runtime/node_loop.h"
 #include "runtime/tensor.h"
 
 namespace lj {
@@ -85,7 +87,7 @@ class Executor {
   void set_dry_node_hook(std::function<void(size_t node_index)> fn) { dry_hook_ = std::move(fn); }
 
  private:
-  Status bind(std::span<const Tensor> inputs);
+  class Nodes;  // the CPU's NodeBackend (executor.cc)
   void dry_workspace(size_t bytes);
   StatusOr<std::vector<Tensor>> execute(std::span<const Tensor> inputs, bool launch);
   Status launch_kernel(const Node& n, const NodeKernel& fn, std::span<const TensorView> in,
@@ -95,14 +97,12 @@ class Executor {
   Device& dev_;
   ExecutorOptions options_;
   std::vector<MemCategory> category_;  // per value
-  std::vector<int> last_use_;          // per value: index of the last node reading it, -1 none
-  std::vector<bool> is_output_;        // per value
+  ValueLifetimes life_;
   SymEnv env_;
   int64_t kernels_launched_ = 0;
   std::vector<OpProfile> profile_;
   std::unique_ptr<ArenaMemory> planned_;  // options_.planned only
-  Status supported_;           // why the CPU kernels cannot run this graph, if they cannot (ok)
-  void* workspace_ = nullptr;  // kernel scratch, see ArenaWorkspace in executor.cc
+  void* workspace_ = nullptr;             // kernel scratch, see ArenaWorkspace in executor.cc
   size_t workspace_bytes_ = 0;
   std::vector<NodeKernel> node_kernels_;  // per node index; empty: the backend's kernel
   std::function<void()> after_kernel_;

@@ -6,15 +6,20 @@ namespace lj {
 
 int64_t flat_state_numel(const FlatLayout& layout, int stage) {
   LJ_CHECK(stage == 0 || stage == 1) << "flat state at ZeRO stage " << stage;
-  return stage == 0 ? layout.numel() : layout.shard_numel();
+  return layout.held_numel(stage, ZeroSharded::optimizer_states);
 }
 
 namespace {
 
+// m and v: one tensor per parameter, or (sharded) one tensor of the rank's shard.
+bool sharded_states(int stage) {
+  return zero_shards(stage, ZeroSharded::optimizer_states);
+}
+
 Status check_shapes(const FlatLayout& layout, int stage, const std::vector<ParamSpec>& specs,
                     const std::vector<Tensor>& params, const std::vector<Tensor>& m,
                     const std::vector<Tensor>& v) {
-  const size_t states = stage == 0 ? specs.size() : 1;
+  const size_t states = sharded_states(stage) ? 1 : specs.size();
   if (params.size() != specs.size() || m.size() != states || v.size() != states) {
     return internal_error("host state has " + std::to_string(params.size()) + " parameters and " +
                           std::to_string(m.size()) + " moments; expected " +
@@ -22,13 +27,15 @@ Status check_shapes(const FlatLayout& layout, int stage, const std::vector<Param
   }
   for (size_t i = 0; i < specs.size(); ++i) {
     if (params[i].dims() != specs[i].dims || params[i].dtype() != DType::f32 ||
-        (stage == 0 && (m[i].dims() != specs[i].dims || v[i].dims() != specs[i].dims))) {
+        (!sharded_states(stage) &&
+         (m[i].dims() != specs[i].dims || v[i].dims() != specs[i].dims))) {
       return internal_error("host state of " + specs[i].name + " is not f32 " +
                             dims_to_string(specs[i].dims));
     }
   }
-  if (stage == 1 &&
-      (m[0].numel() != layout.shard_numel() || v[0].numel() != layout.shard_numel())) {
+  if (sharded_states(stage) &&
+      (m[0].numel() != layout.held_numel(stage, ZeroSharded::optimizer_states) ||
+       v[0].numel() != layout.held_numel(stage, ZeroSharded::optimizer_states))) {
     return internal_error("host moments are not one shard of " +
                           std::to_string(layout.shard_numel()) + " elements");
   }
@@ -49,7 +56,7 @@ Status flat_state_to_host(const FlatLayout& layout, int stage, const std::vector
     LJ_RETURN_IF_ERROR(
         copy(params->back().raw(), flat.params + layout.param_begin(i), params->back().bytes()));
   }
-  if (stage == 0) {
+  if (!sharded_states(stage)) {
     for (size_t i = 0; i < specs.size(); ++i) {
       m->push_back(Tensor::empty(host, DType::f32, specs[i].dims, MemCategory::optimizer));
       v->push_back(Tensor::empty(host, DType::f32, specs[i].dims, MemCategory::optimizer));
@@ -74,12 +81,12 @@ Status host_to_flat_state(const FlatLayout& layout, int stage, const std::vector
   for (size_t i = 0; i < specs.size(); ++i) {
     LJ_RETURN_IF_ERROR(
         copy(flat.params + layout.param_begin(i), params[i].raw(), params[i].bytes()));
-    if (stage == 0) {
+    if (!sharded_states(stage)) {
       LJ_RETURN_IF_ERROR(copy(flat.m + layout.param_begin(i), m[i].raw(), m[i].bytes()));
       LJ_RETURN_IF_ERROR(copy(flat.v + layout.param_begin(i), v[i].raw(), v[i].bytes()));
     }
   }
-  if (stage == 1) {
+  if (sharded_states(stage)) {
     LJ_RETURN_IF_ERROR(copy(flat.m, m[0].raw(), m[0].bytes()));
     LJ_RETURN_IF_ERROR(copy(flat.v, v[0].raw(), v[0].bytes()));
   }

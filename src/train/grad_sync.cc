@@ -56,7 +56,7 @@ GradSync::GradSync(const Graph& g, Executor& ex, Communicator& comm, const FlatL
     LJ_CHECK_EQ(b.flat_end, static_cast<size_t>(b.param_end) == layout.num_params()
                                 ? layout.numel()
                                 : layout.param_begin(static_cast<size_t>(b.param_end)));
-    if (stage_ >= 2 && b.counts.empty()) {
+    if (shards_gradients() && b.counts.empty()) {
       for (int r = 0; r < comm.world_size(); ++r) {
         const FlatRange s = layout.shard(r);
         b.counts.push_back(
@@ -77,8 +77,8 @@ GradSync::GradSync(const Graph& g, Executor& ex, Communicator& comm, const FlatL
 void GradSync::begin_micro_batch(int index, int count, const std::vector<Tensor>* acc,
                                  std::function<float*(int64_t, int64_t)> shard) {
   LJ_CHECK(index >= 0 && index < count);
-  LJ_CHECK(stage_ >= 2 || index == 0 || acc != nullptr);
-  LJ_CHECK(stage_ < 2 || buckets_.empty() || shard != nullptr);
+  LJ_CHECK(shards_gradients() || index == 0 || acc != nullptr);
+  LJ_CHECK(!shards_gradients() || buckets_.empty() || shard != nullptr);
   index_ = index;
   count_ = count;
   acc_ = acc;
@@ -151,7 +151,7 @@ Status GradSync::start(Bucket& b, KernelContext& c) {
   const bool last = index_ == count_ - 1;
   // Stages 0, 1 at the last micro-batch: (accumulated + this one) / count, as TrainStep's
   // accumulation and scale_grads compute it in one process.
-  const bool accumulate = stage_ < 2 && last && count_ > 1;
+  const bool accumulate = !shards_gradients() && last && count_ > 1;
   const auto f = static_cast<float>(1.0 / static_cast<double>(count_));
   int64_t at = 0;
   for (size_t k = 0; k < c.in.size(); ++k) {
@@ -169,7 +169,7 @@ Status GradSync::start(Bucket& b, KernelContext& c) {
   }
   LJ_CHECK_EQ(at, b.flat_end - b.flat_begin);
   const auto n = static_cast<size_t>(at);
-  if (stage_ >= 2) {
+  if (shards_gradients()) {
     // In place: this rank's summed part arrives at the buffer's start.
     b.handle = comm_.ireduce_scatter_sum(std::span<const float>(buf, n), b.counts,
                                          std::span<float>(buf, static_cast<size_t>(b.recv_count)));
@@ -200,7 +200,7 @@ Status GradSync::wait(Bucket& b, KernelContext& c) {
   const double t_unpack = now_seconds();
   LJ_RETURN_IF_ERROR(s.with_context("bucket " + std::to_string(c.attrs().i("bucket"))));
   const float mean = 1.0f / static_cast<float>(comm_.world_size());
-  if (stage_ >= 2) {
+  if (shards_gradients()) {
     const float* recv = buf;
     const int64_t n = b.recv_count;
     // The shard's part for this bucket, allocated at its first reduction.

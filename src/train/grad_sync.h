@@ -49,7 +49,8 @@ class GradSync {
   GradSync(const Graph& g, Executor& ex, Communicator& comm, const FlatLayout& layout);
 
   bool active() const { return !buckets_.empty() || !gathers_.empty(); }
-  int stage() const { return stage_; }
+  // Stages 2, 3: the reduced gradients land in the optimizer's shard (core/zero_config.h).
+  bool shards_gradients() const { return zero_shards(stage_, ZeroSharded::gradients); }
   // Before the forward_backward of micro-batch `index` of `count`. acc (stages 0, 1): the
   // gradients accumulated over micro-batches 0 .. index - 1 (one per parameter; null for the
   // first). shard (stages 2, 3): shard(begin, count) gives elements [begin, begin + count) of

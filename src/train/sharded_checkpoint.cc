@@ -119,19 +119,19 @@ StatusOr<Written> write_rank_files(Communicator& comm, const std::string& tmp,
     LJ_RETURN_IF_ERROR(write_text(tmp + "/config.json", hf_config_json(config)));
   }
   const std::string path = tmp + "/" + shard_file_name(rank, world);
-  if (c.zero_stage == 0) {
+  const FlatRange held = layout.held(rank, c.zero_stage, ZeroSharded::optimizer_states);
+  if (!zero_shards(c.zero_stage, ZeroSharded::optimizer_states)) {
     if (rank != 0) return w;  // every rank holds the same full states
-    w.range = {0, layout.numel()};
+    w.range = held;
     std::vector<float> m(static_cast<size_t>(layout.numel())), v(m.size());
     pack_flat(layout, *c.m, w.range, m.data());
     pack_flat(layout, *c.v, w.range, v.data());
     LJ_RETURN_IF_ERROR(write_moments(path, m.data(), v.data(), w.range.size(), w.range));
   } else {
-    const FlatRange shard = layout.shard(rank);
-    w.range = {shard.begin, std::min(shard.end, layout.numel())};  // the padding is not saved
+    w.range = held;  // the padding is not saved
     if (w.range.size() <= 0) return Written{{0, 0}, {}, w.params_sum};
     LJ_CHECK_EQ(c.m->size(), 1u);
-    LJ_CHECK_EQ((*c.m)[0].numel(), layout.shard_numel());
+    LJ_CHECK_EQ((*c.m)[0].numel(), layout.held_numel(c.zero_stage, ZeroSharded::optimizer_states));
     LJ_RETURN_IF_ERROR(write_moments(path, (*c.m)[0].data<float>(), (*c.v)[0].data<float>(),
                                      w.range.size(), w.range));
   }
@@ -253,13 +253,11 @@ StatusOr<RankCheckpoint> load_checkpoint_for_rank(const std::string& step_dir,
   LJ_CHECK(zero_stage >= 0 && zero_stage <= 3) << "stage " << zero_stage;
   LJ_CHECK(rank >= 0 && rank < layout.world_size());
   // The flat range this rank's optimizer needs (never the padding).
-  const FlatRange shard = layout.shard(rank);
-  const FlatRange want = zero_stage == 0
-                             ? FlatRange{0, layout.numel()}
-                             : FlatRange{shard.begin, std::min(shard.end, layout.numel())};
+  const bool sharded = zero_shards(zero_stage, ZeroSharded::optimizer_states);
+  const FlatRange want = layout.held(rank, zero_stage, ZeroSharded::optimizer_states);
   // Shapes the flat m, v (over `want`) for the optimizer.
   auto shape_states = [&](const float* m, const float* v, RankCheckpoint* out) {
-    if (zero_stage == 0) {
+    if (!sharded) {
       for (const ParamSpec& s : specs) {
         out->m.push_back(Tensor::zeros(dev, DType::f32, s.dims, MemCategory::optimizer));
         out->v.push_back(Tensor::zeros(dev, DType::f32, s.dims, MemCategory::optimizer));
@@ -270,7 +268,9 @@ StatusOr<RankCheckpoint> load_checkpoint_for_rank(const std::string& step_dir,
     }
     const int64_t n = std::max<int64_t>(want.size(), 0);
     for (auto [src, dst] : {std::pair{m, &out->m}, std::pair{v, &out->v}}) {
-      Tensor t = Tensor::zeros(dev, DType::f32, {layout.shard_numel()}, MemCategory::optimizer);
+      Tensor t = Tensor::zeros(dev, DType::f32,
+                               {layout.held_numel(zero_stage, ZeroSharded::optimizer_states)},
+                               MemCategory::optimizer);
       if (n > 0) std::memcpy(t.data<float>(), src, static_cast<size_t>(n) * sizeof(float));
       dst->push_back(std::move(t));
     }
@@ -282,7 +282,7 @@ StatusOr<RankCheckpoint> load_checkpoint_for_rank(const std::string& step_dir,
     LJ_ASSIGN_OR_RETURN(Checkpoint c, load_checkpoint(step_dir, specs, dev));
     out.state = c.state;
     out.params = std::move(c.params);
-    if (zero_stage == 0) {
+    if (!sharded) {
       out.m = std::move(c.m);
       out.v = std::move(c.v);
       return out;

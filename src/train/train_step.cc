@@ -95,7 +95,8 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   for (const NamedValue& o : s->graph_.outputs()) {
     if (o.name.rfind("grad:", 0) == 0) ++s->num_grad_outputs_;
   }
-  const bool zero3 = config.data_parallel.comm != nullptr && config.data_parallel.zero.stage == 3;
+  const bool zero3 = config.data_parallel.comm != nullptr &&
+                     config.data_parallel.zero.shards(ZeroSharded::parameters);
   if (!zero3) s->params_ = init_llama_params(dev, s->specs_, model.initializer_range, config.seed);
   // The 16-bit weight copies the graph reads (passes/master_weights), after the f32 inputs.
   for (ValueId in : s->graph_.inputs()) {
@@ -301,7 +302,7 @@ StatusOr<StepResult> TrainStep::step(const std::vector<Batch>& micro_batches, do
     }
     LJ_ASSIGN_OR_RETURN(ForwardBackward fb, forward_backward(mb.tokens, mb.targets));
     r.loss += fb.loss * scale;
-    if (in_graph && (grad_sync_->stage() >= 2 || i == count - 1)) {
+    if (in_graph && (grad_sync_->shards_gradients() || i == count - 1)) {
       // Backward reduced them: the averaged gradients (stages 0, 1) or none (stage 2, in the
       // optimizer's shard).
       grads = std::move(fb.grads);

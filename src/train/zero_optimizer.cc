@@ -16,12 +16,14 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create(Device& dev, cons
   for (const Tensor& p : params) LJ_CHECK(p.dtype() == DType::f32) << "ZeRO shards f32 parameters";
   std::unique_ptr<ZeroOptimizer> z(
       new ZeroOptimizer(dev, *dp.comm, dp.zero, FlatLayout::of(params, dp.comm->world_size())));
-  if (dp.zero.stage == 0) {
+  const FlatLayout& layout = z->layout_;
+  if (!dp.zero.shards(ZeroSharded::optimizer_states)) {
     z->adamw_ = std::make_unique<AdamW>(dev, params, adamw);
   } else {
-    const int64_t shard = z->layout_.shard_numel();
-    z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{shard}, adamw);
-    if (dp.zero.stage == 3) {
+    const int64_t states = layout.held_numel(dp.zero.stage, ZeroSharded::optimizer_states);
+    z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{states}, adamw);
+    if (dp.zero.shards(ZeroSharded::parameters)) {
+      const int64_t shard = layout.held_numel(dp.zero.stage, ZeroSharded::parameters);
       z->param_shard_ = Tensor::zeros(dev, DType::f32, {shard}, MemCategory::weights);
       pack_flat(z->layout_, params, z->layout_.shard(dp.comm->rank()),
                 z->param_shard_.data<float>());
@@ -32,13 +34,13 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create(Device& dev, cons
 
 StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::create_sharded(
     Device& dev, const DataParallel& dp, FlatLayout layout, Tensor param_shard, AdamWConfig adamw) {
-  LJ_CHECK(dp.comm != nullptr && dp.zero.stage == 3);
+  LJ_CHECK(dp.comm != nullptr && dp.zero.shards(ZeroSharded::parameters));
   LJ_RETURN_IF_ERROR(dp.zero.validate());
-  LJ_CHECK_EQ(param_shard.numel(), layout.shard_numel());
+  LJ_CHECK_EQ(param_shard.numel(), layout.held_numel(dp.zero.stage, ZeroSharded::parameters));
+  const int64_t states = layout.held_numel(dp.zero.stage, ZeroSharded::optimizer_states);
   std::unique_ptr<ZeroOptimizer> z(new ZeroOptimizer(dev, *dp.comm, dp.zero, std::move(layout)));
-  const int64_t shard = z->layout_.shard_numel();
   z->param_shard_ = std::move(param_shard);
-  z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{shard}, adamw);
+  z->adamw_ = std::make_unique<AdamW>(dev, std::vector<int64_t>{states}, adamw);
   return z;
 }
 
@@ -86,11 +88,12 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   // Average the gradients: every rank gets all of them (0, 1) or its shard (2).
   const FlatRange mine = layout_.shard(comm_.rank());
   const std::vector<FlatPiece> pieces = layout_.pieces(mine);
+  const bool sharded_states = zero_.shards(ZeroSharded::optimizer_states);
   const bool sharded_grads =
       zero_.shards(ZeroSharded::gradients);  // in grad_parts_, by offset in `mine`
   if (grads_reduced) {
     // backward's collectives averaged them (train/grad_sync.h): stage 2's are in the shard
-  } else if (zero_.stage == 2) {
+  } else if (sharded_grads) {  // stage 2 (stage 3 reduces in backward, checked above)
     float* shard_grad = grad_part(0, layout_.shard_numel());
     t0 = now_seconds();
     LJ_RETURN_IF_ERROR(reduce_scatter_grads(comm_, dev_, layout_, grads, zero_.reduce_bucket_size,
@@ -115,21 +118,24 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
     return it->second.data<float>() + (s - it->first);
   };
 
-  // fp16: the loss scale undone after the reduction (only the part this rank updates at 1-3).
-  if (grad_unscale != 1.0) {
-    if (zero_.stage == 0) {
-      scale_grads(grads, grad_unscale, threads);
-    } else {
-      const auto f = static_cast<float>(grad_unscale);
-      for (const FlatPiece& p : pieces) {
-        float* g = grad_of(p);
-        for (int64_t k = 0; k < p.count; ++k) g[k] *= f;
-      }
+  // Scales the gradients this rank updates: all of them (stage 0) or its shard's (1-3).
+  const auto scale_updated = [&](double factor) {
+    if (!sharded_states) {
+      scale_grads(grads, factor, threads);
+      return;
     }
-  }
+    const auto f = static_cast<float>(factor);
+    for (const FlatPiece& p : pieces) {
+      float* g = grad_of(p);
+      for (int64_t k = 0; k < p.count; ++k) g[k] *= f;
+    }
+  };
+
+  // fp16: the loss scale undone after the reduction.
+  if (grad_unscale != 1.0) scale_updated(grad_unscale);
 
   // Global norm: stage 0 holds every gradient; 1 and 2 sum squares over the shard, then ranks.
-  if (zero_.stage == 0) {
+  if (!sharded_states) {
     r.grad_norm = global_grad_norm(grads, threads);
   } else {
     double sum = 0;
@@ -145,19 +151,10 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   }
   if (grad_clip > 0 && r.grad_norm > grad_clip) {
     // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
-    const double scale = grad_clip / (r.grad_norm + 1e-6);
-    if (zero_.stage == 0) {
-      scale_grads(grads, scale, threads);
-    } else {
-      const auto f = static_cast<float>(scale);
-      for (const FlatPiece& p : pieces) {
-        float* g = grad_of(p);
-        for (int64_t k = 0; k < p.count; ++k) g[k] *= f;
-      }
-    }
+    scale_updated(grad_clip / (r.grad_norm + 1e-6));
   }
 
-  if (zero_.stage == 0) {
+  if (!sharded_states) {
     adamw_->step(params, grads, lr);
     return r;
   }
@@ -166,11 +163,13 @@ StatusOr<ZeroStepResult> ZeroOptimizer::step(std::vector<Tensor>& params, std::v
   float* v = adamw_->v()[0].data<float>();
   for (const FlatPiece& p : pieces) {
     const int64_t s = p.flat_offset - mine.begin;
-    float* w = zero_.stage == 3 ? param_shard_.data<float>() + s
-                                : params[p.param].data<float>() + p.param_offset;
+    float* w = zero_.shards(ZeroSharded::parameters)
+                   ? param_shard_.data<float>() + s
+                   : params[p.param].data<float>() + p.param_offset;
     adamw_update(c, w, grad_of(p), m + s, v + s, p.count, threads);
   }
-  if (zero_.stage == 3) return r;  // backward gathers what it needs from the shards
+  if (zero_.shards(ZeroSharded::parameters))
+    return r;  // backward gathers what it needs from the shards
   t0 = now_seconds();
   LJ_RETURN_IF_ERROR(all_gather_params(comm_, dev_, layout_, params, zero_.allgather_bucket_size));
   comm_done();

@@ -43,6 +43,64 @@ TEST(FlatLayout, PiecesCutParametersWhereShardsFall) {
   EXPECT_EQ(e.pieces({0, 4}), (std::vector<FlatPiece>{{0, 0, 0, 2}, {2, 0, 2, 2}}));
 }
 
+// The one answer to "what does a rank hold at stage s" (llm.c's multi_gpu_get_shard_offset):
+// each kind of state is whole below the stage that shards it and the rank's shard from it on.
+TEST(FlatLayout, HeldIsTheShardFromTheStageThatShardsIt) {
+  const FlatLayout l({5, 3, 2}, 4);  // 10 elements -> 12, shards of 3
+  struct Row {
+    ZeroSharded what;
+    int first_sharded_stage;
+  };
+  for (const Row r : {Row{ZeroSharded::optimizer_states, 1}, Row{ZeroSharded::gradients, 2},
+                      Row{ZeroSharded::parameters, 3}}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE("stage " + std::to_string(stage) + ", first sharded at " +
+                   std::to_string(r.first_sharded_stage));
+      if (stage < r.first_sharded_stage) {
+        EXPECT_EQ(l.held(2, stage, r.what), (FlatRange{0, 10}));
+        EXPECT_EQ(l.held_numel(stage, r.what), 10);
+      } else {
+        EXPECT_EQ(l.held(1, stage, r.what), (FlatRange{3, 6}));
+        // Rank 3's shard [9, 12) reaches into the padding: it holds [9, 10) of the parameters
+        // but allocates the whole shard.
+        EXPECT_EQ(l.held(3, stage, r.what), (FlatRange{9, 10}));
+        EXPECT_EQ(l.held_numel(stage, r.what), 3);
+      }
+    }
+  }
+  // A shard all in the padding holds nothing: 2 elements over 4 ranks, shards of 1.
+  EXPECT_EQ(FlatLayout({2}, 4).held(3, 1, ZeroSharded::optimizer_states), (FlatRange{2, 2}));
+}
+
+// What a rank holds beside the parameters, stage by stage (the memory predictor replays it).
+TEST(ZeroMemory, EachStageHoldsWhatItShards) {
+  const FlatLayout l({5, 3, 2}, 4);  // 10 elements, shards of 3
+  ZeroConfig z;
+  z.reduce_bucket_size = 6;     // all-reduce buffer min(6, 10) = 6; reduce-scatter 1 x 4 = 4
+  z.allgather_bucket_size = 8;  // gather send min(8 / 4, 3) = 2, receive 2 x 4 = 8
+  struct Want {
+    int64_t adam, grad_shard, param_shard, reduce, send, recv;
+    bool frees_full_grads;
+  };
+  const Want want[4] = {{10, 0, 0, 6, 0, 0, false},
+                        {3, 0, 0, 6, 2, 8, false},
+                        {3, 3, 0, 4, 2, 8, true},
+                        {3, 3, 3, 0, 0, 0, false}};
+  for (int stage = 0; stage <= 3; ++stage) {
+    z.stage = stage;
+    const ZeroMemory m = zero_memory(l, z);
+    const Want& w = want[stage];
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    EXPECT_EQ(m.adam_state_numel, w.adam);
+    EXPECT_EQ(m.grad_shard_numel, w.grad_shard);
+    EXPECT_EQ(m.param_shard_numel, w.param_shard);
+    EXPECT_EQ(m.reduce_buffer_numel, w.reduce);
+    EXPECT_EQ(m.gather_send_numel, w.send);
+    EXPECT_EQ(m.gather_recv_numel, w.recv);
+    EXPECT_EQ(m.frees_full_grads, w.frees_full_grads);
+  }
+}
+
 TEST(ZeroBuckets, SplitIntoRangesOfAtMostTheBucketSize) {
   EXPECT_EQ(split_buckets({0, 10}, 4), (std::vector<FlatRange>{{0, 4}, {4, 8}, {8, 10}}));
   EXPECT_EQ(split_buckets({3, 5}, 500'000'000), (std::vector<FlatRange>{{3, 5}}));

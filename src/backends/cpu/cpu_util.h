@@ -114,79 +114,60 @@ inline void f32_to_bf16_row(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-// Calls fn(T{}) with T the C++ type of `t` (float, double, bf16_t, f16_t, int32_t, int64_t,
-// uint8_t) and returns what it returns.
+// ---- Dtype dispatch: one helper, dispatch_in<Ts...>, every kernel's run of cases ----
+
+// The dtype of each C++ type the CPU kernels compute in (no other type has one).
+template <class T>
+struct DTypeOf;
+#define LJ_CPU_DTYPE_OF(T, D)                \
+  template <>                                \
+  struct DTypeOf<T> {                        \
+    static constexpr DType value = DType::D; \
+  };
+LJ_CPU_DTYPE_OF(float, f32)
+LJ_CPU_DTYPE_OF(double, f64)
+LJ_CPU_DTYPE_OF(bf16_t, bf16)
+LJ_CPU_DTYPE_OF(f16_t, f16)
+LJ_CPU_DTYPE_OF(int32_t, i32)
+LJ_CPU_DTYPE_OF(int64_t, i64)
+LJ_CPU_DTYPE_OF(uint8_t, u8)
+#undef LJ_CPU_DTYPE_OF
+
+// Calls fn(T{}) with T the one of Ts whose dtype is `t`, and returns what it returns; a dtype
+// outside Ts stops with `refusal` and the dtype's name (an invariant: graphs are type-checked).
+template <class T, class... Ts, class Fn>
+decltype(auto) dispatch_in(DType t, const char* refusal, Fn&& fn) {
+  if (t == DTypeOf<T>::value) return fn(T{});
+  if constexpr (sizeof...(Ts) > 0) {
+    return dispatch_in<Ts...>(t, refusal, fn);
+  } else {
+    LJ_CHECK(false) << refusal << dtype_name(t);
+    __builtin_unreachable();
+  }
+}
+
+// Every dtype: float, double, bf16_t, f16_t, int32_t, int64_t, uint8_t.
 template <class Fn>
 decltype(auto) dispatch_all(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    case DType::bf16:
-      return fn(bf16_t{});
-    case DType::f16:
-      return fn(f16_t{});
-    case DType::i32:
-      return fn(int32_t{});
-    case DType::i64:
-      return fn(int64_t{});
-    case DType::u8:
-      return fn(uint8_t{});
-  }
-  LJ_CHECK(false) << "bad dtype " << static_cast<int>(t);
-  __builtin_unreachable();
+  return dispatch_in<float, double, bf16_t, f16_t, int32_t, int64_t, uint8_t>(t, "bad dtype ", fn);
 }
 
 // f32 and f64 only: the compute dtypes of float kernels.
 template <class Fn>
 decltype(auto) dispatch_float(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    default:
-      break;
-  }
-  LJ_CHECK(false) << "kernel supports f32 and f64, got " << dtype_name(t);
-  __builtin_unreachable();
+  return dispatch_in<float, double>(t, "kernel supports f32 and f64, got ", fn);
 }
 
 // The dtypes that compare and select: f32, f64, i32, i64, u8.
 template <class Fn>
 decltype(auto) dispatch_real(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    case DType::i32:
-      return fn(int32_t{});
-    case DType::i64:
-      return fn(int64_t{});
-    case DType::u8:
-      return fn(uint8_t{});
-    default:
-      break;
-  }
-  LJ_CHECK(false) << "kernel does not support " << dtype_name(t);
-  __builtin_unreachable();
+  return dispatch_in<float, double, int32_t, int64_t, uint8_t>(t, "kernel does not support ", fn);
 }
 
 // Index ids (gather, scatter_add): i32 or i64.
 template <class Fn>
 decltype(auto) dispatch_index(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::i32:
-      return fn(int32_t{});
-    case DType::i64:
-      return fn(int64_t{});
-    default:
-      break;
-  }
-  LJ_CHECK(false) << "ids must be i32 or i64, got " << dtype_name(t);
-  __builtin_unreachable();
+  return dispatch_in<int32_t, int64_t>(t, "ids must be i32 or i64, got ", fn);
 }
 
 // An unsigned integer type of `bytes` bytes: data movement copies elements by size only.

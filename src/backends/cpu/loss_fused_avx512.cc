@@ -151,162 +151,252 @@ int64_t lce_avx512_scratch_floats(const LceAvx512Shape& s) {
          std::max(1, s.threads) * thread_layout(s).total;
 }
 
+namespace {
+
+// What every step of one chunk reads: the call's arguments, the shared scratch (the logits and
+// the per-block row statistics) and the chunk's rows [r0, r0 + m).
+struct LceChunk {
+  // The call.
+  int64_t dim = 0, vocab = 0, vb = 0, blocks = 0;
+  const float* x = nullptr;         // (n, C)
+  const float* w = nullptr;         // (V, C)
+  const int64_t* labels = nullptr;  // (n)
+  int64_t ignore = 0;
+  float g = 0;
+  float* dx = nullptr;        // (n, C)
+  float* dw = nullptr;        // (V, C)
+  float* row_loss = nullptr;  // (n)
+  // The scratch.
+  ThreadLayout tl{};
+  float* logits = nullptr;      // block b at logits + j0 * m: Lᵀ_b (len, m) dense
+  float* blk_m = nullptr;       // (blocks, m): each block's column maxima
+  float* blk_s = nullptr;       // (blocks, m): sums, then the row scales c_b
+  float* per_thread = nullptr;  // thread u's at per_thread + u * tl.total
+  int64_t nc = 0, kc_dim = 0;
+  bool in_place = false;  // w_b's rows as A, unpacked
+  // The chunk.
+  int64_t r0 = 0, m = 0, mpad = 0, dpad = 0, kc_rows = 0;
+  const float* xc = nullptr;    // x's rows of the chunk
+  const int64_t* yc = nullptr;  // their labels
+
+  float* thread_base(int u) const { return per_thread + u * tl.total; }
+};
+
+// One thread's scratch (ThreadLayout's pieces).
+struct ThreadScratch {
+  ThreadScratch(float* base, const ThreadLayout& tl)
+      : xt(base + tl.xt),
+        xb(base + tl.xb),
+        ap(base + tl.a),
+        bp(base + tl.b),
+        tt(base + tl.t),
+        pp(base + tl.p),
+        rr(base + tl.r),
+        keep(base + tl.keep),
+        add(base + tl.add),
+        ok(base + tl.ok),
+        mx(base + tl.mx),
+        sum(base + tl.sum) {}
+  float *xt, *xb, *ap, *bp, *tt, *pp, *rr, *keep, *add, *ok, *mx, *sum;
+};
+
+// w_b (at wb) as A over k block [pc, pc + kc): its rows (the logits, ta = false) or its rows as
+// k steps (dx, ta = true), where they lie when in_place, else packed into ap.
+auto w_panel(const LceChunk& c, const float* wb, float* ap, bool ta, int64_t pc, int64_t kc) {
+  return [&c, wb, ap, ta, pc, kc](int64_t ir, int mr) -> const float* {
+    if (c.in_place) return ta ? wb + pc * c.dim + ir : wb + ir * c.dim + pc;
+    sgemm_detail::pack_a(ta, wb, c.dim, ir, pc, mr, kc, ap);
+    return ap;
+  };
+}
+
+// A thread's start of a chunk: Pᵀ zero, R at -inf; with blocks to do, x[chunk] packed both ways
+// and which rows count.
+void start_chunk(const LceChunk& c, const ThreadScratch& ts, bool has_blocks) {
+  std::fill(ts.pp, ts.pp + c.dim * c.m, 0.0f);
+  std::fill(ts.rr, ts.rr + c.m, kNegInf);
+  if (!has_blocks) return;
+  for (int64_t pc = 0; pc < c.dim; pc += c.kc_dim) {
+    sgemm_detail::pack_b(true, c.xc, c.dim, pc, 0, std::min(c.kc_dim, c.dim - pc), c.m,
+                         ts.xt + pc * c.mpad);
+  }
+  for (int64_t pc = 0; pc < c.m; pc += c.kc_rows) {
+    sgemm_detail::pack_b(false, c.xc, c.dim, pc, 0, std::min(c.kc_rows, c.m - pc), c.dim,
+                         ts.xb + pc * c.dpad);
+  }
+  for (int64_t i = 0; i < c.m; ++i) ts.ok[i] = c.yc[i] == c.ignore ? 0.0f : 1.0f;
+}
+
+// Block b's logits Lᵀ_b = w_b x[chunk]ᵀ, the labels' logits into row_loss, then e_b = exp(L_b -
+// its column maxima) in place and the block's maxima and sums into blk_m, blk_s.
+void block_logits(const LceChunk& c, const ThreadScratch& ts, int64_t b) {
+  const int64_t j0 = b * c.vb, len = std::min(c.vb, c.vocab - j0);
+  float* lb = c.logits + j0 * c.m;
+  const float* wb = c.w + j0 * c.dim;
+  const int64_t w_lda = c.in_place ? c.dim : 0;
+  for (int64_t pc = 0; pc < c.dim; pc += c.kc_dim) {
+    const int64_t kc = std::min(c.kc_dim, c.dim - pc);
+    gemm_block(true, len, c.m, kc, c.nc, w_panel(c, wb, ts.ap, false, pc, kc), w_lda,
+               ts.xt + pc * c.mpad, lb, c.m, pc == 0 ? 0.0f : 1.0f);
+  }
+  for (int64_t i = 0; i < c.m; ++i) {
+    const int64_t y = c.yc[i];
+    if (y != c.ignore && y >= j0 && y < j0 + len) c.row_loss[c.r0 + i] = -lb[(y - j0) * c.m + i];
+  }
+  column_stats(lb, len, c.m, ts.ok, ts.mx, ts.sum);
+  std::copy(ts.mx, ts.mx + c.m, c.blk_m + b * c.m);
+  std::copy(ts.sum, ts.sum + c.m, c.blk_s + b * c.m);
+}
+
+// tᵀ = w_bᵀ e_bᵀ over k blocks of the block's columns, then Pᵀ column i = keep_i Pᵀ + add_i tᵀ,
+// rescaled to the running max R_i.
+void block_accumulate(const LceChunk& c, const ThreadScratch& ts, int64_t b) {
+  const int64_t j0 = b * c.vb, len = std::min(c.vb, c.vocab - j0), m = c.m;
+  const float* lb = c.logits + j0 * m;
+  const float* wb = c.w + j0 * c.dim;
+  const int64_t w_lda = c.in_place ? c.dim : 0;
+  const int64_t kc_len = kc_of(len);
+  for (int64_t pc = 0; pc < len; pc += kc_len) {
+    const int64_t kc = std::min(kc_len, len - pc);
+    sgemm_detail::pack_b(false, lb, m, pc, 0, kc, m, ts.bp);
+    gemm_block(false, c.dim, m, kc, c.nc, w_panel(c, wb, ts.ap, true, pc, kc), w_lda, ts.bp, ts.tt,
+               m, pc == 0 ? 0.0f : 1.0f);
+  }
+  float *keep = ts.keep, *add = ts.add, *rr = ts.rr;
+  const float *mx = ts.mx, *ok = ts.ok;
+  for (int64_t i = 0; i < m; ++i) {
+    keep[i] = 1.0f;
+    add[i] = 0.0f;
+    if (ok[i] == 0.0f) continue;
+    if (mx[i] > rr[i]) {
+      keep[i] = rr[i] == kNegInf ? 0.0f : std::exp(rr[i] - mx[i]);
+      add[i] = 1.0f;
+      rr[i] = mx[i];
+    } else {
+      add[i] = std::exp(mx[i] - rr[i]);
+    }
+  }
+  for (int64_t d = 0; d < c.dim; ++d) {
+    float* pr = ts.pp + d * m;
+    const float* tr = ts.tt + d * m;
+    int64_t i = 0;
+    for (; i + W <= m; i += W) {
+      simd::store(pr + i, simd::load(pr + i) * simd::load(keep + i) +
+                              simd::load(tr + i) * simd::load(add + i));
+    }
+    for (; i < m; ++i) pr[i] = keep[i] * pr[i] + add[i] * tr[i];
+  }
+}
+
+// Row i of the chunk, once every thread's blocks are done: its loss, each block's row scale
+// c_b = g exp(m_b - M) / S into blk_s, and dx_i = sum_u exp(R_u - M) g / S P_u - g w_y (threads
+// without blocks hold R = -inf).
+void row_gradient(const LceChunk& c, int team, int64_t i) {
+  const int64_t y = c.yc[i], m = c.m, dim = c.dim;
+  float* dxi = c.dx + (c.r0 + i) * dim;
+  if (y == c.ignore) {
+    std::fill(dxi, dxi + dim, 0.0f);
+    for (int64_t b = 0; b < c.blocks; ++b) c.blk_s[b * m + i] = 0.0f;
+    return;
+  }
+  float big = kNegInf;
+  for (int64_t b = 0; b < c.blocks; ++b) big = std::max(big, c.blk_m[b * m + i]);
+  float total = 0.0f;
+  for (int64_t b = 0; b < c.blocks; ++b) {
+    total += c.blk_s[b * m + i] * std::exp(c.blk_m[b * m + i] - big);
+  }
+  c.row_loss[c.r0 + i] += big + std::log(total);
+  for (int64_t b = 0; b < c.blocks; ++b) {
+    c.blk_s[b * m + i] = c.g * std::exp(c.blk_m[b * m + i] - big) / total;
+  }
+  std::fill(dxi, dxi + dim, 0.0f);
+  for (int u = 0; u < team; ++u) {
+    const float ru = (c.thread_base(u) + c.tl.r)[i];
+    if (ru == kNegInf) continue;
+    const float f = c.g * std::exp(ru - big) / total;
+    const float* pu = c.thread_base(u) + c.tl.p + i;
+    for (int64_t j = 0; j < dim; ++j) dxi[j] += f * pu[j * m];
+  }
+  const float* wy = c.w + y * dim;
+  for (int64_t j = 0; j < dim; ++j) dxi[j] -= c.g * wy[j];
+}
+
+// dw_b (+)= (e_b ⊙ c_b)ᵀ x[chunk], then dw_y -= g x_i for the block's labels, in row order.
+void block_dw(const LceChunk& c, const ThreadScratch& ts, int64_t b) {
+  const int64_t j0 = b * c.vb, len = std::min(c.vb, c.vocab - j0), m = c.m, dim = c.dim;
+  const float* lb = c.logits + j0 * m;
+  const float* cb = c.blk_s + b * m;
+  float* dwb = c.dw + j0 * dim;
+  float* ap = ts.ap;
+  for (int64_t pc = 0; pc < m; pc += c.kc_rows) {
+    const int64_t kc = std::min(c.kc_rows, m - pc);
+    gemm_block(
+        true, len, dim, kc, c.nc,
+        [&](int64_t ir, int mr) {
+          sgemm_detail::pack_a_rows_scaled(lb, m, ir, pc, mr, kc, cb + pc, ap);
+          return static_cast<const float*>(ap);
+        },
+        0, ts.xb + pc * c.dpad, dwb, dim, c.r0 == 0 && pc == 0 ? 0.0f : 1.0f);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t y = c.yc[i];
+    if (y == c.ignore || y < j0 || y >= j0 + len) continue;
+    const float* xi = c.xc + i * dim;
+    float* dwy = dwb + (y - j0) * dim;
+    for (int64_t j = 0; j < dim; ++j) dwy[j] -= c.g * xi[j];
+  }
+}
+
+}  // namespace
+
 void lce_avx512(const LceAvx512Shape& s, int64_t n, const float* x, const float* w,
                 const int64_t* labels, int64_t ignore, float g, float* dx, float* dw,
                 float* row_loss, float* scratch) {
   LJ_CHECK(reinterpret_cast<uintptr_t>(scratch) % 64 == 0)
       << "linear_cross_entropy: the scratch must be 64-byte aligned";
-  const int64_t dim = s.dim, vocab = s.vocab, vb = s.vb, blocks = div_up(vocab, vb);
-  const ThreadLayout tl = thread_layout(s);
-  float* logits = scratch;  // block b at logits + j0 * m: Lᵀ_b (len, m) dense
-  float* blk_m = logits + up16(s.rows * vocab);  // (blocks, m): each block's column maxima
-  float* blk_s = blk_m + up16(s.rows * blocks);  // (blocks, m): sums, then the row scales c_b
-  float* per_thread = blk_s + up16(s.rows * blocks);
-  const auto mine = [&](int u) { return per_thread + u * tl.total; };
-  const int64_t nc = sgemm_avx512_blocking().nc, kc_dim = kc_of(dim);
-  const bool in_place = in_place_ok(dim);  // w_b's rows as A, unpacked
+  LceChunk c;
+  c.dim = s.dim;
+  c.vocab = s.vocab;
+  c.vb = s.vb;
+  c.blocks = div_up(s.vocab, s.vb);
+  c.x = x;
+  c.w = w;
+  c.labels = labels;
+  c.ignore = ignore;
+  c.g = g;
+  c.dx = dx;
+  c.dw = dw;
+  c.row_loss = row_loss;
+  c.tl = thread_layout(s);
+  c.logits = scratch;
+  c.blk_m = c.logits + up16(s.rows * s.vocab);
+  c.blk_s = c.blk_m + up16(s.rows * c.blocks);
+  c.per_thread = c.blk_s + up16(s.rows * c.blocks);
+  c.nc = sgemm_avx512_blocking().nc;
+  c.kc_dim = kc_of(s.dim);
+  c.in_place = in_place_ok(s.dim);
   for (int64_t r0 = 0; r0 < n; r0 += s.rows) {
-    const int64_t m = std::min(s.rows, n - r0);
-    const int64_t mpad = div_up(m, kNr) * kNr, dpad = div_up(dim, kNr) * kNr, kc_rows = kc_of(m);
-    const float* xc = x + r0 * dim;
-    const int64_t* yc = labels + r0;
+    c.r0 = r0;
+    c.m = std::min(s.rows, n - r0);
+    c.mpad = div_up(c.m, kNr) * kNr;
+    c.dpad = div_up(s.dim, kNr) * kNr;
+    c.kc_rows = kc_of(c.m);
+    c.xc = x + r0 * s.dim;
+    c.yc = labels + r0;
 #pragma omp parallel num_threads(std::max(1, s.threads))
     {
       const int t = omp_get_thread_num(), team = omp_get_num_threads();
-      const LceBlockRange range = lce_block_range(t, team, vocab, vb, blocks);
-      float* base = mine(t);
-      float *xt = base + tl.xt, *xb = base + tl.xb, *ap = base + tl.a, *bp = base + tl.b;
-      float *tt = base + tl.t, *pp = base + tl.p, *rr = base + tl.r, *keep = base + tl.keep;
-      float *add = base + tl.add, *ok = base + tl.ok, *mx = base + tl.mx, *sum = base + tl.sum;
-      std::fill(pp, pp + dim * m, 0.0f);
-      std::fill(rr, rr + m, kNegInf);
-      if (range.first < range.last) {
-        for (int64_t pc = 0; pc < dim; pc += kc_dim) {
-          sgemm_detail::pack_b(true, xc, dim, pc, 0, std::min(kc_dim, dim - pc), m, xt + pc * mpad);
-        }
-        for (int64_t pc = 0; pc < m; pc += kc_rows) {
-          sgemm_detail::pack_b(false, xc, dim, pc, 0, std::min(kc_rows, m - pc), dim,
-                               xb + pc * dpad);
-        }
-        for (int64_t i = 0; i < m; ++i) ok[i] = yc[i] == ignore ? 0.0f : 1.0f;
-      }
+      const LceBlockRange range = lce_block_range(t, team, c.vocab, c.vb, c.blocks);
+      const ThreadScratch ts(c.thread_base(t), c.tl);
+      start_chunk(c, ts, range.first < range.last);
       for (int64_t b = range.first; b < range.last; ++b) {
-        const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
-        float* lb = logits + j0 * m;
-        const float* wb = w + j0 * dim;
-        // w_b as A over k block [pc, pc + kc): its rows (the logits, ta = false) or its rows as
-        // k steps (dx, ta = true), where they lie when in_place, else packed into ap.
-        const auto w_panel = [&](bool ta, int64_t pc, int64_t kc) {
-          return [&, ta, pc, kc](int64_t ir, int mr) -> const float* {
-            if (in_place) return ta ? wb + pc * dim + ir : wb + ir * dim + pc;
-            sgemm_detail::pack_a(ta, wb, dim, ir, pc, mr, kc, ap);
-            return ap;
-          };
-        };
-        const int64_t w_lda = in_place ? dim : 0;
-        // Lᵀ_b = w_b x[chunk]ᵀ.
-        for (int64_t pc = 0; pc < dim; pc += kc_dim) {
-          const int64_t kc = std::min(kc_dim, dim - pc);
-          gemm_block(true, len, m, kc, nc, w_panel(false, pc, kc), w_lda, xt + pc * mpad, lb, m,
-                     pc == 0 ? 0.0f : 1.0f);
-        }
-        for (int64_t i = 0; i < m; ++i) {
-          if (yc[i] != ignore && yc[i] >= j0 && yc[i] < j0 + len) {
-            row_loss[r0 + i] = -lb[(yc[i] - j0) * m + i];
-          }
-        }
-        column_stats(lb, len, m, ok, mx, sum);
-        std::copy(mx, mx + m, blk_m + b * m);
-        std::copy(sum, sum + m, blk_s + b * m);
-        // tᵀ = w_bᵀ e_bᵀ, over k blocks of the block's columns.
-        const int64_t kc_len = kc_of(len);
-        for (int64_t pc = 0; pc < len; pc += kc_len) {
-          const int64_t kc = std::min(kc_len, len - pc);
-          sgemm_detail::pack_b(false, lb, m, pc, 0, kc, m, bp);
-          gemm_block(false, dim, m, kc, nc, w_panel(true, pc, kc), w_lda, bp, tt, m,
-                     pc == 0 ? 0.0f : 1.0f);
-        }
-        // Pᵀ column i = keep_i Pᵀ + add_i tᵀ, rescaled to the running max R_i.
-        for (int64_t i = 0; i < m; ++i) {
-          keep[i] = 1.0f;
-          add[i] = 0.0f;
-          if (ok[i] == 0.0f) continue;
-          if (mx[i] > rr[i]) {
-            keep[i] = rr[i] == kNegInf ? 0.0f : std::exp(rr[i] - mx[i]);
-            add[i] = 1.0f;
-            rr[i] = mx[i];
-          } else {
-            add[i] = std::exp(mx[i] - rr[i]);
-          }
-        }
-        for (int64_t d = 0; d < dim; ++d) {
-          float* pr = pp + d * m;
-          const float* tr = tt + d * m;
-          int64_t i = 0;
-          for (; i + W <= m; i += W) {
-            simd::store(pr + i, simd::load(pr + i) * simd::load(keep + i) +
-                                    simd::load(tr + i) * simd::load(add + i));
-          }
-          for (; i < m; ++i) pr[i] = keep[i] * pr[i] + add[i] * tr[i];
-        }
+        block_logits(c, ts, b);
+        block_accumulate(c, ts, b);
       }
 #pragma omp barrier
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < m; ++i) {
-        const int64_t y = yc[i];
-        float* dxi = dx + (r0 + i) * dim;
-        if (y == ignore) {
-          std::fill(dxi, dxi + dim, 0.0f);
-          for (int64_t b = 0; b < blocks; ++b) blk_s[b * m + i] = 0.0f;
-          continue;
-        }
-        float big = kNegInf;
-        for (int64_t b = 0; b < blocks; ++b) big = std::max(big, blk_m[b * m + i]);
-        float total = 0.0f;
-        for (int64_t b = 0; b < blocks; ++b) {
-          total += blk_s[b * m + i] * std::exp(blk_m[b * m + i] - big);
-        }
-        row_loss[r0 + i] += big + std::log(total);
-        // From here blk_s holds each block's row scale: g exp(m_b - M) / S.
-        for (int64_t b = 0; b < blocks; ++b) {
-          blk_s[b * m + i] = g * std::exp(blk_m[b * m + i] - big) / total;
-        }
-        // dx_i = sum_u exp(R_u - M) g / S P_u - g w_y; threads without blocks hold R = -inf.
-        std::fill(dxi, dxi + dim, 0.0f);
-        for (int u = 0; u < team; ++u) {
-          const float ru = (mine(u) + tl.r)[i];
-          if (ru == kNegInf) continue;
-          const float f = g * std::exp(ru - big) / total;
-          const float* pu = mine(u) + tl.p + i;
-          for (int64_t j = 0; j < dim; ++j) dxi[j] += f * pu[j * m];
-        }
-        const float* wy = w + y * dim;
-        for (int64_t j = 0; j < dim; ++j) dxi[j] -= g * wy[j];
-      }
-      // dw_b (+)= (e_b ⊙ c_b)ᵀ x[chunk], then dw_y -= g x_i for the block's labels, in row order.
-      for (int64_t b = range.first; b < range.last; ++b) {
-        const int64_t j0 = b * vb, len = std::min(vb, vocab - j0);
-        const float* lb = logits + j0 * m;
-        const float* cb = blk_s + b * m;
-        float* dwb = dw + j0 * dim;
-        for (int64_t pc = 0; pc < m; pc += kc_rows) {
-          const int64_t kc = std::min(kc_rows, m - pc);
-          gemm_block(
-              true, len, dim, kc, nc,
-              [&](int64_t ir, int mr) {
-                sgemm_detail::pack_a_rows_scaled(lb, m, ir, pc, mr, kc, cb + pc, ap);
-                return static_cast<const float*>(ap);
-              },
-              0, xb + pc * dpad, dwb, dim, r0 == 0 && pc == 0 ? 0.0f : 1.0f);
-        }
-        for (int64_t i = 0; i < m; ++i) {
-          const int64_t y = yc[i];
-          if (y == ignore || y < j0 || y >= j0 + len) continue;
-          const float* xi = xc + i * dim;
-          float* dwy = dwb + (y - j0) * dim;
-          for (int64_t j = 0; j < dim; ++j) dwy[j] -= g * xi[j];
-        }
-      }
+      for (int64_t i = 0; i < c.m; ++i) row_gradient(c, team, i);
+      for (int64_t b = range.first; b < range.last; ++b) block_dw(c, ts, b);
     }
   }
 }

@@ -63,13 +63,39 @@ inline Status dtype_unsupported(const char* op, DType dt) {
       "run with --device cpu");
 }
 
-// f(T{}) with T = float or __nv_bfloat16 for `dt` (f returns a Status); any other dtype is
-// an unimplemented Status naming `op`.
+// ---- Dtype dispatch: one helper, dispatch_in<Ts...>, every kernel's run of cases ----
+
+// The dtype of each C++ type the CUDA kernels load and store (no other type has one).
+template <class T>
+struct DTypeOf;
+#define LJ_CUDA_DTYPE_OF(T, D)               \
+  template <>                                \
+  struct DTypeOf<T> {                        \
+    static constexpr DType value = DType::D; \
+  };
+LJ_CUDA_DTYPE_OF(float, f32)
+LJ_CUDA_DTYPE_OF(__nv_bfloat16, bf16)
+LJ_CUDA_DTYPE_OF(int32_t, i32)
+LJ_CUDA_DTYPE_OF(int64_t, i64)
+LJ_CUDA_DTYPE_OF(uint8_t, u8)
+#undef LJ_CUDA_DTYPE_OF
+
+// f(T{}) with T the one of Ts whose dtype is `dt` (f returns a Status); any other dtype is an
+// unimplemented Status naming `op`.
+template <class T, class... Ts, class F>
+Status dispatch_in(DType dt, const char* op, F&& f) {
+  if (dt == DTypeOf<T>::value) return f(T{});
+  if constexpr (sizeof...(Ts) > 0) {
+    return dispatch_in<Ts...>(dt, op, f);
+  } else {
+    return dtype_unsupported(op, dt);
+  }
+}
+
+// The dtypes most kernels take: float or __nv_bfloat16.
 template <class F>
 Status dispatch_f32_bf16(DType dt, const char* op, F&& f) {
-  if (dt == DType::f32) return f(float{});
-  if (dt == DType::bf16) return f(__nv_bfloat16{});
-  return dtype_unsupported(op, dt);
+  return dispatch_in<float, __nv_bfloat16>(dt, op, f);
 }
 
 // Blocks for a grid-stride loop over n elements.

@@ -116,24 +116,6 @@ __global__ void cast_kernel(const S* x, D* y, int64_t n) {
   }
 }
 
-template <class F>
-Status dispatch_cast_type(DType dt, F&& f) {
-  switch (dt) {
-    case DType::f32:
-      return f(float{});
-    case DType::bf16:
-      return f(__nv_bfloat16{});
-    case DType::i32:
-      return f(int32_t{});
-    case DType::i64:
-      return f(int64_t{});
-    case DType::u8:
-      return f(uint8_t{});
-    default:
-      return dtype_unsupported("cast", dt);
-  }
-}
-
 U unary_of(Op op) {
   switch (op) {
     case Op::neg:
@@ -216,15 +198,17 @@ Status binary_forward(KernelContext& c, const KernelEnv& env) {
 Status cast_forward(KernelContext& c, const KernelEnv& env) {
   const int64_t n = c.in[0].numel();
   if (n == 0) return ok_status();
-  return dispatch_cast_type(c.in[0].dtype, [&](auto s) -> Status {
-    using S = decltype(s);
-    return dispatch_cast_type(c.out[0].dtype, [&](auto d) -> Status {
-      using D = decltype(d);
-      cast_kernel<S, D><<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(
-          c.in[0].as<const S>(), c.out[0].as<D>(), n);
-      return launched("cast_kernel");
-    });
-  });
+  return dispatch_in<float, __nv_bfloat16, int32_t, int64_t, uint8_t>(
+      c.in[0].dtype, "cast", [&](auto s) -> Status {
+        using S = decltype(s);
+        return dispatch_in<float, __nv_bfloat16, int32_t, int64_t, uint8_t>(
+            c.out[0].dtype, "cast", [&](auto d) -> Status {
+              using D = decltype(d);
+              cast_kernel<S, D><<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(
+                  c.in[0].as<const S>(), c.out[0].as<D>(), n);
+              return launched("cast_kernel");
+            });
+      });
 }
 
 void register_elementwise(CudaKernelTable& t) {

@@ -33,32 +33,18 @@ __global__ void iota_kernel(T* y, int64_t n, int64_t inner, int64_t dim) {
     y[e] = value_as<T>(static_cast<double>((e / inner) % dim));
 }
 
-template <class F>
-Status dispatch_value_type(DType dt, const char* op, F&& f) {
-  switch (dt) {
-    case DType::f32:
-      return f(float{});
-    case DType::bf16:
-      return f(__nv_bfloat16{});
-    case DType::i32:
-      return f(int32_t{});
-    case DType::i64:
-      return f(int64_t{});
-    default:
-      return dtype_unsupported(op, dt);
-  }
-}
-
 Status constant_forward(KernelContext& c, const KernelEnv& env) {
   TensorView& out = c.out[0];
   const int64_t n = out.numel();
   if (n == 0) return ok_status();
   const double v = c.attrs().f("value");
-  return dispatch_value_type(out.dtype, "constant", [&](auto tag) -> Status {
-    using T = decltype(tag);
-    fill_kernel<T><<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(out.as<T>(), n, v);
-    return launched("fill_kernel");
-  });
+  return dispatch_in<float, __nv_bfloat16, int32_t, int64_t>(
+      out.dtype, "constant", [&](auto tag) -> Status {
+        using T = decltype(tag);
+        fill_kernel<T>
+            <<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(out.as<T>(), n, v);
+        return launched("fill_kernel");
+      });
 }
 
 Status iota_forward(KernelContext& c, const KernelEnv& env) {
@@ -71,12 +57,13 @@ Status iota_forward(KernelContext& c, const KernelEnv& env) {
   for (int k = static_cast<int>(axis) + 1; k < out.rank(); ++k)
     inner *= out.dims[static_cast<size_t>(k)];
   const int64_t dim = out.dims[static_cast<size_t>(axis)];
-  return dispatch_value_type(out.dtype, "iota", [&](auto tag) -> Status {
-    using T = decltype(tag);
-    iota_kernel<T>
-        <<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(out.as<T>(), n, inner, dim);
-    return launched("iota_kernel");
-  });
+  return dispatch_in<float, __nv_bfloat16, int32_t, int64_t>(
+      out.dtype, "iota", [&](auto tag) -> Status {
+        using T = decltype(tag);
+        iota_kernel<T><<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(out.as<T>(), n,
+                                                                                    inner, dim);
+        return launched("iota_kernel");
+      });
 }
 
 }  // namespace

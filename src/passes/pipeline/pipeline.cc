@@ -43,7 +43,7 @@ Stages assemble(const PipelineOptions& options) {
   // After autodiff: recompute, then (compile only) pointwise fusion and the schedule.
   PassManager& pm = st.after_autodiff;
   if (options.autocast != DType::f32 && options.low_weight_copies &&
-      !(options.grad_sync.enabled() && options.grad_sync.zero.stage == 3)) {
+      !(options.grad_sync.enabled() && options.grad_sync.zero.shards(ZeroSharded::parameters))) {
     pm.add(std::make_unique<MasterWeightsPass>());
   }
   if (options.compile) {

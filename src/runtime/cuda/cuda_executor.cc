@@ -37,17 +37,10 @@ Status device_to_host(const DeviceTensor& t, void* host) {
 }
 
 CudaExecutor::CudaExecutor(const Graph& g, cuda::Context& ctx, bool planned)
-    : g_(g), ctx_(ctx), planned_(planned) {
-  last_use_.assign(g.values().size(), -1);
-  is_output_.assign(g.values().size(), false);
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    for (ValueId v : g.nodes()[i].inputs) last_use_[static_cast<size_t>(v)] = static_cast<int>(i);
+    : g_(g), ctx_(ctx), life_(g), planned_(planned) {
   output_indices_.resize(g.values().size());
-  for (size_t k = 0; k < g.outputs().size(); ++k) {
-    const auto v = static_cast<size_t>(g.outputs()[k].value);
-    is_output_[v] = true;
-    output_indices_[v].push_back(k);
-  }
+  for (size_t k = 0; k < g.outputs().size(); ++k)
+    output_indices_[static_cast<size_t>(g.outputs()[k].value)].push_back(k);
   fused_index_.assign(g.nodes().size(), -1);
 }
 
@@ -114,35 +107,11 @@ struct CudaExecutor::Captured {
 };
 
 StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTensor> inputs) {
-  const auto& ins = g_.inputs();
-  if (inputs.size() != ins.size()) {
-    return invalid_argument("graph takes " + std::to_string(ins.size()) + " inputs, got " +
-                            std::to_string(inputs.size()));
-  }
+  std::vector<FedInput> fed;
+  fed.reserve(inputs.size());
+  for (const DeviceTensor& t : inputs) fed.push_back(FedInput{true, t.dtype, &t.dims});
   SymEnv env;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < ins.size(); ++i) {
-      const TypedShape& want = g_.type(ins[i]);
-      const DeviceTensor& t = inputs[i];
-      if (t.dtype != want.dtype || static_cast<int>(t.dims.size()) != want.shape.rank()) {
-        return invalid_argument("input '" + g_.input_name(ins[i]) + "' is " + dtype_name(t.dtype) +
-                                dims_to_string(t.dims) + ", the graph declares " +
-                                want.to_string());
-      }
-      for (int d = 0; d < want.shape.rank(); ++d) {
-        const Dim& dim = want.shape[d];
-        const int64_t fed = t.dims[static_cast<size_t>(d)];
-        if (pass == 0 && dim.coef() == 1 && dim.syms().size() == 1 && env.get(dim.syms()[0]) == 0) {
-          env.set(dim.syms()[0], fed);
-        }
-        if (pass == 1 && dim.eval(env) != fed) {
-          return invalid_argument("input '" + g_.input_name(ins[i]) + "' is " +
-                                  dims_to_string(t.dims) + ", the graph declares " +
-                                  want.shape.to_string());
-        }
-      }
-    }
-  }
+  LJ_RETURN_IF_ERROR(bind_inputs(g_, fed, &env));
   if (planned_) LJ_RETURN_IF_ERROR(prepare_arena(env));
   if (graphs_ && planned_ && !capture_failed_ && !output_ready_) {
     ReplayKey sig = signature(env, inputs);
@@ -247,80 +216,75 @@ StatusOr<bool> CudaExecutor::capture(const SymEnv& env, std::span<const DeviceTe
   return true;
 }
 
+// The CUDA's NodeBackend: values are DeviceTensors (the planned arena's views or the caching
+// allocator's buffers); a node runs its NVRTC-compiled fused kernel or the CUDA table's on the
+// context's stream. `keep` (capture): every buffer made from the caching allocator is appended
+// there instead of going back to the cache, and ids are not checked on the device.
+class CudaExecutor::Nodes final : public NodeBackend<DeviceTensor> {
+ public:
+  Nodes(CudaExecutor& ex, std::vector<std::shared_ptr<void>>* keep)
+      : ex_(ex), keep_(keep), kenv_(ex.ctx_.env()) {
+    kenv_.check_ids = keep == nullptr;
+  }
+
+  Status supports(size_t ni, const Node& n) const override {
+    if (ex_.fused_index_[ni] >= 0 || kernels_[n.op] != nullptr) return ok_status();
+    return unimplemented(std::string("no CUDA kernel for op ") + op_name(n.op) +
+                             (n.op == Op::fused_pointwise ? " (prepare() not called)" : ""),
+                         "run with --device cpu");
+  }
+  TensorView view(const DeviceTensor& t) const override {
+    return TensorView{t.data(), t.dtype, t.dims};
+  }
+  DeviceTensor alias(const DeviceTensor& in, std::vector<int64_t> dims) const override {
+    DeviceTensor t = in;
+    t.dims = std::move(dims);
+    return t;
+  }
+  StatusOr<DeviceTensor> output(ValueId v, DType dtype, std::vector<int64_t> dims) override {
+    const int64_t offset = ex_.planned_ ? ex_.plan_->offset(v) : -1;
+    if (offset >= 0) {
+      // Its place in the arena; the view shares ownership of the arena.
+      char* base = ex_.arena_->size() > 0 ? static_cast<char*>(ex_.arena_->at(0)) : nullptr;
+      return DeviceTensor{std::shared_ptr<void>(ex_.arena_, base + offset), dtype, std::move(dims)};
+    }
+    LJ_ASSIGN_OR_RETURN(DeviceTensor t, device_empty(ex_.ctx_, dtype, std::move(dims)));
+    if (keep_ != nullptr) keep_->push_back(t.storage);
+    return t;
+  }
+  Status compute(size_t ni, const Node& n, std::span<const TensorView> in,
+                 std::span<TensorView> out) override {
+    cuda::AllocatorWorkspace ws(ex_.ctx_.allocator(), keep_);
+    KernelContext kc{n, in, out, 1, &ws};
+    const int fi = ex_.fused_index_[ni];
+    LJ_RETURN_IF_ERROR(fi >= 0 ? ex_.fused_->launch(static_cast<size_t>(fi), kc, kenv_)
+                               : kernels_[n.op](kc, kenv_));
+    ++ex_.kernels_launched_;
+    return ok_status();
+  }
+  // Tells the caller as soon as a graph output's kernel is queued.
+  Status node_done(const Node& n, std::span<const DeviceTensor> vals) override {
+    if (!ex_.output_ready_) return ok_status();
+    for (ValueId v : n.outputs) {
+      for (size_t k : ex_.output_indices_[static_cast<size_t>(v)])
+        LJ_RETURN_IF_ERROR(ex_.output_ready_(k, vals[static_cast<size_t>(v)]));
+    }
+    return ok_status();
+  }
+
+ private:
+  CudaExecutor& ex_;
+  std::vector<std::shared_ptr<void>>* keep_;
+  cuda::KernelEnv kenv_;
+  const cuda::CudaKernelTable& kernels_ = cuda::kernels();
+};
+
 StatusOr<std::vector<DeviceTensor>> CudaExecutor::run_nodes(
     const SymEnv& env, std::span<const DeviceTensor> inputs,
     std::vector<std::shared_ptr<void>>* keep) {
-  const auto& ins = g_.inputs();
-  cuda::KernelEnv kenv = ctx_.env();
-  kenv.check_ids = keep == nullptr;
-  const cuda::CudaKernelTable& kernels = cuda::kernels();
-  std::vector<DeviceTensor> vals(g_.values().size());
-  for (size_t i = 0; i < ins.size(); ++i) vals[static_cast<size_t>(ins[i])] = inputs[i];
   kernels_launched_ = 0;
-  std::vector<TensorView> iv, ov;
-  std::vector<int64_t> dims;
-  for (size_t ni = 0; ni < g_.nodes().size(); ++ni) {
-    const Node& n = g_.nodes()[ni];
-    if (n.op == Op::input) continue;
-    const OpDef& def = op_def(n.op);
-    if (def.has(kAlias)) {
-      const ValueId out = n.outputs[0];
-      LJ_CHECK(g_.type(out).shape.eval(env, &dims)) << "unbound symbol";
-      DeviceTensor t = vals[static_cast<size_t>(n.inputs[0])];
-      t.dims = dims;
-      vals[static_cast<size_t>(out)] = std::move(t);
-    } else {
-      const cuda::CudaKernelFn fn = kernels[n.op];
-      const int fi = fused_index_[ni];
-      if (fi < 0 && fn == nullptr) {
-        return unimplemented(std::string("no CUDA kernel for op ") + def.name +
-                                 (n.op == Op::fused_pointwise ? " (prepare() not called)" : ""),
-                             "run with --device cpu");
-      }
-      iv.clear();
-      ov.clear();
-      for (ValueId v : n.inputs) {
-        const DeviceTensor& t = vals[static_cast<size_t>(v)];
-        iv.push_back(TensorView{t.data(), t.dtype, t.dims});
-      }
-      for (ValueId v : n.outputs) {
-        const TypedShape& t = g_.type(v);
-        LJ_CHECK(t.shape.eval(env, &dims)) << "unbound symbol in " << t.to_string();
-        const int64_t offset = planned_ ? plan_->offset(v) : -1;
-        if (offset >= 0) {
-          // Its place in the arena; the view shares ownership of the arena.
-          char* base = arena_->size() > 0 ? static_cast<char*>(arena_->at(0)) : nullptr;
-          vals[static_cast<size_t>(v)] =
-              DeviceTensor{std::shared_ptr<void>(arena_, base + offset), t.dtype, dims};
-        } else {
-          LJ_ASSIGN_OR_RETURN(vals[static_cast<size_t>(v)], device_empty(ctx_, t.dtype, dims));
-          if (keep != nullptr) keep->push_back(vals[static_cast<size_t>(v)].storage);
-        }
-        const DeviceTensor& d = vals[static_cast<size_t>(v)];
-        ov.push_back(TensorView{d.data(), d.dtype, d.dims});
-      }
-      cuda::AllocatorWorkspace ws(ctx_.allocator(), keep);
-      KernelContext kc{n, iv, ov, 1, &ws};
-      Status s = fi >= 0 ? fused_->launch(static_cast<size_t>(fi), kc, kenv) : fn(kc, kenv);
-      if (!s.ok())
-        return s.with_context(std::string(def.name) + (n.scope.empty() ? "" : " at " + n.scope));
-      ++kernels_launched_;
-    }
-    if (output_ready_) {
-      for (ValueId v : n.outputs) {
-        for (size_t k : output_indices_[static_cast<size_t>(v)])
-          LJ_RETURN_IF_ERROR(output_ready_(k, vals[static_cast<size_t>(v)]));
-      }
-    }
-    // Values whose last reader this was go back to the cache (not graph outputs or inputs).
-    for (ValueId v : n.inputs) {
-      const size_t k = static_cast<size_t>(v);
-      if (last_use_[k] == static_cast<int>(ni) && !is_output_[k]) vals[k] = DeviceTensor{};
-    }
-  }
-  std::vector<DeviceTensor> out;
-  for (const auto& o : g_.outputs()) out.push_back(vals[static_cast<size_t>(o.value)]);
-  return out;
+  Nodes nodes(*this, keep);
+  return run_node_loop<DeviceTensor>(g_, life_, env, inputs, nodes);
 }
 
 }  // namespace lj

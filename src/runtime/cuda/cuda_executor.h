@@ -1,5 +1,6 @@
 // The CUDA executor: runs a graph's nodes in order on one GPU (backends/cuda), each by its CUDA
-// kernel on the context's stream. Values live in device buffers from the context's caching
+// kernel on the context's stream (the node loop is runtime/node_loop.h's; this file is the
+// CUDA's NodeBackend around it). Values live in device buffers from the context's caching
 // allocator and are freed after their last use (stream-ordered: the one stream makes reuse
 // safe); reshape outputs alias their input. Compiled graphs' fused_pointwise nodes run the
 // NVRTC-compiled kernels of the CUDA renderer, loaded once in prepare(). Built with LJ_CUDA only.
@@ -36,6 +37,7 @@
 #include "graph/ir.h"
 #include "passes/memory_plan/memory_plan.h"
 #include "runtime/cuda/replay_key.h"
+#include "runtime/node_loop.h"
 
 namespace lj {
 
@@ -100,10 +102,10 @@ class CudaExecutor {
   // still holds one of the last replay's (then it must not be overwritten).
   bool replay_outputs(std::vector<DeviceTensor>* out) const;
   struct Captured;
+  class Nodes;  // the CUDA's NodeBackend (cuda_executor.cc)
   const Graph& g_;
   cuda::Context& ctx_;
-  std::vector<int> last_use_;
-  std::vector<bool> is_output_;
+  ValueLifetimes life_;
   std::vector<std::vector<size_t>> output_indices_;  // per value: the graph outputs it is
   OutputReady output_ready_;
   std::unique_ptr<cuda::FusedKernels> fused_;

@@ -104,12 +104,13 @@ class GpuStep final : public GpuTrainStep {
 
  private:
   int world() const { return layout_.world_size(); }
+  // Stage 1: AdamW's m and v are this rank's shard, and the parameters are gathered after it.
+  bool sharded_states() const { return zero_shards(stage_, ZeroSharded::optimizer_states); }
   // The range of the flat vector this rank's AdamW updates: all of it, or its stage-1 shard
   // (without the padding).
   FlatRange updated_range() const {
-    if (stage_ == 0) return {0, layout_.numel()};
-    const FlatRange s = layout_.shard(control_->rank());
-    return {std::min(s.begin, layout_.numel()), std::min(s.end, layout_.numel())};
+    const int rank = control_ != nullptr ? control_->rank() : 0;
+    return layout_.held(rank, stage_, ZeroSharded::optimizer_states);
   }
   // Gradient output `k` of micro-batch `index` of `count` into the flat gradient; on the last
   // micro-batch with several ranks, starts the reduction of every bucket it completes.
@@ -225,9 +226,8 @@ Status GpuStep::init() {
   if (nccl_ != nullptr) {
     const ZeroConfig& z = config_.data_parallel.zero;
     buckets_ = grad_buckets(layout_, z.reduce_bucket_size);
-    if (stage_ == 1) {
-      const int64_t c =
-          std::min(per_rank_bucket(z.allgather_bucket_size, world()), layout_.shard_numel());
+    if (sharded_states()) {
+      const int64_t c = all_gather_send_numel(layout_, z.allgather_bucket_size);
       LJ_ASSIGN_OR_RETURN(gather_buf_, device_empty(*ctx_, DType::f32, {c * world()}));
     }
   }
@@ -385,7 +385,7 @@ StatusOr<StepResult> GpuStep::step(const std::vector<MicroBatch>& micro, double 
   // Stage 0: every parameter (its m and v at its flat offset); stage 1: this rank's range of the
   // flat vector. The update is elementwise: how it is cut changes no bit.
   std::vector<cuda::AdamWTensor> update;
-  if (stage_ == 0) {
+  if (!sharded_states()) {
     for (size_t i = 0; i < specs_.size(); ++i) {
       const int64_t b = layout_.param_begin(i);
       update.push_back({f32(params_[i]), grads[i].x, f32(m_, b), f32(v_, b), grads[i].n});
@@ -395,7 +395,7 @@ StatusOr<StepResult> GpuStep::step(const std::vector<MicroBatch>& micro, double 
     update.push_back({f32(flat_p_, u.begin), f32(flat_g_, u.begin), f32(m_), f32(v_), u.size()});
   }
   LJ_RETURN_IF_ERROR(cuda::adamw_multi_tensor(c, update, ctx_->env()));
-  if (stage_ == 1) LJ_RETURN_IF_ERROR(all_gather_params());
+  if (sharded_states()) LJ_RETURN_IF_ERROR(all_gather_params());
   LJ_RETURN_IF_ERROR(ctx_->synchronize());
   r.optimizer_seconds = now_seconds() - t_opt;
   return r;
