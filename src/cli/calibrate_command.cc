@@ -1,5 +1,6 @@
 // `ljperf calibrate`: --measure measures this host (GEMM and memory bandwidth micro-runs, the peak
-// FLOP/s, the process baseline: plan/host_baseline.h); --results refits what the CPU memory
+// FLOP/s, the process baseline: plan/host_baseline.h); --comm, under mpirun, the MPI collectives
+// between the ranks (plan/comm_rates.h); --results refits what the CPU memory
 // model's causes leave (a residual, bytes per node) by least squares from benchmark result
 // records (benchmark --out). Either writes the coefficients file that
 // `ljperf plan`, benchmark and train read.
@@ -12,11 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "cli/dist_session.h"
 #include "cli/flag_checks.h"
 #include "cli/report.h"
 #include "core/json_read.h"
 #include "core/units.h"
 #include "plan/calibrate.h"
+#include "plan/comm_rates.h"
 #include "plan/host_baseline.h"
 #include "plan/host_peak.h"
 #include "plan/host_rates.h"
@@ -35,7 +38,25 @@ struct CalibrateArgs {
   std::string model_file;
   int threads = 0;
   bool per_node_term = false;
+  bool comm = false;  // --comm
 };
+
+// --comm: the MPI collectives between the ranks of this job (plan/comm_rates.h), measured by
+// every rank and cached by rank 0 for the host time model.
+Status run_calibrate_comm() {
+  return DistSession::run(CommOptions{}, [](DistSession& dist) -> Status {
+    if (!dist.distributed()) {
+      return invalid_argument(
+          "calibrate --comm measures the MPI collectives between ranks, and this is one process",
+          "run it under the launcher with the ranks to measure: mpirun -np 2 ljperf calibrate "
+          "--comm");
+    }
+    LJ_ASSIGN_OR_RETURN(CommRates r, measure_comm_rates(dist.comm()));
+    if (dist.is_root()) cache_comm_rates(r);
+    fmt::print("{}  comm cache              {}\n", describe_comm_rates(r), comm_rates_cache_path());
+    return ok_status();
+  });
+}
 
 StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>& files) {
   std::vector<MemoryRecord> recs;
@@ -70,6 +91,15 @@ StatusOr<std::vector<MemoryRecord>> read_records(const std::vector<std::string>&
 }
 
 Status run_calibrate(const CalibrateArgs& a) {
+  if (a.comm) {
+    if (a.device || !a.results.empty() || !a.check.empty()) {
+      return invalid_argument(
+          "calibrate --comm runs alone (under mpirun), not with --measure, "
+          "--results or --check",
+          "mpirun -np 2 ljperf calibrate --comm, then ljperf calibrate ...");
+    }
+    return run_calibrate_comm();
+  }
   if (!a.device && a.results.empty() && a.check.empty()) {
     return invalid_argument("calibrate needs --measure, --results or --check",
                             "ljperf calibrate --measure, or ljperf calibrate --results runs.jsonl");
@@ -173,6 +203,10 @@ Command add_calibrate_command(CLI::App& app) {
   sub->add_flag("--per-node-term", a->per_node_term,
                 "With --results: also fit bytes per graph node (off: that coefficient is 0)");
   sub->add_option("--threads", a->threads, "Threads for --measure (0: all)")->capture_default_str();
+  sub->add_flag("--comm", a->comm,
+                "Under mpirun -np N: measure the MPI all-reduce, reduce-scatter and all-gather "
+                "between the N ranks (64 KiB to 64 MiB) and cache them for `ljperf plan --np N` "
+                "on this host (a few seconds)");
   return {sub, [a] { return run_calibrate(*a); }};
 }
 

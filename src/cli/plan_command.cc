@@ -18,6 +18,7 @@
 #include "core/units.h"
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
+#include "plan/comm_rates.h"
 #include "plan/device_catalog.h"
 #include "plan/gpu_time_model.h"
 #include "plan/host_baseline.h"
@@ -50,8 +51,8 @@ struct PlanArgs {
 
 // The settings of resolve_run that a plan reads, in its printout.
 const std::vector<std::string> kPlanConfigKeys = {
-    "model",     "recipe",     "deepspeed", "micro_batch", "seq_len", "world_size",
-    "precision", "zero_stage", "compile",   "recompute",   "device",  "threads"};
+    "model",     "recipe",     "deepspeed", "micro_batch", "grad_accum", "seq_len", "world_size",
+    "precision", "zero_stage", "compile",   "recompute",   "device",     "threads"};
 
 // A plan in which no choice fits is an error (exit 1), after the plan is printed.
 Status nothing_fits(const PlanResult& r) {
@@ -121,6 +122,7 @@ Status run_plan(const PlanArgs& a) {
   }
   req.precision = host ? run.precision : DType::f32;
   req.micro_batch = run.micro_batch;
+  req.grad_accum = run.grad_accum;
   req.seq_len = run.seq_len;
   req.compile = run.step.graph.compile;
   if (a.given("--fabric-gbps")) {
@@ -172,6 +174,12 @@ Status run_plan(const PlanArgs& a) {
   // The time model's measured rates (plan/host_rates.h): cached, else measured now, once the
   // request is known to be valid (a probe takes seconds; bad input gets its error at once).
   if (host) req.rates = plan_host_rates(measure_opts.threads, /*may_probe=*/true);
+  // The MPI collectives' measured rates for this world size (plan/comm_rates.h), cached by
+  // `mpirun -np N ljperf calibrate --comm`; without them the plan says so.
+  if (host && gpus > 1) {
+    if (auto c = cached_comm_rates(static_cast<int>(gpus)))
+      req.comm_rates = std::make_shared<const CommRates>(*c);
+  }
   const double t0 = now_seconds();
   LJ_ASSIGN_OR_RETURN(PlanResult r, make_plan(req));
   const double wall = now_seconds() - t0;
@@ -256,6 +264,12 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--seq-len", a->f.seq_len,
                   "Sequence length (default: 256, or the model's max_position_embeddings when "
                   "shorter)")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  sub->add_option("--grad-accum", a->f.grad_accum,
+                  "Micro-batches per optimizer step (or the DeepSpeed JSON's "
+                  "gradient_accumulation_steps); GPU plans run the optimizer and ZeRO-0/1's "
+                  "gradient reduction once per step, ZeRO-2/3's per micro-batch")
       ->capture_default_str()
       ->check(integer_at_least(1));
   sub->add_option("--precision", a->f.precision,

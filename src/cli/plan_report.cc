@@ -35,6 +35,23 @@ std::string row(const PlanRequest& req, const Candidate& c, bool batch) {
       c.fits ? "fits" : "over", c.exact ? "" : " (interpolated)");
 }
 
+// The host's collectives: what the step waits in them, or that they are not priced.
+std::string host_comm_line(const PlanRequest& req, const Candidate& c) {
+  if (!req.comm_rates) {
+    return fmt::format(
+        "  ZeRO-{} collectives: not priced (no MPI rates measured for {} ranks on this host; "
+        "measure them: mpirun -np {} ljperf calibrate --comm)\n",
+        req.zero.stage, req.gpus, req.gpus);
+  }
+  const double exposed =
+      c.times ? c.times->category[static_cast<size_t>(OpCategory::collective)] : 0.0;
+  return fmt::format(
+      "  ZeRO-{} collectives per step: {} exposed (MPI rates measured for {} ranks; overlapped "
+      "with backward as the buckets allow{})\n",
+      req.zero.stage, format_seconds(exposed), req.gpus,
+      req.zero.overlap_comm ? "" : ": overlap_comm off, none");
+}
+
 }  // namespace
 
 std::string format_plan(const PlanRequest& req, const PlanResult& r) {
@@ -68,9 +85,15 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
     s += fmt::format("  {:<44} {:>12}\n", i.name, gib(i.bytes));
   s += fmt::format("  {:<44} {:>12}\n", "predicted peak", gib(shown.memory.total));
   if (gpu && req.gpus > 1) {
+    // r.comm_seconds is per micro-batch: with accumulation, also the optimizer step's total.
+    const bool accum = req.grad_accum > 1;
     s += fmt::format(
-        "  ZeRO-{} collectives per step: {} over {} (FSDP overlaps them with compute)\n",
-        req.zero.stage, format_seconds(r.comm_seconds),
+        "  ZeRO-{} collectives per {}: {}{} over {} (FSDP overlaps them with compute)\n",
+        req.zero.stage, accum ? "micro-batch" : "step", format_seconds(r.comm_seconds),
+        accum ? fmt::format(" ({} per optimizer step of {} micro-batches)",
+                            format_seconds(r.comm_seconds * static_cast<double>(req.grad_accum)),
+                            req.grad_accum)
+              : std::string(),
         req.gpus <= kGpusPerNode
             ? std::string("NVLink")
             : fmt::format(
@@ -78,6 +101,7 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
                   (req.fabric_bandwidth > 0 ? req.fabric_bandwidth : req.device.fabric_bandwidth) *
                       8 / 1e9));
   }
+  if (!gpu && req.gpus > 1) s += host_comm_line(req, shown);
   const bool batch = req.tune_batch;
   s += fmt::format("\nrecompute choices:\n  {:<24} {}{:>12} {:>12} {:>14}{}\n", "policy",
                    batch ? "micro " : "", "peak", "step time", "tokens/s/rank",
@@ -158,6 +182,9 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
   j["precision"] = dtype_name(req.device.kind == DeviceKind::gpu ? DType::bf16 : req.precision);
   j["budget_bytes"] = r.budget_bytes;
   j["comm_seconds"] = r.comm_seconds;
+  // The host: whether the collectives are priced from measured MPI rates (comm_rates.h).
+  if (req.device.kind != DeviceKind::gpu && req.gpus > 1)
+    j["comm_measured"] = req.comm_rates != nullptr;
   j["dry_runs"] = r.dry_runs;
   const bool gpu = req.device.kind == DeviceKind::gpu;
   if (gpu) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "plan/gpu_collectives.h"
+
 namespace lj {
 
 namespace {
@@ -81,7 +83,10 @@ GpuStepPrice price_gpu_step(const GpuStepWork& w, const DeviceProfile& d, const 
   const double hbm = d.mem_bandwidth * k.hbm_efficiency;
   p.memory = over(w.memory_bytes_total(), hbm);
   p.overhead = static_cast<double>(w.kernels) * k.kernel_seconds;
-  p.optimizer = over(kAdamBytesPerParam * static_cast<double>(run.local_params), hbm);
+  const auto micro_batches = static_cast<double>(std::max<int64_t>(run.micro_batches, 1));
+  // Once per optimizer step: its share of each micro-batch.
+  p.optimizer =
+      over(kAdamBytesPerParam * static_cast<double>(run.local_params), hbm) / micro_batches;
   if (run.ranks > 1) {
     const bool one_node = run.ranks <= kGpusPerNode;
     const double fabric = run.fabric_bandwidth > 0 ? run.fabric_bandwidth : d.fabric_bandwidth;
@@ -91,9 +96,12 @@ GpuStepPrice price_gpu_step(const GpuStepWork& w, const DeviceProfile& d, const 
         one_node ? d.link_bandwidth * k.nvlink_efficiency
                  : std::min(d.link_bandwidth, static_cast<double>(kGpusPerNode) * fabric) *
                        k.fabric_efficiency;
-    p.comm = over(zero_comm_bytes(run.params, run.zero_stage, run.ranks), link);
-    const double layers = static_cast<double>(std::max<int64_t>(run.layers, 1));
-    p.comm_exposed = std::max(p.comm - p.compute(), 0.0) + p.comm / layers;
+    const GpuStepComm c = gpu_step_comm(
+        run.zero, run.params,
+        GpuCommLink{.ranks = run.ranks, .gpus_per_node = kGpusPerNode, .bytes_per_s = link});
+    const double compute = p.gemm + p.attention + p.memory + p.overhead;  // one micro-batch
+    p.comm = c.total(run.micro_batches) / micro_batches;
+    p.comm_exposed = c.exposed(compute, run.micro_batches) / micro_batches;
   }
   return p;
 }

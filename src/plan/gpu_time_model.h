@@ -12,12 +12,16 @@
 //   optimizer  AdamW over this rank's shard: kAdamBytesPerParam / (HBM · hbm_efficiency)
 //   compute    the sum of the above; recompute adds the remat pass's clones to the work, and
 //              --compile's fusions take kernels and bytes away (plan/time_model.h GpuStepWork)
-//   comm       ZeRO's ring collectives (time_model.h zero_comm_bytes) over NVLink when the ranks
-//              fit in one node (kGpusPerNode), else over the inter-node fabric (one ring channel
-//              per NIC: the node's NICs together, at most NVLink), at the efficiencies below
-//   exposed    FSDP prefetches each layer's gather behind the previous layer's compute and
-//              reduces gradients behind the next layer's backward: what compute cannot hide,
-//              plus one layer's share (the first gather and the last reduce-scatter)
+//   comm       ZeRO's collectives at the config's bucket sizes, each bucket with NCCL's ring
+//              latency (plan/gpu_collectives.h), over NVLink when the ranks fit in one node
+//              (kGpusPerNode), else over the inter-node fabric (one ring channel per NIC: the
+//              node's NICs together, at most NVLink), at the efficiencies below
+//   exposed    the collectives hide behind compute but for a tail (stage 3's first gather
+//              bucket, the last reduction bucket), what is longer than compute, and stages 1-2's
+//              all-gather after the optimizer step (gpu_collectives.h GpuStepComm::exposed)
+//   accumulation  with A micro-batches per optimizer step, stages 0-1 reduce once, in the last
+//              micro-batch, stages 2-3 in every one; the optimizer runs once. Every figure is per
+//              micro-batch: the step's once-only terms shared over its A micro-batches
 //   step       compute + exposed
 // Each coefficient names the published rows it was fitted on (bench/plan/published/rows.tsv,
 // split "fit"); the rows of split "validation" give the error band printed with every plan.
@@ -26,6 +30,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/zero_config.h"
 #include "models/config.h"
 #include "plan/device_catalog.h"
 #include "plan/time_model.h"
@@ -60,7 +65,7 @@ struct GpuStepPrice {
   double memory = 0;
   double overhead = 0;
   double optimizer = 0;
-  double comm = 0;          // the collectives' whole time
+  double comm = 0;          // the collectives' whole time (per micro-batch)
   double comm_exposed = 0;  // the part compute does not hide (in total())
   double compute() const { return gemm + attention + memory + overhead + optimizer; }
   double total() const { return compute() + comm_exposed; }
@@ -72,11 +77,11 @@ struct GpuStepPrice {
 
 struct GpuRun {
   int64_t ranks = 1;
-  int zero_stage = 0;
+  ZeroConfig zero;              // the stage and its bucket sizes
   int64_t params = 0;           // the model's
   int64_t local_params = 0;     // the AdamW shard of this rank
-  int64_t layers = 1;           // FSDP units (transformer blocks)
   double fabric_bandwidth = 0;  // bytes/s per GPU across nodes; 0: the device's default
+  int64_t micro_batches = 1;    // per optimizer step (gradient accumulation)
 };
 
 GpuStepPrice price_gpu_step(const GpuStepWork& w, const DeviceProfile& d, const GpuRun& run);
@@ -89,8 +94,9 @@ double model_flops_utilization(const LlamaConfig& m, int64_t seq_len, double tok
 // The model's error on the validation rows of bench/plan/published/rows.tsv (|predicted /
 // published - 1|), as check.sh last reported it; tests/e2e/plan_published_test.sh fails when
 // the median grows past kGpuValidationMedianError.
-// Observed: 5.8% median (check.sh, 10 validation rows); the test allows no more.
-inline constexpr double kGpuValidationMedianError = 0.058;
+// Observed: 5.6% median (check.sh, 10 validation rows; 5.8% before the bucketed collectives of
+// plan/gpu_collectives.h); the test allows no more.
+inline constexpr double kGpuValidationMedianError = 0.056;
 struct GpuModelError {
   int rows = 0;
   double median = 0;

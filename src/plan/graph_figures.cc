@@ -182,7 +182,12 @@ Status add_step_time(const Graph& g, const SymEnv& env, const DryRunOptions& dry
     } else {
       for (int64_t n : numels) local += n;
     }
-    f->times = host_step_times(g, env, *dry.rates, local);
+    f->times = host_step_times(g, env, *dry.rates, local, dry.comm);
+    if (dry.comm != nullptr && dry.world_size > 1 && sharded) {
+      // Stages 1-2: the updated parameters all-gathered after the step, blocking.
+      f->times->category[static_cast<size_t>(OpCategory::collective)] +=
+          zero_param_gather_seconds(*dry.comm, dry.zero, zm.adam_state_numel);
+    }
     f->compute_seconds = f->times->total();
   } else if (dry.device) {
     f->compute_seconds = graph_seconds(g, env, *dry.device, dry.eff);

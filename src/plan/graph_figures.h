@@ -17,6 +17,7 @@
 #include "passes/memory_plan/memory_plan.h"
 #include "passes/pipeline/train_graph.h"
 #include "plan/coefficients.h"
+#include "plan/comm_rates.h"
 #include "plan/device_catalog.h"
 #include "plan/time_model.h"
 #include "runtime/memory.h"
@@ -79,6 +80,10 @@ struct DryRunOptions {
   // measure_gemm_classes is set, else taken from the nearest measured class.
   HostRates* rates = nullptr;
   bool measure_gemm_classes = false;
+  // With `rates`: this host's measured MPI collectives for world_size ranks (comm_rates.h), which
+  // price the graph's collectives and stages 1-2's gather of the updated parameters; null: they
+  // cost nothing.
+  const CommRates* comm = nullptr;
   // Kernel scratch as the CUDA kernels ask for it (backends/cuda/workspace.h: Di of the
   // attention backward, the loss kernels' rows) instead of the CPU kernels' (per-thread tiles,
   // f32 copies of bf16 operands): the GPU plans.

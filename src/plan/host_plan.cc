@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/units.h"
+#include "plan/comm_rates.h"
 #include "plan/host_baseline.h"
 #include "plan/host_rates.h"
 #include "plan/time_model.h"
@@ -25,6 +26,11 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   // cache lacks take the nearest measured class. No cache: the roofline (a warning says so).
   req.rates = plan_host_rates(parallel.threads, /*may_probe=*/false);
   req.measure_gemm_classes = false;
+  // The collectives' measured rates (comm_rates.h), from the cache only, as the rates above.
+  if (parallel.world_size > 1) {
+    if (auto c = cached_comm_rates(parallel.world_size))
+      req.comm_rates = std::make_shared<const CommRates>(*c);
+  }
   req.gpus = parallel.world_size;
   req.rank = parallel.rank;
   req.zero = parallel.zero;

@@ -35,13 +35,14 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
                                                   .zero = req.zero,
                                                   .rates = gpu ? nullptr : req.rates.get(),
                                                   .measure_gemm_classes = req.measure_gemm_classes,
+                                                  .comm = gpu ? nullptr : req.comm_rates.get(),
                                                   .cuda_workspace = gpu}));
   Pricing p;
   const int64_t psi = req.model.num_params();
   const int64_t local =
       req.zero.shards(ZeroSharded::optimizer_states) ? (psi + req.gpus - 1) / req.gpus : psi;
   if (!gpu) {
-    // Collectives on the host are not priced yet (no link model for shared memory or networks).
+    // The collectives are in f.times (measured MPI rates, req.comm_rates), or cost nothing.
     p.memory = predict_cpu_memory(f, req.model, req.coeffs);
     p.step_seconds =
         f.times ? f.times->total() : f.compute_seconds + optimizer_seconds(local, req.device, eff);
@@ -53,11 +54,11 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
   LJ_CHECK(f.gpu_work.has_value()) << "the GPU dry run did not count the step's work";
   const GpuStepPrice price = price_gpu_step(*f.gpu_work, req.device,
                                             GpuRun{.ranks = req.gpus,
-                                                   .zero_stage = req.zero.stage,
+                                                   .zero = req.zero,
                                                    .params = psi,
                                                    .local_params = local,
-                                                   .layers = req.model.num_hidden_layers,
-                                                   .fabric_bandwidth = req.fabric_bandwidth});
+                                                   .fabric_bandwidth = req.fabric_bandwidth,
+                                                   .micro_batches = req.grad_accum});
   if (comm_seconds) *comm_seconds = price.comm;
   p.step_seconds = price.total();
   p.times = price.step_times(*f.gpu_work, req.device, gpu_time_coefficients(req.device.id));
@@ -75,6 +76,10 @@ StatusOr<PlanResult> make_plan(PlanRequest req) {
     return invalid_argument("the rank priced is not a rank");
   if (req.micro_batch < 1 || req.seq_len < 1)
     return invalid_argument("--batch-size and --seq-len must be positive");
+  if (req.grad_accum < 1) {
+    return invalid_argument("--grad-accum must be at least 1",
+                            "the micro-batches per optimizer step: 1 or more");
+  }
   if (req.seq_len > req.model.max_position_embeddings) {
     return invalid_argument("--seq-len " + std::to_string(req.seq_len) + " is above " +
                                 req.model.name + "'s max_position_embeddings " +

@@ -12,6 +12,7 @@
 #include "models/config.h"
 #include "plan/budget.h"
 #include "plan/coefficients.h"
+#include "plan/comm_rates.h"
 #include "plan/device_catalog.h"
 #include "plan/host_rates.h"
 #include "plan/memory_model.h"
@@ -27,6 +28,10 @@ struct PlanRequest {
   int rank = 0;      // the rank priced on the host (MPI's temporaries differ by rank)
   ZeroConfig zero;   // stage and bucket sizes, over `gpus` ranks
   int64_t micro_batch = 1;
+  // Micro-batches per optimizer step (gradient accumulation): GPU plans share the optimizer and
+  // the once-per-step collectives over them (plan/gpu_collectives.h). The host prices one
+  // micro-batch as it runs alone.
+  int64_t grad_accum = 1;
   int64_t seq_len = 0;
   bool compile = false;
   double fabric_bandwidth = 0;            // GPUs: bytes/s per GPU across nodes; 0: the catalog's
@@ -44,6 +49,10 @@ struct PlanRequest {
   // and added (shared by every priced choice). Null: the roofline with the file's efficiencies.
   std::shared_ptr<HostRates> rates;
   bool measure_gemm_classes = true;
+  // With `rates` and gpus > 1: this host's MPI collectives measured for `gpus` ranks
+  // (comm_rates.h cached_comm_rates), which price the step's collectives; null: they cost
+  // nothing (PlanResult::comm_measured false).
+  std::shared_ptr<const CommRates> comm_rates;
 };
 
 struct PlanResult {

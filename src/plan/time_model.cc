@@ -167,13 +167,56 @@ bool reads_just_produced(const Graph& g, const Node& n) {
   });
 }
 
-StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates,
-                          int64_t params) {
+void CollectiveTimeline::start(ValueId buffer, double now, double seconds) {
+  const double begin = std::max(now, link_free_);
+  link_free_ = begin + seconds;
+  ends_.emplace_back(buffer, link_free_);
+}
+
+double CollectiveTimeline::wait(ValueId buffer, double now) {
+  for (auto it = ends_.begin(); it != ends_.end(); ++it) {
+    if (it->first != buffer) continue;
+    const double left = std::max(it->second - now, 0.0);
+    ends_.erase(it);
+    return left;
+  }
+  return 0;
+}
+
+double collective_transfer_seconds(const Graph& g, const Node& n, const SymEnv& env,
+                                   const CommRates& comm) {
+  if (n.op != Op::grad_reduce_start && n.op != Op::param_gather_start) return 0;
+  std::vector<int64_t> dims;
+  if (!g.type(n.outputs[0]).shape.eval(env, &dims)) return 0;
+  const double bytes = 4.0 * static_cast<double>(prod(dims, 0, dims.size()));  // f32 buffer
+  if (n.op == Op::param_gather_start) return comm.seconds(CollectiveKind::all_gather, bytes);
+  return comm.seconds(
+      n.attrs.i("stage") >= 2 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, bytes);
+}
+
+double zero_param_gather_seconds(const CommRates& comm, const ZeroConfig& zero,
+                                 int64_t shard_numel) {
+  if (zero.stage < 1 || zero.stage > 2 || comm.world_size < 2 || shard_numel <= 0) return 0;
+  const int64_t chunk = std::max<int64_t>(1, zero.allgather_bucket_size / comm.world_size);
+  double s = 0;
+  for (int64_t at = 0; at < shard_numel; at += chunk) {
+    const int64_t n = std::min(chunk, shard_numel - at);
+    s += comm.seconds(CollectiveKind::all_gather, 4.0 * static_cast<double>(n * comm.world_size));
+  }
+  return s;
+}
+
+StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates, int64_t params,
+                          const CommRates* comm) {
   StepTimes t;
   const auto per_byte = [](double bytes, double bw) { return bw > 0 ? bytes / bw : 0.0; };
+  CollectiveTimeline timeline;
+  double now = 0;  // the kernels' time so far
   for (const Node& n : g.nodes()) {
     const OpDef& def = op_def(n.op);
-    if (n.op == Op::input || def.has(kAlias)) continue;
+    // param_gather_wait aliases its buffer but is where the step waits for the gather.
+    const bool gather_wait = comm != nullptr && n.op == Op::param_gather_wait;
+    if (n.op == Op::input || (def.has(kAlias) && !gather_wait)) continue;
     const Cost c = node_cost(g, n, env);
     double s = 0;
     switch (def.category) {
@@ -195,7 +238,21 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
                                   : rates.reduction_bandwidth);
         break;
       case OpCategory::collective:
-        break;  // no link model on the host yet
+        if (comm == nullptr) break;  // not measured: the collectives cost nothing
+        if (n.op == Op::grad_reduce_start) {
+          // Packing the bucket's gradients into its buffer, then the transfer from there.
+          s = per_byte(c.bytes, rates.pointwise_bandwidth(c.bytes));
+          timeline.start(n.outputs[0], now + s, collective_transfer_seconds(g, n, env, *comm));
+        } else if (n.op == Op::param_gather_start) {
+          timeline.start(n.outputs[0], now, collective_transfer_seconds(g, n, env, *comm));
+        } else if (n.op == Op::grad_reduce_wait) {
+          // What the reduction has left, then the unpacking into the gradients.
+          s = timeline.wait(n.inputs[0], now) +
+              per_byte(c.bytes, rates.pointwise_bandwidth(c.bytes));
+        } else if (n.op == Op::param_gather_wait) {
+          s = timeline.wait(n.inputs[0], now);
+        }
+        break;
       case OpCategory::data_movement:
         s = per_byte(c.bytes, rates.movement_bandwidth);
         break;
@@ -215,6 +272,7 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
     }
     t.category[static_cast<size_t>(def.category)] += s;
     t.overhead += rates.kernel_seconds;
+    now += s + rates.kernel_seconds;
   }
   t.optimizer = per_byte(32.0 * static_cast<double>(params), rates.optimizer_bandwidth);
   return t;

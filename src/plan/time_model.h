@@ -12,8 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/zero_config.h"
 #include "graph/ir.h"
 #include "plan/coefficients.h"
+#include "plan/comm_rates.h"
 #include "plan/device_catalog.h"
 #include "plan/host_rates.h"
 
@@ -66,6 +68,10 @@ double optimizer_seconds(int64_t local_params, const DeviceProfile& device, cons
 //   reduction    bytes / rms_norm's bandwidth; cross_entropy(_backward) at the loss bandwidth
 //   optimizer    32 B per parameter at the AdamW-traffic bandwidth
 //   overhead     kernel_seconds per kernel (every node but inputs and aliases)
+//   collective   the gradient reductions and stage 3's gathers in the graph (passes/collectives),
+//                with `comm` (this host's measured MPI rates for the run's world size): packing
+//                and unpacking at the pointwise bandwidth, and what the collective's measured time
+//                has left when its wait comes (host_collective_timeline); without `comm`, nothing
 // Recompute adds the remat pass's extra forward nodes, so it is priced by the same rules, but
 // for one: a recomputed memory-bound node (elementwise, data movement, reduction) that reads a
 // value another recomputed node just produced finds it in cache, and costs hot_factor of its
@@ -82,8 +88,36 @@ struct StepTimes {
   // "overhead".
   std::vector<std::pair<std::string, double>> items() const;
 };
-StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates,
-                          int64_t params);
+StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates, int64_t params,
+                          const CommRates* comm = nullptr);
+
+// The overlap the buckets allow, as a timeline of one rank's step: the kernels run one after
+// another; a collective starts at its start node, when the one before it has finished (one
+// transfer at a time, as MPI progresses a rank's requests in order), and takes its measured time;
+// its wait exposes what is left of it then. `now` is the time the kernels so far took.
+class CollectiveTimeline {
+ public:
+  // A collective started at `now` on `buffer` that takes `seconds` by itself.
+  void start(ValueId buffer, double now, double seconds);
+  // What the step waits at `buffer`'s wait at `now` (0 when it finished, or was never started).
+  double wait(ValueId buffer, double now);
+
+ private:
+  std::vector<std::pair<ValueId, double>> ends_;  // in flight: buffer, finish time
+  double link_free_ = 0;
+};
+
+// The seconds one collective node's transfer takes with `comm` (0 for waits and other nodes):
+// grad_reduce_start an all-reduce (stages 0, 1) or a reduce-scatter (2, 3) of its buffer,
+// param_gather_start an all-gather of its buffer.
+double collective_transfer_seconds(const Graph& g, const Node& n, const SymEnv& env,
+                                   const CommRates& comm);
+
+// Stages 1 and 2: after the optimizer step every rank all-gathers the updated parameters of its
+// `shard_numel`-element shard in chunks of allgather_bucket_size / world elements, blocking
+// (dist/zero.h all_gather_params); 0 for stages 0 and 3 and one rank.
+double zero_param_gather_seconds(const CommRates& comm, const ZeroConfig& zero,
+                                 int64_t shard_numel);
 
 // The remat pass's clones (passes/remat: backward nodes marked recompute), and whether one reads
 // a value another clone produced (its operands just made, in cache).

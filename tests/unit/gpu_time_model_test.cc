@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "models/config.h"
+#include "plan/gpu_collectives.h"
 #include "plan/graph_figures.h"
 
 namespace lj {
@@ -25,8 +26,8 @@ TEST(GpuTimeModelTest, EachTermAtItsRate) {
   w.attention_backward_flops = 5e14;
   w.memory_bytes[static_cast<size_t>(OpCategory::elementwise)] = 1e12;
   w.kernels = 1000;
-  const GpuStepPrice p =
-      price_gpu_step(w, h100, GpuRun{.ranks = 1, .params = 1'000'000, .local_params = 1'000'000});
+  const GpuStepPrice p = price_gpu_step(
+      w, h100, GpuRun{.ranks = 1, .zero = {}, .params = 1'000'000, .local_params = 1'000'000});
   const double peak = 989.4e12;
   EXPECT_DOUBLE_EQ(p.gemm, 1e15 / (peak * k.gemm_efficiency));
   EXPECT_DOUBLE_EQ(p.attention, 2e14 / (peak * k.attention_forward_efficiency) +
@@ -40,28 +41,70 @@ TEST(GpuTimeModelTest, EachTermAtItsRate) {
   EXPECT_NEAR(p.step_times(w, h100, k).total(), p.total(), 1e-12 * p.total());
 }
 
-TEST(GpuTimeModelTest, CollectivesHideBehindComputeExceptOneLayer) {
+TEST(GpuTimeModelTest, CollectivesHideBehindComputeExceptTheTail) {
   const DeviceProfile h100 = device("h100");
   const GpuTimeCoefficients& k = gpu_time_coefficients("h100");
   GpuStepWork w;
   w.gemm_flops = 1e15;  // ~2 s of compute
   const int64_t psi = 8'000'000'000;
-  GpuRun run{.ranks = 8, .zero_stage = 3, .params = psi, .local_params = psi / 8, .layers = 32};
+  GpuRun run{
+      .ranks = 8, .zero = ZeroConfig::hf_auto(3, 4096), .params = psi, .local_params = psi / 8};
   const GpuStepPrice in_node = price_gpu_step(w, h100, run);
-  EXPECT_DOUBLE_EQ(in_node.comm,
-                   zero_comm_bytes(psi, 3, 8) / (h100.link_bandwidth * k.nvlink_efficiency));
-  EXPECT_LT(in_node.comm, in_node.compute());  // hidden, but for one layer's share
-  EXPECT_DOUBLE_EQ(in_node.comm_exposed, in_node.comm / 32);
+  const GpuCommLink nvlink{
+      .ranks = 8, .gpus_per_node = 8, .bytes_per_s = h100.link_bandwidth * k.nvlink_efficiency};
+  const GpuStepComm c = gpu_step_comm(run.zero, psi, nvlink);
+  EXPECT_DOUBLE_EQ(in_node.comm, c.total(1));
+  // ZeRO-3's volume over NVLink, and every bucket's ring latency on top: 477 reduce-scatters of
+  // hidden^2 and twice 530 all-gathers of 0.9 hidden^2 elements, 32.2 us each (30% of the
+  // volume's 117 ms here).
+  const double volume = zero_comm_bytes(psi, 3, 8) / nvlink.bytes_per_s;
+  const int64_t reduces = (psi + 4096 * 4096 - 1) / (4096 * 4096);
+  const int64_t prefetch = ZeroConfig::auto_prefetch_bucket(4096);
+  const int64_t gathers = (psi + prefetch - 1) / prefetch;
+  EXPECT_EQ(reduces, 477);
+  EXPECT_EQ(gathers, 530);
+  EXPECT_NEAR(in_node.comm, volume + static_cast<double>(reduces + 2 * gathers) * 32.2e-6,
+              1e-9 * in_node.comm);
+  EXPECT_LT(in_node.comm, in_node.compute());  // hidden, but for the tail
+  EXPECT_DOUBLE_EQ(in_node.comm_exposed, c.tail);
   // Across nodes the ring runs over the node's NICs together (8 x 400 Gb/s = 400 GB/s, under
   // NVLink's 450): a slower fabric leaves the collectives longer than compute, and the step waits.
   run.ranks = 128;
   run.local_params = psi / 128;
-  const GpuStepPrice fast = price_gpu_step(w, h100, run);
-  EXPECT_DOUBLE_EQ(fast.comm, zero_comm_bytes(psi, 3, 128) / (8 * 50e9 * k.fabric_efficiency));
   run.fabric_bandwidth = 1e9;  // 8 Gb/s per GPU
   const GpuStepPrice slow = price_gpu_step(w, h100, run);
   EXPECT_GT(slow.comm, slow.compute());
-  EXPECT_DOUBLE_EQ(slow.total(), slow.comm + slow.comm / 32);
+  const double compute = slow.gemm + slow.attention + slow.memory + slow.overhead;
+  const GpuStepComm sc = gpu_step_comm(
+      run.zero, psi,
+      GpuCommLink{.ranks = 128, .gpus_per_node = 8, .bytes_per_s = 8e9 * k.fabric_efficiency});
+  EXPECT_DOUBLE_EQ(slow.comm_exposed, slow.comm - compute + sc.tail);
+}
+
+TEST(GpuTimeModelTest, AccumulationSharesTheOptimizerAndStage01Reductions) {
+  const DeviceProfile h100 = device("h100");
+  GpuStepWork w;
+  w.gemm_flops = 1e13;  // ~20 ms per micro-batch
+  const int64_t psi = 1'000'000'000;
+  GpuRun run{.ranks = 64,
+             .zero = ZeroConfig::hf_auto(1, 2048),
+             .params = psi,
+             .local_params = psi / 64,
+             .fabric_bandwidth = 1e9};
+  const GpuStepPrice one = price_gpu_step(w, h100, run);
+  run.micro_batches = 4;
+  const GpuStepPrice four = price_gpu_step(w, h100, run);
+  // The optimizer and stage 1's reduction and gather run once per step: a quarter per micro-batch.
+  EXPECT_DOUBLE_EQ(four.optimizer, one.optimizer / 4);
+  EXPECT_DOUBLE_EQ(four.comm, one.comm / 4);
+  EXPECT_LT(four.total(), one.total());
+  // Stage 3 gathers and reduces in every micro-batch: the same collectives per micro-batch.
+  run.zero = ZeroConfig::hf_auto(3, 2048);
+  const GpuStepPrice s3_four = price_gpu_step(w, h100, run);
+  run.micro_batches = 1;
+  const GpuStepPrice s3_one = price_gpu_step(w, h100, run);
+  EXPECT_DOUBLE_EQ(s3_four.comm, s3_one.comm);
+  EXPECT_DOUBLE_EQ(s3_four.comm_exposed, s3_one.comm_exposed);
 }
 
 TEST(GpuTimeModelTest, MfuIsTorchtitansConvention) {

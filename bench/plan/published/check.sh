@@ -5,4 +5,4 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ljperf="${1:-$here/../../../build/ljperf}"
 shift || true
-exec python3 "$here/check.py" "$ljperf" "$@"
+exec perl "$here/check.pl" "$ljperf" "$@"

@@ -26,6 +26,21 @@ BOUNDS = {"a100.attn_fwd": (0.50, 0.73), "h100.attn_fwd": (0.25, 0.35)}
 FIXED = {"kernel_seconds": 5e-6, "nvlink_efficiency": 0.8, "fabric_efficiency": 0.8}
 
 
+def collective(nbytes, ranks, bw):
+    """A reduce-scatter or all-gather of nbytes over a ring of `ranks`: NCCL's ring latency
+    (src/graph/tuning.cc, Simple: 8.4 us + 3.4 us per NVLink step + 9.6 us per network step)
+    plus (w-1)/w of the bytes over the link (src/plan/gpu_collectives.cc)."""
+    nodes = math.ceil(ranks / 8)
+    steps, inter = ranks - 1, nodes - 1
+    return 8.4e-6 + (steps - inter) * 3.4e-6 + inter * 9.6e-6 + (ranks - 1) / ranks * nbytes / bw
+
+
+def bucketed(params, bucket, ranks, bw):
+    full, rest = divmod(params, bucket)
+    s = full * collective(2 * bucket, ranks, bw)
+    return s + (collective(2 * rest, ranks, bw) if rest else 0)
+
+
 def price(w, r, k, dev):
     peak = PEAK[dev]
     t = w["gemm_flops"] / (peak * k[dev + ".gemm"])
@@ -37,10 +52,10 @@ def price(w, r, k, dev):
     ranks = int(r["gpus"])
     params = w["params"]
     local = math.ceil(params / ranks) if int(r["zero"]) >= 1 else params
+    compute = t
     t += ADAM_BYTES * local / hbm
     if ranks > 1:
-        frac = (ranks - 1) / ranks
-        comm_bytes = (3 if int(r["zero"]) == 3 else 2) * frac * 2 * params
+        assert int(r["zero"]) == 3, "the rows are FSDP (ZeRO-3); price_gpu_step has the rest"
         if ranks <= 8:
             bw = NVLINK[dev] * FIXED["nvlink_efficiency"]
         else:
@@ -48,8 +63,14 @@ def price(w, r, k, dev):
             # Across nodes a ring runs one channel per NIC: the node's NICs together carry it,
             # up to NVLink's rate.
             bw = min(NVLINK[dev], 8 * fab) * FIXED["fabric_efficiency"]
-        comm = comm_bytes / bw
-        t += max(comm - t, 0) + comm / w["layers"]
+        # src/plan/gpu_collectives.h at HF's "auto" buckets: reduce hidden^2, prefetch 0.9 hidden^2.
+        hidden = w["hidden"]
+        reduce_bucket = min(hidden * hidden, params)
+        prefetch = min(int(0.9 * hidden * hidden), params)
+        comm = (bucketed(params, reduce_bucket, ranks, bw) +
+                2 * bucketed(params, prefetch, ranks, bw))
+        tail = collective(2 * reduce_bucket, ranks, bw) + collective(2 * prefetch, ranks, bw)
+        t += max(comm - compute, 0) + tail
     tokens = int(r["micro_batch"]) * int(r["seq_len"])
     return tokens / t
 
@@ -62,9 +83,10 @@ def main():
         j, c = R.plan(ljperf, r)
         w = dict(c["gpu_work"])
         w["params"] = j["params"]
-        # FSDP units: the model's layers (not the recomputed ones).
-        w["layers"] = {"llama3-8b": 32, "llama3.1-70b": 80, "llama2-7b": 32, "llama2-13b": 40,
-                       "llama2-70b": 80, "fms-34b": 48, "llama3.2-3b": 28}[r["model"]]
+        # The hidden size sets the buckets (HF's "auto": what `ljperf plan` takes without a JSON).
+        w["hidden"] = {"llama3-8b": 4096, "llama3.1-70b": 8192, "llama2-7b": 4096,
+                       "llama2-13b": 5120, "llama2-70b": 8192, "fms-34b": 8192,
+                       "llama3.2-3b": 3072}[r["model"]]
         work[r["id"]] = w
     fit_rows = [r for r in rows if r["split"] == "fit"]
     k = {"h100.gemm": 0.6, "h100.attn_fwd": 0.3, "h100.attn_bwd": 0.3,

@@ -1,4 +1,5 @@
-"""Reads rows.tsv and runs `ljperf plan --json` on a row (shared by fit.py)."""
+"""Reads rows.tsv and runs `ljperf plan --json` on a row, for fit.py (a tool: the tests run
+check.pl, its Perl twin, where no Python is installed)."""
 import csv
 import json
 import os

@@ -1,0 +1,49 @@
+# `ljperf plan --np N` on the host prices the MPI collectives from this host's measured rates
+# (src/plan/comm_rates.h): without them it says they are not priced and how to measure them;
+# `mpirun -np 2 ljperf calibrate --comm` measures and caches them for 2 ranks; the plan then
+# prices the step's collectives (the collective category of the step, comm_measured in --json),
+# and a plan for another world size still has none. One process alone is refused.
+# Usage: bash dist_plan_comm_test.sh <path-to-ljperf> <repo-root>
+source "$(dirname "$0")/lib.sh"
+e2e_init "$@"
+mpi_e2e_init
+export XDG_CACHE_HOME="$TMP/cache" XDG_CONFIG_HOME="$TMP/config"
+
+# The collective time of the plan's first candidate, and whether it was priced.
+plan_comm() {
+  perl -MJSON::PP -e '
+    my $j = decode_json(do { local $/; <STDIN> });
+    printf "%s %.9f\n", ($j->{comm_measured} ? "measured" : "unmeasured"),
+      $j->{candidates}[0]{step_times}{collective} // 0;'
+}
+
+"$LJ" plan --model tiny --np 2 --recompute none >before.txt 2>&1 || fail "plan: $(cat before.txt)"
+grep -q "collectives: not priced (no MPI rates measured for 2 ranks on this host; measure them: mpirun -np 2 ljperf calibrate --comm)" before.txt ||
+  fail "no 'not priced' line: $(cat before.txt)"
+"$LJ" plan --model tiny --np 2 --recompute none --json >before.json 2>/dev/null
+read -r state seconds < <(plan_comm <before.json)
+[ "$state" = unmeasured ] && [ "$seconds" = 0.000000000 ] || fail "before: $state $seconds"
+pass "no rates: the collectives are not priced, and the plan says how to measure them"
+
+rc=0
+"$LJ" calibrate --comm >alone.txt 2>&1 || rc=$?
+[ "$rc" -eq 1 ] && grep -q "^hint: run it under the launcher" alone.txt || fail "one process: exit $rc, $(cat alone.txt)"
+pass "calibrate --comm in one process: refused with a hint"
+
+"${MPIRUN[@]}" -np 2 "$LJ" calibrate --comm >cal.txt 2>&1 || fail "calibrate --comm: $(cat cal.txt)"
+grep -q "^MPI collectives over 2 ranks" cal.txt || fail "no measurement: $(cat cal.txt)"
+[ -s "$XDG_CACHE_HOME/ljperf/comm_rates.json" ] || fail "no comm_rates.json in $XDG_CACHE_HOME"
+pass "mpirun -np 2 ljperf calibrate --comm: $(grep -c ' bus ' cal.txt) samples cached"
+
+"$LJ" plan --model tiny --np 2 --recompute none --json >after.json 2>/dev/null
+read -r state seconds < <(plan_comm <after.json)
+[ "$state" = measured ] || fail "after: $state"
+perl -e 'exit($ARGV[0] > 0 ? 0 : 1)' "$seconds" || fail "after: collectives priced at $seconds s"
+"$LJ" plan --model tiny --np 2 --recompute none >after.txt 2>&1
+grep -q "ZeRO-0 collectives per step: .* exposed (MPI rates measured for 2 ranks" after.txt ||
+  fail "no priced line: $(cat after.txt)"
+pass "measured: the step's collectives cost ${seconds} s"
+
+"$LJ" plan --model tiny --np 3 --recompute none >three.txt 2>&1
+grep -q "not priced (no MPI rates measured for 3 ranks" three.txt || fail "np 3: $(cat three.txt)"
+pass "another world size: not priced"
