@@ -206,7 +206,9 @@ Status GradSync::wait(Bucket& b, KernelContext& c) {
     // The shard's part for this bucket, allocated at its first reduction.
     float* dst = n > 0 ? shard_fn_(b.recv_begin, n) : nullptr;
     if (index_ == 0) {
-      std::memcpy(dst, recv, static_cast<size_t>(n) * sizeof(float));
+      // A rank that owns none of this bucket has no shard part (dst null): memcpy of 0 bytes
+      // from or to a null pointer is still undefined (UBSan, dist.np2 under test-asan).
+      if (n > 0) std::memcpy(dst, recv, static_cast<size_t>(n) * sizeof(float));
     } else {
       for (int64_t e = 0; e < n; ++e) dst[e] += recv[e];
     }
