@@ -26,7 +26,8 @@ TEST(ExpertParallel, RefusesBadSizesByName) {
   const LlamaConfig c = tiny_moe();
   Status s = check_expert_parallel(3, c, 3);  // 8 experts
   EXPECT_EQ(s.code(), StatusCode::invalid_argument);
-  EXPECT_NE(s.message().find("does not divide the 8 experts of model 'tiny-moe'"), std::string::npos)
+  EXPECT_NE(s.message().find("does not divide the 8 experts of model 'tiny-moe'"),
+            std::string::npos)
       << s.message();
   EXPECT_NE(s.hint().find("divisor of 8"), std::string::npos);
   s = check_expert_parallel(4, c, 2);  // world 2
