@@ -12,6 +12,7 @@
 #include "models/config.h"
 #include "plan/graph_figures.h"
 #include "plan/time_model.h"
+#include "unit/temp_cache_home.h"
 
 namespace lj {
 namespace {
@@ -66,21 +67,11 @@ TEST(CommRatesTest, JsonRoundTripAndRefusals) {
 }
 
 TEST(CommRatesTest, CachedPerWorldSize) {
-  const std::string dir = ::testing::TempDir() + "/lj_comm_rates_test";
-  std::filesystem::remove_all(dir);
-  const char* old = std::getenv("XDG_CACHE_HOME");
-  const std::string saved = old ? old : "";
-  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  const TempCacheHome cache_home("lj_comm_rates_test");
   EXPECT_FALSE(cached_comm_rates(2).has_value());
   cache_comm_rates(made_up_comm(2));
   ASSERT_TRUE(cached_comm_rates(2).has_value());
   EXPECT_FALSE(cached_comm_rates(3).has_value());  // another world size: not this entry
-  if (old) {
-    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
-  } else {
-    unsetenv("XDG_CACHE_HOME");
-  }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CollectiveTimelineTest, WaitsExposeWhatIsLeftAndTransfersQueue) {

@@ -10,6 +10,7 @@
 
 #include "plan/host_peak.h"
 #include "runtime/host.h"
+#include "unit/temp_cache_home.h"
 
 namespace lj {
 namespace {
@@ -57,11 +58,7 @@ TEST(PeakProbe, UnsupportedDtypeIsAStatusNotACrash) {
 // The first call measures and writes the cache; the second reads the same figure back; a
 // remeasure replaces it; a corrupt cache is measured over, never an error.
 TEST(HostPeak, MeasuredOnceThenCachedPerHost) {
-  const std::string dir = ::testing::TempDir() + "/lj_host_peak_test";
-  std::filesystem::remove_all(dir);
-  const char* old = std::getenv("XDG_CACHE_HOME");
-  const std::string saved = old ? old : "";
-  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  const TempCacheHome cache_home("lj_host_peak_test");
   auto first = host_peak(DType::f32, 1);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   EXPECT_FALSE(first->cached);
@@ -82,12 +79,6 @@ TEST(HostPeak, MeasuredOnceThenCachedPerHost) {
   auto fresh = host_peak(DType::f32, 1);
   ASSERT_TRUE(fresh.ok());
   EXPECT_FALSE(fresh->cached);
-  if (old) {
-    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
-  } else {
-    unsetenv("XDG_CACHE_HOME");
-  }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "plan/host_rates.h"
 #include "plan/measured_ranking.h"
 #include "plan/time_model.h"
+#include "unit/temp_cache_home.h"
 
 namespace lj {
 namespace {
@@ -261,11 +262,7 @@ TEST(HostRatesTest, StaleSquareGemmAgainstThePeakMeasuredNow) {
 }
 
 TEST(HostRatesTest, CachedPerHostAndThreads) {
-  const std::string dir = ::testing::TempDir() + "/lj_host_rates_test";
-  std::filesystem::remove_all(dir);
-  const char* old = std::getenv("XDG_CACHE_HOME");
-  const std::string saved = old ? old : "";
-  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  const TempCacheHome cache_home("lj_host_rates_test");
   HostRates r = made_up_rates();
   r.threads = 3;
   EXPECT_FALSE(cached_host_rates(3).has_value());
@@ -292,12 +289,6 @@ TEST(HostRatesTest, CachedPerHostAndThreads) {
   req = host_plan_request(tiny(), 2, 64, /*compile=*/false, HostParallel{.threads = 5});
   ASSERT_TRUE(req.ok()) << req.status().to_string();
   EXPECT_EQ(req->rates, nullptr);  // none cached for 5: the roofline, never 3's rates
-  if (old) {
-    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
-  } else {
-    unsetenv("XDG_CACHE_HOME");
-  }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(TimeModelTest, CategoriesSumToTheTotal) {
