@@ -15,11 +15,17 @@ std::atomic<bool> g_live{false};
 std::atomic<std::atomic<bool>*> g_target{nullptr};
 
 // Async-signal-safe: sets the flag, or, before there is one, does what the default action
-// would have done (the signal ends the process).
+// would have done (the signal ends the process). A handler still running on another thread
+// after the StopSignals ended (the handlers are restored before g_live turns false) re-raises
+// under the restored action instead: ignored where the previous action ignores it.
 void take(int sig) {
   std::atomic<bool>* t = g_target.load();
   if (t != nullptr) {
     t->store(true);
+    return;
+  }
+  if (!g_live.load()) {
+    raise(sig);  // pending until this handler returns, then the restored action takes it
     return;
   }
   struct sigaction dfl {};
@@ -81,8 +87,8 @@ StopSignals::~StopSignals() {
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
   sigaction(SIGTERM, &old_term_, nullptr);
   sigaction(SIGINT, &old_int_, nullptr);
+  g_live.store(false);  // before the target: a late handler then sees the restored action
   g_target.store(nullptr);
-  g_live.store(false);
 }
 
 }  // namespace lj::cli
