@@ -167,22 +167,6 @@ bool reads_just_produced(const Graph& g, const Node& n) {
   });
 }
 
-void CollectiveTimeline::start(ValueId buffer, double now, double seconds) {
-  const double begin = std::max(now, link_free_);
-  link_free_ = begin + seconds;
-  ends_.emplace_back(buffer, link_free_);
-}
-
-double CollectiveTimeline::wait(ValueId buffer, double now) {
-  for (auto it = ends_.begin(); it != ends_.end(); ++it) {
-    if (it->first != buffer) continue;
-    const double left = std::max(it->second - now, 0.0);
-    ends_.erase(it);
-    return left;
-  }
-  return 0;
-}
-
 double collective_transfer_seconds(const Graph& g, const Node& n, const SymEnv& env,
                                    const CommRates& comm) {
   if (n.op != Op::grad_reduce_start && n.op != Op::param_gather_start) return 0;
@@ -210,8 +194,6 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
                           const CommRates* comm) {
   StepTimes t;
   const auto per_byte = [](double bytes, double bw) { return bw > 0 ? bytes / bw : 0.0; };
-  CollectiveTimeline timeline;
-  double now = 0;  // the kernels' time so far
   for (const Node& n : g.nodes()) {
     const OpDef& def = op_def(n.op);
     // param_gather_wait aliases its buffer but is where the step waits for the gather.
@@ -239,19 +221,17 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
         break;
       case OpCategory::collective:
         if (comm == nullptr) break;  // not measured: the collectives cost nothing
-        if (n.op == Op::grad_reduce_start) {
-          // Packing the bucket's gradients into its buffer, then the transfer from there.
-          s = per_byte(c.bytes, rates.pointwise_bandwidth(c.bytes));
-          timeline.start(n.outputs[0], now + s, collective_transfer_seconds(g, n, env, *comm));
-        } else if (n.op == Op::param_gather_start) {
-          timeline.start(n.outputs[0], now, collective_transfer_seconds(g, n, env, *comm));
-        } else if (n.op == Op::grad_reduce_wait) {
-          // What the reduction has left, then the unpacking into the gradients.
-          s = timeline.wait(n.inputs[0], now) +
-              per_byte(c.bytes, rates.pointwise_bandwidth(c.bytes));
-        } else if (n.op == Op::param_gather_wait) {
-          s = timeline.wait(n.inputs[0], now);
-        }
+        // A host collective progresses only inside the rank's own MPI calls (GradSync::poll's
+        // MPI_Test after each kernel, then the wait): Open MPI 4.1's nonblocking collectives
+        // (coll/libnbc) have no progress thread, and a shared-memory transfer is this rank's
+        // CPU copying and summing. So its transfer hides behind nothing, overlap_comm or not:
+        // measured on `small` at --np 2 with 1 MB buckets, overlap_comm on exposed 164.4 ms
+        // against 167.5 off (bench/plan/comm/RESULTS.md), where a timeline that let the buckets
+        // run behind backward predicted 75.9 ms.
+        s = collective_transfer_seconds(g, n, env, *comm);
+        // Packing the bucket's gradients into its buffer, and unpacking them after the wait.
+        if (n.op == Op::grad_reduce_start || n.op == Op::grad_reduce_wait)
+          s += per_byte(c.bytes, rates.pointwise_bandwidth(c.bytes));
         break;
       case OpCategory::data_movement:
         s = per_byte(c.bytes, rates.movement_bandwidth);
@@ -272,7 +252,6 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
     }
     t.category[static_cast<size_t>(def.category)] += s;
     t.overhead += rates.kernel_seconds;
-    now += s + rates.kernel_seconds;
   }
   t.optimizer = per_byte(32.0 * static_cast<double>(params), rates.optimizer_bandwidth);
   return t;

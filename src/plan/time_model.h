@@ -91,22 +91,6 @@ struct StepTimes {
 StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& rates, int64_t params,
                           const CommRates* comm = nullptr);
 
-// The overlap the buckets allow, as a timeline of one rank's step: the kernels run one after
-// another; a collective starts at its start node, when the one before it has finished (one
-// transfer at a time, as MPI progresses a rank's requests in order), and takes its measured time;
-// its wait exposes what is left of it then. `now` is the time the kernels so far took.
-class CollectiveTimeline {
- public:
-  // A collective started at `now` on `buffer` that takes `seconds` by itself.
-  void start(ValueId buffer, double now, double seconds);
-  // What the step waits at `buffer`'s wait at `now` (0 when it finished, or was never started).
-  double wait(ValueId buffer, double now);
-
- private:
-  std::vector<std::pair<ValueId, double>> ends_;  // in flight: buffer, finish time
-  double link_free_ = 0;
-};
-
 // The seconds one collective node's transfer takes with `comm` (0 for waits and other nodes):
 // grad_reduce_start an all-reduce (stages 0, 1) or a reduce-scatter (2, 3) of its buffer,
 // param_gather_start an all-gather of its buffer.

@@ -74,15 +74,6 @@ TEST(CommRatesTest, CachedPerWorldSize) {
   EXPECT_FALSE(cached_comm_rates(3).has_value());  // another world size: not this entry
 }
 
-TEST(CollectiveTimelineTest, WaitsExposeWhatIsLeftAndTransfersQueue) {
-  CollectiveTimeline t;
-  t.start(1, 0.0, 1.0);  // runs 0 .. 1
-  t.start(2, 0.5, 1.0);  // the link is busy until 1: runs 1 .. 2
-  EXPECT_DOUBLE_EQ(t.wait(1, 0.25), 0.75);
-  EXPECT_DOUBLE_EQ(t.wait(2, 3.0), 0.0);  // finished long ago
-  EXPECT_DOUBLE_EQ(t.wait(3, 0.0), 0.0);  // never started
-}
-
 // One rank of 2 with the gradient collectives in the graph, priced with `comm`.
 StepTimes priced(int stage, bool overlap, const CommRates* comm) {
   auto m = llama_preset("tiny");
@@ -107,17 +98,15 @@ double collective(const StepTimes& t) {
   return t.category[static_cast<size_t>(OpCategory::collective)];
 }
 
-TEST(HostCommTest, BlockingExposesEveryTransferOverlapHidesSome) {
+TEST(HostCommTest, EveryTransferIsExposedOverlapOrNot) {
   const CommRates comm = made_up_comm();
   EXPECT_EQ(collective(priced(0, false, nullptr)), 0);  // no rates: not priced
   const double blocking = collective(priced(0, false, &comm));
-  const double overlapped = collective(priced(0, true, &comm));
   // tiny's gradients in 20,000-element buckets: each all-reduce at least the 1.1 ms latency.
   EXPECT_GT(blocking, 2 * 1.1e-3);
-  EXPECT_LT(overlapped, blocking);
-  // Overlap hides at most the compute it runs behind: the step never gets shorter than without
-  // the collectives.
-  EXPECT_GE(priced(0, true, &comm).total(), priced(0, true, nullptr).total());
+  // A host collective progresses in the rank's own MPI calls, so overlap_comm hides nothing
+  // (measured: 164.4 ms exposed with it, 167.5 without; bench/plan/comm/RESULTS.md).
+  EXPECT_DOUBLE_EQ(collective(priced(0, true, &comm)), blocking);
 }
 
 TEST(HostCommTest, Stages1And2GatherTheParametersAfterTheStep) {

@@ -5,11 +5,16 @@
 # each row's configuration (`ljperf plan`, same model, batch, threads, overlap_comm, compile,
 # recompute) and prints predicted against measured exposed communication per step.
 # Usage: bench/plan/comm/check.sh [path/to/ljperf] [N] [ablation results.json to reuse]
+#   DEEPSPEED=file.json: a DeepSpeed config for every run and plan (its zero_optimization
+#   overlap_comm is overridden per row, as the ablation does), e.g. a small reduce_bucket_size so
+#   that several buckets overlap backward: bench/plan/comm/buckets_1m.json.
 # Needs mpirun; runs as root with Open MPI's --allow-run-as-root --oversubscribe. Minutes.
 set -euo pipefail
 lj=$(realpath "${1:-build/ljperf}")
 np=${2:-2}
 results=${3:-}
+ds_base=${DEEPSPEED:-}
+[ -z "$ds_base" ] || ds_base=$(realpath "$ds_base")
 work=$(mktemp -d -t ljperf-comm-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mpirun=(mpirun -np "$np")
@@ -20,7 +25,8 @@ fi
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "${mpirun[@]}" "$lj" calibrate --comm
 if [ -z "$results" ]; then
-  "$lj" ablation --model small --np "$np" --threads 1 --out "$work/ablation" >"$work/ablation.txt"
+  "$lj" ablation --model small --np "$np" --threads 1 --out "$work/ablation" \
+    ${ds_base:+--deepspeed "$ds_base"} >"$work/ablation.txt"
   results="$work/ablation/results.json"
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -35,7 +41,14 @@ perl -MJSON::PP -e '
   }' <"$results" >"$work/rows.tsv"
 printf "%-22s %12s %12s %8s\n" "row (np $np)" "measured" "predicted" "error"
 while IFS=$'\t' read -r name overlap compile recompute measured; do
-  echo "{\"zero_optimization\": {\"overlap_comm\": $overlap}}" >"$work/ds.json"
+  # The row's DeepSpeed config: DEEPSPEED's keys (or none) with overlap_comm set as the row ran.
+  perl -MJSON::PP -e '
+    my ($base, $overlap) = @ARGV;
+    my $j = {};
+    if ($base ne "") { open(my $f, "<", $base) or die "$base: $!\n"; local $/; $j = decode_json(<$f>); }
+    $j->{zero_optimization}{overlap_comm} = $overlap eq "true" ? JSON::PP::true : JSON::PP::false;
+    print JSON::PP->new->canonical->encode($j);
+  ' "$ds_base" "$overlap" >"$work/ds.json"
   args=(plan --json --model small --np "$np" --threads 1 --deepspeed "$work/ds.json")
   [ "$compile" = yes ] && args+=(--compile)
   # The row's recompute as the run reports it: "none", or the policy and then its layer count.
