@@ -46,10 +46,9 @@ std::string host_comm_line(const PlanRequest& req, const Candidate& c) {
   const double exposed =
       c.times ? c.times->category[static_cast<size_t>(OpCategory::collective)] : 0.0;
   return fmt::format(
-      "  ZeRO-{} collectives per step: {} exposed (MPI rates measured for {} ranks; overlapped "
-      "with backward as the buckets allow{})\n",
-      req.zero.stage, format_seconds(exposed), req.gpus,
-      req.zero.overlap_comm ? "" : ": overlap_comm off, none");
+      "  ZeRO-{} collectives per step: {} exposed (MPI rates measured for {} ranks; none hidden "
+      "behind backward, overlap_comm or not: MPI progresses them on the compute thread)\n",
+      req.zero.stage, format_seconds(exposed), req.gpus);
 }
 
 }  // namespace
