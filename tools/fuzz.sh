@@ -2,16 +2,22 @@
 # Fuzzes every parser of files from other people (tests/fuzz/, issue 18):
 #   tools/fuzz.sh [--jobs N] [SECONDS]
 #   tools/fuzz.sh --replay [--jobs N]
+#   tools/fuzz.sh --save
 # builds the libFuzzer targets with clang in build-fuzz (LJ_FUZZ=ON), then runs each target for
 # SECONDS (default 60), N targets at a time (default 1; CI passes $(nproc)). The grown corpus
 # lives outside the repository, in ${LJ_FUZZ_CORPUS:-${XDG_CACHE_HOME:-~/.cache}/ljperf/fuzz}/<target>,
-# seeded from tests/fuzz/corpus/<target> (and, for the tokenizer, the tokenizer.json fixtures).
+# seeded from tests/fuzz/corpus/<target> (and, for the tokenizer, the tokenizer.json fixtures)
+# and from tests/fuzz/grown/<target>.tar.xz: what earlier long runs found beyond the seeds, merged
+# down to the inputs that add coverage, so a short run (CI's 60 s) starts where they stopped.
 # Prints per target: executions, coverage (cov/ft from -print_final_stats=1), corpus size and
 # findings; exits non-zero on any finding. A finding's input is kept under
 # <corpus root>/findings/<target>/ (crash-*, leak-*, timeout-*, oom-*) — turn it into a unit test.
-# --replay (what CI runs): every target runs each input of its checked-in seed corpus once
-# (libFuzzer -runs=0) and nothing more — deterministic, a minute at most, and it fails on any
-# crash or sanitizer report; exploring (SECONDS) is for tools/fuzz.sh by hand or a nightly job.
+# --replay: every target runs each input of its checked-in seed and grown corpora once
+# (libFuzzer -runs=0) and nothing more — deterministic, seconds, and it fails on any crash or
+# sanitizer report. CI explores instead (.ci/run: --jobs $(nproc) 60); longer runs by hand.
+# --save: after a long run, merges each target's grown corpus (the cache) with the seeds and the
+# checked-in grown inputs (libFuzzer -merge=1), and rewrites tests/fuzz/grown/<target>.tar.xz with
+# the inputs that add coverage beyond the seeds; prints files and bytes per target. Commit them.
 # Environment: BUILD_DIR (default build-fuzz), CXX (default clang++).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,12 +25,14 @@ cd "$(dirname "$0")/.."
 jobs=1
 seconds=60
 replay=0
+save=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --replay) replay=1; shift ;;
+    --save) save=1; shift ;;
     --jobs) jobs=$2; shift 2 ;;
     --jobs=*) jobs=${1#--jobs=}; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) seconds=$1; shift ;;
   esac
 done
@@ -58,6 +66,8 @@ run_target() {
     find "$d" -maxdepth 1 -type f \( -name '*tokenizer.json' -o ! -path '*/tokenize/*' \) \
       -exec cp -n -t "$corpus" {} +
   done
+  [ -f "tests/fuzz/grown/$name.tar.xz" ] &&
+    tar -C "$corpus" --skip-old-files -xJf "tests/fuzz/grown/$name.tar.xz"
   local dict=()
   [ -f tests/fuzz/$name.dict ] && dict=(-dict=tests/fuzz/$name.dict)
   # -rss_limit_mb: memory is bounded by the limits (docs/limits.md), far below this.
@@ -85,11 +95,40 @@ run_target() {
   fi
 }
 
+# save_target NAME: rewrites tests/fuzz/grown/NAME.tar.xz from the cache (see --save above).
+save_target() {
+  local name=$1 work
+  work=$(mktemp -d)
+  mkdir -p "$work/seeds" "$work/all" tests/fuzz/grown
+  cp -t "$work/seeds" tests/fuzz/corpus/"$name"/*
+  cp -t "$work/all" "$work/seeds"/*
+  local sources=("$root/$name")
+  if [ -f "tests/fuzz/grown/$name.tar.xz" ]; then
+    mkdir -p "$work/old" && tar -C "$work/old" -xJf "tests/fuzz/grown/$name.tar.xz"
+    sources+=("$work/old")
+  fi
+  [ -d "$root/$name" ] || mkdir -p "$root/$name"
+  # Into a folder that holds the seeds, -merge=1 adds only the inputs that bring new features.
+  "$build/tests/fuzz/${name}_fuzz" -merge=1 -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
+    "$work/all" "${sources[@]}" >"$work/merge.log" 2>&1 ||
+    { tail -5 "$work/merge.log"; rm -rf "$work"; return 1; }
+  (cd "$work/all" && comm -13 <(ls "$work/seeds" | sort) <(ls | sort)) >"$work/new"
+  tar -C "$work/all" -cJf "tests/fuzz/grown/$name.tar.xz.tmp" -T "$work/new"
+  mv "tests/fuzz/grown/$name.tar.xz.tmp" "tests/fuzz/grown/$name.tar.xz"
+  printf '%-18s %6d inputs beyond %4d seeds, %8d bytes packed\n' "$name" "$(wc -l <"$work/new")" \
+    "$(ls "$work/seeds" | wc -l)" "$(stat -c %s "tests/fuzz/grown/$name.tar.xz")"
+  rm -rf "$work"
+}
+if [ "$save" -eq 1 ]; then
+  for name in "${targets[@]}"; do save_target "$name"; done
+  exit 0
+fi
+
 log_dir=$(mktemp -d)
 trap 'rm -rf "$log_dir"' EXIT
 touch "$log_dir/start"
 if [ "$replay" -eq 1 ]; then
-  echo "replaying the seed corpora of ${#targets[@]} targets, $jobs at a time"
+  echo "replaying the seed and grown corpora of ${#targets[@]} targets, $jobs at a time"
 else
   echo "fuzzing ${#targets[@]} targets for ${seconds} s each, $jobs at a time; corpus in $root"
 fi

@@ -37,8 +37,9 @@ readonly packages=(
 )
 
 # Fuzzing only (tools/fuzz.sh): clang and its runtime libraries, which hold libFuzzer and the
-# sanitizers' runtimes for clang (libclang-rt-14-dev is only a Recommends of clang).
-readonly fuzz_packages=(clang libclang-rt-14-dev)
+# sanitizers' runtimes for clang (libclang-rt-14-dev is only a Recommends of clang), and xz for
+# the checked-in grown corpora (tests/fuzz/grown/*.tar.xz).
+readonly fuzz_packages=(clang libclang-rt-14-dev xz-utils)
 
 # install_missing [packages...] (default: the build and test packages)
 install_missing() {
