@@ -9,8 +9,8 @@
 # seeded from tests/fuzz/corpus/<target> (and, for the tokenizer, the tokenizer.json fixtures)
 # and from tests/fuzz/grown/<target>.tar.xz: what earlier long runs found beyond the seeds, merged
 # down to the inputs that add coverage, so a short run (CI's 60 s) starts where they stopped.
-# Prints per target: executions, coverage (cov/ft from -print_final_stats=1), corpus size and
-# findings; exits non-zero on any finding. A finding's input is kept under
+# Prints per target: executions, coverage (cov/ft from -print_final_stats=1), corpus size, wall
+# and CPU seconds, and findings; exits non-zero on any finding. A finding's input is kept under
 # <corpus root>/findings/<target>/ (crash-*, leak-*, timeout-*, oom-*) — turn it into a unit test.
 # --replay: every target runs each input of its checked-in seed and grown corpora once
 # (libFuzzer -runs=0) and nothing more — deterministic, seconds, and it fails on any crash or
@@ -18,7 +18,8 @@
 # --save: after a long run, merges each target's grown corpus (the cache) with the seeds and the
 # checked-in grown inputs (libFuzzer -merge=1), and rewrites tests/fuzz/grown/<target>.tar.xz with
 # the inputs that add coverage beyond the seeds; prints files and bytes per target. Commit them.
-# Environment: BUILD_DIR (default build-fuzz), CXX (default clang++).
+# Environment: BUILD_DIR (default build-fuzz), CXX (default clang++), LJ_FUZZ_BYTES_ONLY=1 (the
+# JSON targets without their structure-aware mutator, tests/fuzz/json_mutator.h: for an A/B).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,9 +76,12 @@ run_target() {
   local rc=0 t0 length=(-max_total_time="$seconds")
   [ "$replay" -eq 1 ] && length=(-runs=0)
   t0=$(date +%s)
+  # CPU seconds (user + system) as /usr/bin/time reads them, where it is installed.
+  local timer=()
+  [ -x /usr/bin/time ] && timer=(/usr/bin/time -f '%U %S' -o "$log_dir/$name.cpu")
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "$build/tests/fuzz/${name}_fuzz" "$corpus" "${dict[@]}" "${length[@]}" \
+    "${timer[@]}" "$build/tests/fuzz/${name}_fuzz" "$corpus" "${dict[@]}" "${length[@]}" \
     -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
     -artifact_prefix="$findings/" >"$log_dir/$name.log" 2>&1 || rc=$?
   echo "$rc" >"$log_dir/$name.rc"
@@ -113,7 +117,9 @@ save_target() {
     "$work/all" "${sources[@]}" >"$work/merge.log" 2>&1 ||
     { tail -5 "$work/merge.log"; rm -rf "$work"; return 1; }
   (cd "$work/all" && comm -13 <(ls "$work/seeds" | sort) <(ls | sort)) >"$work/new"
-  tar -C "$work/all" -cJf "tests/fuzz/grown/$name.tar.xz.tmp" -T "$work/new"
+  # Reproducible: the same inputs give the same bytes (no times, owners or order of the disk).
+  tar -C "$work/all" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+    -cJf "tests/fuzz/grown/$name.tar.xz.tmp" -T "$work/new"
   mv "tests/fuzz/grown/$name.tar.xz.tmp" "tests/fuzz/grown/$name.tar.xz"
   printf '%-18s %6d inputs beyond %4d seeds, %8d bytes packed\n' "$name" "$(wc -l <"$work/new")" \
     "$(ls "$work/seeds" | wc -l)" "$(stat -c %s "tests/fuzz/grown/$name.tar.xz")"
@@ -144,7 +150,8 @@ done
 wait || true
 
 failed=0
-printf '%-18s %12s %8s %8s %8s %8s  %s\n' target executions cov ft corpus seconds findings
+printf '%-18s %12s %8s %8s %8s %8s %8s  %s\n' target executions cov ft corpus seconds cpu-s \
+  findings
 for name in "${targets[@]}"; do
   log=$log_dir/$name.log
   rc=$(cat "$log_dir/$name.rc" 2>/dev/null || echo 1)
@@ -174,8 +181,10 @@ for name in "${targets[@]}"; do
     what="$found (exit $rc): $(grep -m1 -E 'ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer)|runtime error' "$log" | cut -c1-120)"
   fi
   secs=$(cat "$log_dir/$name.sec" 2>/dev/null || echo '?')
-  printf '%-18s %12s %8s %8s %8s %8s  %s\n' "$name" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$corpus" \
-    "$secs" "$what"
+  # The last line: /usr/bin/time puts "Command exited with non-zero status" before it.
+  cpu=$(awk 'END { if (NF == 2) printf "%.0f", $1 + $2 }' "$log_dir/$name.cpu" 2>/dev/null || true)
+  printf '%-18s %12s %8s %8s %8s %8s %8s  %s\n' "$name" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
+    "$corpus" "$secs" "${cpu:-?}" "$what"
   if [ "$rc" -ne 0 ]; then
     echo "---- $name: last lines of the log ----"
     grep -v '^    #' "$log" | tail -25

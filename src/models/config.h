@@ -22,6 +22,10 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;
 };
 
+// The most decoder layers a config may name (docs/limits.md): the largest published models have
+// about 130, and every layer is a loop over the graph builder's and the checks' work.
+constexpr int64_t kMaxHiddenLayers = 65536;
+
 // The HF architecture a config describes (models/families.h holds each one's names).
 enum class ModelFamily {
   llama,      // LlamaForCausalLM

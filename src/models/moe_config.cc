@@ -1,6 +1,8 @@
 // The mixture-of-experts parts of LlamaConfig: which layers are sparse, and the settings checked.
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "models/config.h"
 
@@ -15,8 +17,16 @@ bool LlamaConfig::is_sparse_layer(int64_t l) const {
 }
 
 int64_t LlamaConfig::num_sparse_layers() const {
-  int64_t n = 0;
-  for (int64_t l = 0; l < num_hidden_layers; ++l) n += is_sparse_layer(l) ? 1 : 0;
+  if (!is_moe() || moe.decoder_sparse_step <= 0 || num_hidden_layers <= 0) return 0;
+  // Every decoder_sparse_step-th layer, less the distinct mlp_only_layers among them: counted
+  // without a walk over the layers, which validate() runs before it has bounded their number.
+  int64_t n = num_hidden_layers / moe.decoder_sparse_step;
+  std::vector<int64_t> dense = moe.mlp_only_layers;
+  std::sort(dense.begin(), dense.end());
+  dense.erase(std::unique(dense.begin(), dense.end()), dense.end());
+  for (int64_t d : dense) {
+    if (d >= 0 && d < num_hidden_layers && (d + 1) % moe.decoder_sparse_step == 0) --n;
+  }
   return n;
 }
 

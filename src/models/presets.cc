@@ -238,6 +238,10 @@ Status LlamaConfig::validate() const {
   if (vocab_size <= 0 || hidden_size <= 0 || intermediate_size <= 0 || num_hidden_layers <= 0) {
     return bad("sizes must be positive");
   }
+  if (num_hidden_layers > kMaxHiddenLayers) {
+    return bad("num_hidden_layers " + std::to_string(num_hidden_layers) + " is past the limit of " +
+               std::to_string(kMaxHiddenLayers) + " (docs/limits.md)");
+  }
   if (num_attention_heads <= 0 || num_key_value_heads <= 0 || head_dim <= 0)
     return bad("heads must be positive");
   if (num_attention_heads % num_key_value_heads != 0) {

@@ -3,6 +3,7 @@
 // so that the batch arithmetic and the "auto" bucket sizes are exercised; then describe().
 #include "fuzz_util.h"
 #include "io/deepspeed_config.h"
+#include "json_mutator.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lj::RunSettings run;

@@ -1,6 +1,7 @@
 // Fuzz target: a model's config.json (load_hf_config reads the file, then parse_hf_config); an
 // accepted config is written back as transformers would read it.
 #include "fuzz_util.h"
+#include "json_mutator.h"
 #include "models/hf_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -2,6 +2,7 @@
 // load_checkpoint_for_rank reads it). What it accepts must hold what it promises: files inside
 // the step folder, shards tiling [0, numel).
 #include "fuzz_util.h"
+#include "json_mutator.h"
 #include "train/checkpoint_files.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
+#include "json_mutator.h"
 #include "tokenize/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,7 @@
 // Fuzz target: a checkpoint's trainer_state.json (parse_trainer_state, as load_checkpoint reads
 // it); an accepted state must survive the round trip through trainer_state_json unchanged.
 #include "fuzz_util.h"
+#include "json_mutator.h"
 #include "train/checkpoint_files.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -14,6 +14,7 @@
 #include "io/deepspeed_config.h"
 #include "io/safetensors.h"
 #include "io/tokens.h"
+#include "models/config.h"
 #include "models/hf_config.h"
 #include "tokenize/corpus.h"
 #include "tokenize/tokenizer.h"
@@ -256,6 +257,51 @@ TEST(FuzzRegression, HfConfigSizesThatOverflowAreRefused) {
       "config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(has(c.status(), "overflow a 64-bit parameter count")) << c.status().message();
+}
+
+// Finding (hf_config, issue 33, the JSON mutator's 14th input): num_hidden_layers 2^31 made
+// validate() count the sparse layers one by one (2^31 steps) before any check bounded the
+// number: a 10 s timeout under the fuzzer. tests/fuzz/corpus/hf_config/layers_2pow31.json.
+TEST(FuzzRegression, HfConfigLayerCountIsBoundedBeforeLayersAreCounted) {
+  const auto config = [](int64_t layers) {
+    return R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 64, "hidden_size": 8,)"
+           R"( "intermediate_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1,)"
+           R"( "num_hidden_layers": )" +
+           std::to_string(layers) + "}";
+  };
+  ASSERT_TRUE(parse_hf_config(config(kMaxHiddenLayers), "config.json").ok());
+  auto past = parse_hf_config(config(kMaxHiddenLayers + 1), "config.json");
+  ASSERT_FALSE(past.ok());
+  EXPECT_TRUE(has(past.status(), "num_hidden_layers 65537 is past the limit of 65536"))
+      << past.status().message();
+  auto file = read_text_file(std::string(LJ_TOKENIZE_FIXTURE_DIR) +
+                             "/../../fuzz/corpus/hf_config/layers_2pow31.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto replay = parse_hf_config(*file, "config.json");
+  ASSERT_FALSE(replay.ok());
+  EXPECT_TRUE(has(replay.status(), "num_hidden_layers 2147483648 is past the limit"))
+      << replay.status().message();
+}
+
+// num_sparse_layers() counts without walking the layers: the same as the walk, with
+// mlp_only_layers repeated, out of range, or on layers that are dense anyway.
+TEST(FuzzRegression, SparseLayerCountMatchesTheWalk) {
+  LlamaConfig c;
+  c.moe.num_experts = 4;
+  c.moe.top_k = 2;
+  for (int64_t layers : {1, 2, 7, 12}) {
+    for (int64_t step : {1, 2, 3}) {
+      for (const std::vector<int64_t>& dense : std::vector<std::vector<int64_t>>{
+               {}, {0}, {1, 1, 5}, {-1, 2, 11, 40}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}) {
+        c.num_hidden_layers = layers;
+        c.moe.decoder_sparse_step = step;
+        c.moe.mlp_only_layers = dense;
+        int64_t walk = 0;
+        for (int64_t l = 0; l < layers; ++l) walk += c.is_sparse_layer(l) ? 1 : 0;
+        EXPECT_EQ(c.num_sparse_layers(), walk) << layers << " layers, step " << step;
+      }
+    }
+  }
 }
 
 // ablation --from's results.json: a field of another type threw type_error.302 out of
