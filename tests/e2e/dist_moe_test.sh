@@ -5,7 +5,8 @@
 # world is refused by name before any work; a valid one runs each rank's share of the experts on
 # the rows its group sends them (all-to-all), and gives one process's losses at N = 2 over 2
 # ranks (ZeRO 0-3) and N = 3 over 3 ranks (ZeRO 1, 3); a rank killed as it enters a dispatch
-# ends the job within --comm-timeout. The one-process refusals are in moe_test.sh.
+# ends the job within --comm-timeout; a checkpoint written at N = 2 resumes without expert
+# parallelism. The one-process refusals are in moe_test.sh.
 # Skips (prints "SKIP: ...") without mpirun or an MPI build.
 # Usage: bash dist_moe_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
@@ -141,5 +142,24 @@ ms=$((($(date +%s%N) - start) / 1000000))
 [ "$rc" -ne 124 ] || fail "the job with a killed rank hung until the test's timeout"
 [ "$ms" -lt 15000 ] || fail "the job took $ms ms to end (timeout 5 s)"
 pass "killed rank 1 at its 3rd dispatch: the job ended in $ms ms with exit $rc"
+
+echo "check: a checkpoint written at --expert-parallel 2 resumes without it"
+# The expert weights are whole in the checkpoint, so the size may change at a resume: 2 steps
+# at --expert-parallel 2 then 2 more without it give the losses of the same two runs without it
+# (the same runs: --steps changes the LR schedule).
+# step_losses DIR: the losses of metrics.jsonl by step, as a JSON list from step 3 on.
+step_losses() {
+  perl -MJSON::PP -ne 'my $j = decode_json($_); $l{$j->{step}} = $j->{loss} if exists $j->{loss};
+    END { print encode_json([map { $l{$_} } grep { $_ >= 3 } sort { $a <=> $b } keys %l]) }' "$1/metrics.jsonl"
+}
+rs_run() { timeout 300 mpirun "${mpi_flags[@]}" -np 2 "$LJ" train --model tiny-moe --data tok.bin --batch-size 2 \
+  --seq-len 32 --threads 1 --zero 1 --checkpoint-every 2 "$@"; }
+rs_run --steps 2 --expert-parallel 2 --out rs.dir >rs1.out 2>rs1.err || { cat rs1.err >&2; fail "the expert-parallel run failed"; }
+rs_run --steps 4 --out rs.dir >rs2.out 2>rs2.err || { cat rs2.err >&2; fail "the resume without expert parallelism failed"; }
+grep -q 'resumed from step 2)' rs2.out || { cat rs2.out >&2; fail "the second run did not resume from step 2"; }
+rs_run --steps 2 --out dp.dir >dp1.out 2>dp1.err || { cat dp1.err >&2; fail "the reference's first run failed"; }
+rs_run --steps 4 --out dp.dir >dp2.out 2>dp2.err || { cat dp2.err >&2; fail "the reference's resume failed"; }
+within "$(step_losses dp.dir)" "$(step_losses rs.dir)" "steps 3-4 resumed from an expert-parallel checkpoint" ||
+  fail "the resumed run differs"
 
 e2e_finish
