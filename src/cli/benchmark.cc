@@ -117,6 +117,8 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   }
   LJ_RETURN_IF_ERROR(choose_recompute(&r));
   set_config_value(&r.config, "device", a.f.device == "auto" ? "cpu (auto)" : "cpu");
+  r.step.data_parallel = dist.data_parallel(r.dp.zero);
+  r.step.graph.experts = expert_shard(r.step.data_parallel);
   // The chosen configuration's joint graph, built once: dry-run here (the memory check and the
   // planner's prediction, per rank, printed beside the measured peak), then run by the TrainStep.
   LJ_ASSIGN_OR_RETURN(g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph,
@@ -126,13 +128,20 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   g.dev = std::make_unique<Device>(r.threads);
   r.step.profile = a.profile;
   r.step.profile_cpu = a.profile_clock == "cpu";
-  r.step.data_parallel = dist.data_parallel(r.dp.zero);
   const double compile_t0 = now_seconds();
   g.recompute = r.step.graph.recompute.to_string(model.num_hidden_layers);
   LJ_ASSIGN_OR_RETURN(g.trainer,
                       TrainStep::create(model, r.step, *g.dev, std::move(g.prepared.graph)));
   // Building the step includes building its graph (done once, above).
   g.compile_s = g.prepared.build_seconds + now_seconds() - compile_t0;
+  if (const ExpertShard& e = r.step.graph.experts; e.size > 1) {
+    const int64_t per = model.moe.num_experts / e.size;
+    fmt::print(
+        "expert parallel: groups of {} ranks; rank {} runs experts [{}, {}) of {} in each sparse "
+        "layer; {} exchange nodes (route, dispatch, combine) in its graph\n",
+        e.size, dist.rank(), e.rank * per, (e.rank + 1) * per, model.moe.num_experts,
+        g.trainer->expert_exchange_nodes());
+  }
   return g;
 }
 
@@ -194,6 +203,8 @@ std::string rates_note(const Ready& g, const MfuPeak& peak, bool distributed) {
 // the summary divides by the higher probe), the summary, and rank 0's record.
 Status run_benchmark_on_cpu(const BenchmarkArgs& a, DistSession& dist) {
   const HostInfo host = host_info();
+  // The expert groups first: a collective, before anything that may fail on one rank alone.
+  LJ_RETURN_IF_ERROR(dist.split_experts(a.f.expert_parallel));
   StatusOr<Ready> ready = make_ready(a, dist, host);
   // Every rank ready, or every rank stops (the others would wait in the first collective).
   LJ_RETURN_IF_ERROR(dist.agree(ready.status()));

@@ -97,7 +97,15 @@ DistSession::~DistSession() {
 }
 
 DataParallel DistSession::data_parallel(const ZeroConfig& zero) {
-  return DataParallel{distributed() ? comm_.get() : nullptr, zero};
+  return DataParallel{distributed() ? comm_.get() : nullptr, zero,
+                      distributed() && experts_ ? experts_->ep.get() : nullptr};
+}
+
+Status DistSession::split_experts(int size) {
+  if (size <= 1 || !distributed() || world_size() % size != 0 || experts_) return ok_status();
+  LJ_ASSIGN_OR_RETURN(ExpertGroups g, make_expert_groups(*comm_, size));
+  experts_ = std::make_unique<ExpertGroups>(std::move(g));
+  return ok_status();
 }
 
 Status DistSession::agree(const Status& local) {

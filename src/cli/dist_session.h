@@ -29,6 +29,7 @@
 #include "core/status.h"
 #include "dist/communicator.h"
 #include "dist/zero.h"
+#include "train/expert_parallel.h"
 
 namespace lj::cli {
 
@@ -65,8 +66,14 @@ class DistSession {
   const char* backend_name() const { return comm_->backend_name(); }
 
   // TrainStepConfig::data_parallel for `zero`: the communicator with several ranks; none with
-  // one, so one process trains exactly as it does without data parallelism.
+  // one, so one process trains exactly as it does without data parallelism. With expert groups
+  // (split_experts), the expert-parallel group too.
   DataParallel data_parallel(const ZeroConfig& zero);
+  // --expert-parallel N: splits the world into its expert-parallel and expert-data-parallel
+  // groups (train/expert_parallel.h; a collective: every rank calls it, before anything that
+  // may fail on one rank alone). Nothing for N = 1, one process, or an N that does not divide the
+  // world (resolve_run refuses that one by name).
+  Status split_experts(int size);
 
   // A collective (every rank calls it; agree_on_status): ok when `local` is ok on every rank;
   // otherwise this rank's own error, or, on a rank that was fine, an error naming the ranks that
@@ -86,6 +93,7 @@ class DistSession {
   void install_gate();
 
   std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<ExpertGroups> experts_;      // split_experts' groups
   int saved_stdout_ = -1, saved_stderr_ = -1;  // ranks other than 0: the real ones
   bool collectives_started_ = false;
   int ranks_on_host_ = 1;

@@ -142,6 +142,11 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
   r.dp = resolve_data_parallel(run, r.ds, world_size, rank, backend);
   LJ_RETURN_IF_ERROR(check_zero_supported(r.dp.zero));
   static_cast<StepSettings&>(r) = step_settings(run, r.ds);
+  if (f.expert_parallel > 1 && r.precision != DType::f32) {
+    LJ_RETURN_IF_ERROR(require_capability(f.device == "cuda" ? TrainDevice::cuda : TrainDevice::cpu,
+                                          "expert-parallel",
+                                          r.precision == DType::f16 ? "fp16" : "bf16"));
+  }
   LJ_ASSIGN_OR_RETURN(r.step.graph.recompute, resolve_recompute(run, r.ds, r.model.config));
   r.step.seed = f.seed;
   r.step.graph.compile = compile_requested(f.compile);
@@ -191,6 +196,9 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
     add("steps", std::to_string(run.total_steps.value), f.given("--steps") ? "--steps" : "default");
   }
   add("zero_stage", std::to_string(r.dp.zero.stage), r.dp.stage_origin);
+  if (f.expert_parallel > 1) {
+    add("expert_parallel", std::to_string(f.expert_parallel), "--expert-parallel");
+  }
   const std::string compile_env = env_text("LJ_COMPILE");
   add("compile", r.step.graph.compile ? "on" : "off",
       f.compile              ? "--compile"

@@ -364,6 +364,7 @@ Status run_train(TrainArgs& a, DistSession& dist, StopSignals& signals) {
   const LlamaConfig& model = p.r.model.config;
   TrainData& data = *p.data;
   TrainerConfig& t = a.t;
+  if (device == RunDevice::cpu) LJ_RETURN_IF_ERROR(dist.split_experts(a.f.expert_parallel));
   t.step.data_parallel = dist.data_parallel(p.r.dp.zero);
   t.device = device == RunDevice::cuda ? TrainDevice::cuda : TrainDevice::cpu;
 

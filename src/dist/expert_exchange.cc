@@ -13,16 +13,23 @@ int64_t ExpertRoute::rows_in() const {
   return std::accumulate(recv_rows.begin(), recv_rows.end(), int64_t{0});
 }
 
-StatusOr<ExpertRoute> plan_expert_route(Communicator& ep, std::span<const int64_t> sizes) {
-  const int p = ep.world_size();
+StatusOr<ExpertRoute> expert_route(int ranks, std::span<const int64_t> sizes,
+                                   std::span<const int64_t> recv_sizes) {
+  const int p = ranks;
   const auto experts = static_cast<int64_t>(sizes.size());
-  if (experts == 0 || experts % p != 0) {
+  if (p < 1 || experts == 0 || experts % p != 0) {
     return invalid_argument("expert parallelism: " + std::to_string(experts) +
                                 " experts do not split over " + std::to_string(p) + " ranks",
                             "the expert-parallel size must divide the expert count");
   }
-  for (int64_t s : sizes) {
-    if (s < 0) return invalid_argument("expert parallelism: a negative group size");
+  if (recv_sizes.size() != sizes.size()) {
+    return invalid_argument("expert parallelism: " + std::to_string(recv_sizes.size()) +
+                            " received counts for " + std::to_string(experts) + " experts");
+  }
+  for (size_t e = 0; e < sizes.size(); ++e) {
+    if (sizes[e] < 0 || recv_sizes[e] < 0) {
+      return invalid_argument("expert parallelism: a negative group size");
+    }
   }
   ExpertRoute r;
   r.ranks = p;
@@ -30,8 +37,7 @@ StatusOr<ExpertRoute> plan_expert_route(Communicator& ep, std::span<const int64_
   const int64_t l_count = r.local_experts;
   r.send_rows.assign(static_cast<size_t>(p), 0);
   for (int64_t e = 0; e < experts; ++e) r.send_rows[static_cast<size_t>(e / l_count)] += sizes[e];
-  r.recv_sizes.assign(sizes.size(), 0);
-  LJ_RETURN_IF_ERROR(ep.all_to_all(sizes, r.recv_sizes));
+  r.recv_sizes.assign(recv_sizes.begin(), recv_sizes.end());
   r.recv_rows.assign(static_cast<size_t>(p), 0);
   r.group_sizes.assign(static_cast<size_t>(l_count), 0);
   for (int q = 0; q < p; ++q) {
@@ -42,6 +48,18 @@ StatusOr<ExpertRoute> plan_expert_route(Communicator& ep, std::span<const int64_
     }
   }
   return r;
+}
+
+StatusOr<ExpertRoute> plan_expert_route(Communicator& ep, std::span<const int64_t> sizes) {
+  const int p = ep.world_size();
+  const auto experts = static_cast<int64_t>(sizes.size());
+  if (experts == 0 || experts % p != 0) return expert_route(p, sizes, sizes);  // its error
+  for (int64_t s : sizes) {
+    if (s < 0) return invalid_argument("expert parallelism: a negative group size");
+  }
+  std::vector<int64_t> recv(sizes.size(), 0);
+  LJ_RETURN_IF_ERROR(ep.all_to_all(sizes, recv));
+  return expert_route(p, sizes, recv);
 }
 
 ExpertExchange::ExpertExchange(Communicator& ep, const ExpertRoute& route, int64_t width)

@@ -46,6 +46,12 @@ struct ExpertRoute {
 // expert, its rows sorted by expert. invalid_argument when E is not a multiple of the group's
 // size or a size is negative; the communicator's errors.
 StatusOr<ExpertRoute> plan_expert_route(Communicator& ep, std::span<const int64_t> sizes);
+// The route from both sides' counts without communicating (what plan_expert_route exchanged,
+// kept by the graph as ep_route's output): `sizes` (E) this rank's rows per expert, `recv_sizes`
+// (E) [q L + l] the rows rank q sends for local expert l, over `ranks` ranks. invalid_argument
+// when E does not split over the ranks, the two differ in length, or a count is negative.
+StatusOr<ExpertRoute> expert_route(int ranks, std::span<const int64_t> sizes,
+                                   std::span<const int64_t> recv_sizes);
 
 // The row exchanges, each a start and a finish. `width`: elements per row (W).
 class ExpertExchange {

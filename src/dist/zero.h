@@ -42,6 +42,10 @@ namespace lj {
 struct DataParallel {
   Communicator* comm = nullptr;  // not owned; must outlive the TrainStep
   ZeroConfig zero;
+  // Expert parallelism (--expert-parallel N > 1): the expert-parallel group of this rank, N
+  // consecutive ranks of comm's (train/expert_parallel.h); the sparse layers exchange their
+  // routed rows over it. Null: every rank runs every expert. Not owned.
+  Communicator* experts = nullptr;
 };
 
 // [begin, end) in the flat vector.

@@ -24,4 +24,21 @@ Val grouped_matmul_wgrad(Val a, Val b, Val group_sizes) {
   return a.b->add1(Op::grouped_matmul_wgrad, {a, b, group_sizes});
 }
 
+ExpertRouteVals ep_route(Val group_sizes, int64_t ranks) {
+  if (!group_sizes.valid()) return {};
+  std::vector<Val> out = group_sizes.b->add(Op::ep_route, {group_sizes}, {{"ranks", ranks}});
+  if (out.size() != 2) return {};
+  return {out[0], out[1]};
+}
+
+Val ep_dispatch(Val rows, Val group_sizes, Val recv_sizes, int64_t ranks) {
+  if (!rows.valid() || !group_sizes.valid() || !recv_sizes.valid()) return {};
+  return rows.b->add1(Op::ep_dispatch, {rows, group_sizes, recv_sizes}, {{"ranks", ranks}});
+}
+
+Val ep_combine(Val y, Val group_sizes, Val recv_sizes, int64_t ranks) {
+  if (!y.valid() || !group_sizes.valid() || !recv_sizes.valid()) return {};
+  return y.b->add1(Op::ep_combine, {y, group_sizes, recv_sizes}, {{"ranks", ranks}});
+}
+
 }  // namespace lj

@@ -19,4 +19,15 @@ Val grouped_matmul(Val x, Val w, Val group_sizes, bool tb);
 // a (R, P), b (R, Q) -> (E, P, Q): a_e^T b_e per group.
 Val grouped_matmul_wgrad(Val a, Val b, Val group_sizes);
 
+// Expert parallelism over `ranks` ranks (graph/ops.def ep_route, ep_dispatch, ep_combine).
+struct ExpertRouteVals {
+  Val recv_sizes;   // (E) i32: [q L + l] rows rank q sends for local expert l
+  Val local_sizes;  // (L) i32: rows of each local expert, summed over the senders
+};
+ExpertRouteVals ep_route(Val group_sizes, int64_t ranks);
+// rows (M, W) sorted by expert -> (ranks M, W): this rank's experts' rows, then zero rows.
+Val ep_dispatch(Val rows, Val group_sizes, Val recv_sizes, int64_t ranks);
+// y (ranks M, W) as ep_dispatch gave them -> (M, W) back in this rank's sorted order.
+Val ep_combine(Val y, Val group_sizes, Val recv_sizes, int64_t ranks);
+
 }  // namespace lj

@@ -55,6 +55,16 @@ struct MoeConfig {
   double router_aux_loss_coef = 0.001;
 };
 
+// Expert parallelism as one rank's graph sees it (--expert-parallel N; train/expert_parallel.h
+// makes the groups): the N ranks of its expert-parallel group route their tokens to one another,
+// and this rank, `rank` of them, runs experts [rank E / N, (rank + 1) E / N) of every sparse layer
+// on the rows sent to them (models/moe.cc). size 1: every expert here, no exchange.
+struct ExpertShard {
+  int size = 1;
+  int rank = 0;
+  bool operator==(const ExpertShard&) const = default;
+};
+
 struct LlamaConfig {
   std::string name;  // preset name, or the config.json path
   int64_t vocab_size = 0;

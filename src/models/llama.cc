@@ -66,8 +66,16 @@ std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c) {
 }
 
 StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bool output_logits,
-                                 const LayerCallback& hook) {
+                                 const LayerCallback& hook, const ExpertShard& experts) {
   LJ_RETURN_IF_ERROR(c.validate());
+  if (experts.size != 1 &&
+      (experts.size < 1 || !c.is_moe() || c.moe.num_experts % experts.size != 0 ||
+       experts.rank < 0 || experts.rank >= experts.size)) {
+    return invalid_argument("expert parallelism over " + std::to_string(experts.size) +
+                                " ranks (rank " + std::to_string(experts.rank) + ") for model '" +
+                                c.name + "'",
+                            "the size must divide the expert count (train/expert_parallel.h)");
+  }
   if (!hook.callback.empty() && (hook.after_layer < 0 || hook.after_layer >= c.num_hidden_layers)) {
     return invalid_argument("a host callback after layer " + std::to_string(hook.after_layer) +
                                 " but the model has " + std::to_string(c.num_hidden_layers) +
@@ -155,7 +163,7 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
     }
     if (c.is_sparse_layer(l)) {
       ScopeGuard s(b, "mlp");
-      sparse.push_back(moe_mlp(c, h, w_gate, w_up, w_down));
+      sparse.push_back(moe_mlp(c, h, w_gate, w_up, w_down, experts));
       x = x + sparse.back().out;
     } else {
       ScopeGuard s(b, "mlp");

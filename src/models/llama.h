@@ -48,8 +48,10 @@ struct LayerCallback {
 };
 
 // Builds the forward graph with symbolic B and T into `g`. Adds outputs "loss" and, when
-// `output_logits`, "logits".
+// `output_logits`, "logits". `experts`: expert parallelism (models/moe.h); the parameters stay
+// whole either way.
 StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype = DType::f32,
-                                 bool output_logits = false, const LayerCallback& hook = {});
+                                 bool output_logits = false, const LayerCallback& hook = {},
+                                 const ExpertShard& experts = {});
 
 }  // namespace lj

@@ -17,7 +17,8 @@ void moe_param_specs(const LlamaConfig& c, const std::string& prefix, std::vecto
   p->push_back({prefix + "mlp.experts.down_proj", {E, C, F}});
 }
 
-MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_down) {
+MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_down,
+               const ExpertShard& experts) {
   Builder& b = *h.b;
   const int64_t C = c.hidden_size, E = c.moe.num_experts, K = c.moe.top_k;
   const int64_t F = c.moe.moe_intermediate_size;
@@ -38,10 +39,23 @@ MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_d
   }
   {
     ScopeGuard s(b, "experts");
-    Val rows = gather(x, token);                                 // (N*K, C), by expert
-    Val gate_up = grouped_matmul(rows, w_gate_up, sizes, true);  // (N*K, 2F)
+    Val rows = gather(x, token);  // (N*K, C), by expert
+    Val local_sizes = sizes;
+    ExpertRouteVals route;
+    const int64_t ranks = experts.size;
+    if (ranks > 1) {
+      // This rank's experts [first, first + L) and the rows the group sends them.
+      const int64_t l_count = E / ranks, first = experts.rank * l_count;
+      route = ep_route(sizes, ranks);
+      local_sizes = route.local_sizes;
+      rows = ep_dispatch(rows, sizes, route.recv_sizes, ranks);  // (ranks*N*K, C)
+      w_gate_up = slice(w_gate_up, 0, first, first + l_count);
+      w_down = slice(w_down, 0, first, first + l_count);
+    }
+    Val gate_up = grouped_matmul(rows, w_gate_up, local_sizes, true);  // (N*K, 2F)
     Val act = silu(slice(gate_up, -1, 0, F)) * slice(gate_up, -1, F, 2 * F);
-    Val y = grouped_matmul(act, w_down, sizes, true);   // (N*K, C)
+    Val y = grouped_matmul(act, w_down, local_sizes, true);  // (N*K, C)
+    if (ranks > 1) y = ep_combine(y, sizes, route.recv_sizes, ranks);
     Val back = reshape(gather(y, inverse), {N, K, C});  // (token, choice) order
     Val weights = reshape(chosen, {N, K, 1});
     if (weights.valid() && back.valid() && weights.dtype() != back.dtype())

@@ -29,7 +29,14 @@ struct MoeMlp {
   Val prob_mean;      // (E) f32: each expert's router probability averaged over the tokens
 };
 // h (B, T, C), the layer's normalised input; the weights as moe_param_specs lists them.
-MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_down);
+// Expert parallelism (`experts.size` N > 1): the sorted rows (M = N_tok k of them) travel to
+// their expert's rank (ep_dispatch; a static capacity of N M rows, the ones past those received
+// zero), run through this rank's E / N experts (slices of the whole weights, so their gradients
+// are zero outside them and the world's all-reduce averages each expert's from its owners), and
+// travel back (ep_combine) before the unsort and the router weights. N = 1 builds exactly the
+// graph above.
+MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_down,
+               const ExpertShard& experts = {});
 
 // transformers' load_balancing_loss_func over the sparse layers (without attention mask):
 // E * sum_e (sum_l load_fraction_l[e] / L) * (sum_l prob_mean_l[e] / L), L the sparse layers.

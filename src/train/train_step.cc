@@ -60,6 +60,7 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   TrainGraph built;
   built.options = config.graph;
   built.options.grad_sync = grad_sync_options(config.data_parallel);
+  built.options.experts = expert_shard(config.data_parallel);
   LJ_ASSIGN_OR_RETURN(built.ids,
                       build_train_graph(model, built.options, &built.graph, &built.passes));
   return create(model, std::move(config), dev, std::move(built));
@@ -74,7 +75,8 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
            built.options.dtype == config.graph.dtype &&
            built.options.autocast == config.graph.autocast &&
            built.options.loss_scaling == config.graph.loss_scaling &&
-           built.options.grad_sync == grad_sync_options(config.data_parallel))
+           built.options.grad_sync == grad_sync_options(config.data_parallel) &&
+           built.options.experts == expert_shard(config.data_parallel))
       << "TrainStep::create: the joint graph was built with other GraphOptions than the step's";
   if (config.loss_scale.enabled != config.graph.loss_scaling) {
     return invalid_argument("loss scaling needs the joint graph's loss_scale input",
@@ -140,6 +142,10 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
     s->grad_sync_ = std::make_unique<GradSync>(s->graph_, *s->executor_, *config.data_parallel.comm,
                                                s->zero_->layout());
     s->sharded_params_ = zero3;  // the shard (zero_->param_shard()) is the only copy
+    if (config.data_parallel.experts != nullptr) {
+      s->expert_sync_ =
+          std::make_unique<ExpertSync>(s->graph_, *s->executor_, *config.data_parallel.experts);
+    }
   } else {
     s->adamw_ = std::make_unique<AdamW>(dev, s->params_, config.adamw);
   }
@@ -217,6 +223,11 @@ StatusOr<EvalResult> TrainStep::evaluate(const TokenFile& data, const EvalOption
   auto r = lj::evaluate(view, data, options, dev_);
   LJ_RETURN_IF_ERROR(push_state(false));
   return r;
+}
+
+ExpertShard expert_shard(const DataParallel& dp) {
+  if (dp.comm == nullptr || dp.experts == nullptr) return {};
+  return ExpertShard{.size = dp.experts->world_size(), .rank = dp.experts->rank()};
 }
 
 GradSyncOptions grad_sync_options(const DataParallel& dp) {

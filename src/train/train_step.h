@@ -12,6 +12,7 @@
 #include "runtime/executor.h"
 #include "runtime/fused_kernels.h"
 #include "train/adamw.h"
+#include "train/expert_sync.h"
 #include "train/grad_sync.h"
 #include "train/loss_scaler.h"
 #include "train/step_engine.h"
@@ -48,6 +49,9 @@ struct TrainStepConfig {
 // The gradient collectives the joint graph carries for `dp` (passes/collectives/grad_sync.h):
 // none without a communicator.
 GradSyncOptions grad_sync_options(const DataParallel& dp);
+// The graph's expert parallelism for `dp` (GraphOptions::experts): size 1 without an
+// expert-parallel group.
+ExpertShard expert_shard(const DataParallel& dp);
 
 // What one forward+backward gives.
 struct ForwardBackward {
@@ -78,6 +82,8 @@ class TrainStep final : public StepEngine {
   StatusOr<ForwardBackward> forward_backward(const Tensor& tokens, const Tensor& targets);
 
   const Graph& graph() const { return graph_; }
+  // Expert parallelism: the graph's exchange nodes bound to the expert-parallel group (0 without).
+  int64_t expert_exchange_nodes() const { return expert_sync_ ? expert_sync_->nodes() : 0; }
   const LlamaConfig& model() const { return model_; }
   // The whole parameters. ZeRO stage 3 keeps only its shard: params() is empty there between
   // gather_params() (a collective: every rank calls it) and scatter_params(). A caller may change
@@ -137,10 +143,11 @@ class TrainStep final : public StepEngine {
   std::vector<size_t> low_inputs_;  // per "low:" graph input, in input order: its parameter
   bool low_fresh_ = false;          // low_params_ equal the casts of params_
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<AdamW> adamw_;         // one process
-  std::unique_ptr<ZeroOptimizer> zero_;  // TrainStepConfig::data_parallel.comm set
-  std::unique_ptr<GradSync> grad_sync_;  // the graph's gradient collectives, bound
-  size_t num_grad_outputs_ = 0;          // "grad:" outputs (none at stage 2 with collectives)
+  std::unique_ptr<AdamW> adamw_;             // one process
+  std::unique_ptr<ZeroOptimizer> zero_;      // TrainStepConfig::data_parallel.comm set
+  std::unique_ptr<GradSync> grad_sync_;      // the graph's gradient collectives, bound
+  std::unique_ptr<ExpertSync> expert_sync_;  // the sparse layers' exchange, bound
+  size_t num_grad_outputs_ = 0;              // "grad:" outputs (none at stage 2 with collectives)
   Tensor rope_cos_, rope_sin_;
   LossScaler scaler_{LossScaleConfig{}};
   Tensor loss_scale_;            // () f32: the graph's loss_scale input, when it has one

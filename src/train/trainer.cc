@@ -121,6 +121,7 @@ void add_step_fingerprint(const LlamaConfig& model, const TrainStepConfig& step,
   fp->add("model config", hf_config_json(model));
   fp->add("world size", dp.comm != nullptr ? dp.comm->world_size() : 1);
   fp->add("ZeRO stage", dp.zero.stage);
+  fp->add("expert-parallel size", dp.experts != nullptr ? dp.experts->world_size() : 1);
   fp->add("ZeRO buckets", std::to_string(dp.zero.reduce_bucket_size) + "/" +
                               std::to_string(dp.zero.allgather_bucket_size));
   fp->add("ZeRO overlap_comm and stage 3 settings",

@@ -46,6 +46,7 @@ while IFS=$'\t' read -r feature value supported why; do
       # Needs 2 ranks: in a world of 1, size 2 is refused earlier (it does not divide the world).
       [ "$mpi" = 1 ] || { note "cpu expert-parallel $value: needs mpirun"; n=$((n + 1)); continue; }
       model=(--model tiny-moe) flags=(--expert-parallel 2)
+      [ "$value" = on ] || flags+=(--precision "$value")
       launch=(env OMP_NUM_THREADS=1 "${MPIRUN[@]}" -np 2) ;;
     ranks)
       flags=()

@@ -150,15 +150,62 @@ TEST(ForwardMoe, GroupedMatmulWgradSumsEachGroupAndZeroesEmptyOnes) {
   }
 }
 
-TEST(ForwardMoe, GroupSizesThatDoNotCoverTheRowsAreAnError) {
+TEST(ForwardMoe, GroupSizesAboveTheRowsAreAnError) {
   auto r = run_graph({{"x", random_tensor(DType::f32, {4, 2}, 1)},
                       {"w", random_tensor(DType::f32, {2, 3, 2}, 2)},
-                      {"g", sizes_tensor({2, 1})}},
+                      {"g", sizes_tensor({3, 2})}},
                      [](Builder&, const std::vector<Val>& in) {
                        return std::vector<Val>{grouped_matmul(in[0], in[1], in[2], true)};
                      });
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().to_string().find("sum to 3"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().to_string().find("sum to 5"), std::string::npos) << r.status().to_string();
+}
+
+// Sizes below the rows: expert parallelism's receive capacity. The groups' rows are their GEMMs,
+// bitwise those of the same groups without padding; the rows past them are zero.
+TEST(ForwardMoe, RowsPastTheGroupsComeOutZero) {
+  const RefTensor x = random_tensor(DType::f32, {5, 2}, 1),
+                  w = random_tensor(DType::f32, {2, 3, 2}, 2);
+  RefTensor head = ref::zeros(DType::f32, {3, 2});
+  for (int64_t i = 0; i < 6; ++i) head[i] = x[i];
+  const auto run = [&](const RefTensor& rows) {
+    return run_graph({{"x", rows}, {"w", w}, {"g", sizes_tensor({2, 1})}},
+                     [](Builder&, const std::vector<Val>& in) {
+                       return std::vector<Val>{grouped_matmul(in[0], in[1], in[2], true)};
+                     });
+  };
+  auto padded = run(x);
+  auto exact = run(head);
+  ASSERT_TRUE(padded.ok()) << padded.status().to_string();
+  ASSERT_TRUE(exact.ok()) << exact.status().to_string();
+  for (int64_t i = 0; i < 9; ++i) EXPECT_EQ((*padded)[0][i], (*exact)[0][i]) << i;
+  for (int64_t i = 9; i < 15; ++i) EXPECT_EQ((*padded)[0][i], 0.0) << i;
+}
+
+// Expert parallelism's exchange over a group of one rank (the CPU kernels' own case; the
+// exchange between ranks runs in tests/e2e/dist_moe_test.sh): the route keeps every row, dispatch
+// and combine give the rows back as they are, and sizes that do not route the rows are an error.
+TEST(ForwardMoe, ExchangeOverOneRankKeepsEveryRow) {
+  const RefTensor x = random_tensor(DType::f32, {4, 3}, 5);
+  auto r = run_graph({{"x", x}, {"g", sizes_tensor({1, 0, 3})}},
+                     [](Builder&, const std::vector<Val>& in) {
+                       const ExpertRouteVals route = ep_route(in[1], 1);
+                       const Val there = ep_dispatch(in[0], in[1], route.recv_sizes, 1);
+                       return std::vector<Val>{route.recv_sizes, route.local_sizes, there,
+                                               ep_combine(there, in[1], route.recv_sizes, 1)};
+                     });
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ((*r)[0].data, (std::vector<double>{1, 0, 3}));
+  EXPECT_EQ((*r)[1].data, (std::vector<double>{1, 0, 3}));
+  EXPECT_EQ((*r)[2].data, x.data);
+  EXPECT_EQ((*r)[3].data, x.data);
+  auto bad = run_graph({{"x", x}, {"g", sizes_tensor({1, 0, 2})}},
+                       [](Builder&, const std::vector<Val>& in) {
+                         return std::vector<Val>{ep_dispatch(in[0], in[1], in[1], 1)};
+                       });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().to_string().find("do not route the 4 rows"), std::string::npos)
+      << bad.status().to_string();
 }
 
 }  // namespace

@@ -232,6 +232,24 @@ std::vector<GradCase> make_cases() {
          int_in("g", DType::i32, {3}, {3, 0, 4})},
         [tb](Builder&, const Ins& in) { return Ins{grouped_matmul(in[0], in[1], in[2], tb)}; }});
   }
+  // Expert parallelism's receive capacity: 2 padding rows past the groups (zero out, no
+  // gradient into w, zero gradient into them).
+  c.push_back(GradCase{
+      "grouped_matmul_padded_rows",
+      {x_in("x", {7, 4}, 94), x_in("w", {3, 5, 4}, 95), int_in("g", DType::i32, {3}, {2, 0, 3})},
+      [](Builder&, const Ins& in) { return Ins{grouped_matmul(in[0], in[1], in[2], true)}; }});
+  // The exchange over a group of one rank (the CPU kernels' own case; dist tests run more):
+  // dispatch and combine are each other's gradient.
+  c.push_back(
+      GradCase{"ep_dispatch_one_rank",
+               {x_in("rows", {5, 3}, 96), int_in("g", DType::i32, {2}, {3, 2}),
+                int_in("r", DType::i32, {2}, {3, 2})},
+               [](Builder&, const Ins& in) { return Ins{ep_dispatch(in[0], in[1], in[2], 1)}; }});
+  c.push_back(
+      GradCase{"ep_combine_one_rank",
+               {x_in("y", {5, 3}, 97), int_in("g", DType::i32, {2}, {1, 4}),
+                int_in("r", DType::i32, {2}, {1, 4})},
+               [](Builder&, const Ins& in) { return Ins{ep_combine(in[0], in[1], in[2], 1)}; }});
   c.push_back(GradCase{
       "grouped_matmul_wgrad",
       {x_in("a", {6, 3}, 92), x_in("b", {6, 5}, 93), int_in("g", DType::i32, {3}, {2, 4, 0})},

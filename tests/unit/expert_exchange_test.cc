@@ -37,5 +37,23 @@ TEST(ExpertExchange, RefusesANegativeGroupSize) {
   EXPECT_FALSE(plan_expert_route(c, std::vector<int64_t>{}).ok());
 }
 
+// The route from both sides' counts (what the graph's ep_route output holds), without
+// communicating: rank 1 of 2 with E = 4 (local experts 2 and 3) that sends 3 rows to rank 0 and
+// 2 to itself, and receives [q L + l] = {4, 1, 2, 0} (rank 0: 4 for expert 2, 1 for expert 3).
+TEST(ExpertExchange, RouteFromCountsOfBothSides) {
+  const std::vector<int64_t> sizes{1, 2, 2, 0}, recv{4, 1, 2, 0};
+  StatusOr<ExpertRoute> r = expert_route(2, sizes, recv);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->local_experts, 2);
+  EXPECT_EQ(r->send_rows, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(r->recv_rows, (std::vector<int64_t>{5, 2}));
+  EXPECT_EQ(r->group_sizes, (std::vector<int64_t>{6, 1}));
+  EXPECT_EQ(r->rows_out(), 5);
+  EXPECT_EQ(r->rows_in(), 7);
+  EXPECT_FALSE(expert_route(3, sizes, recv).ok());                        // 4 over 3 ranks
+  EXPECT_FALSE(expert_route(2, sizes, std::vector<int64_t>{4, 1}).ok());  // lengths differ
+  EXPECT_FALSE(expert_route(2, sizes, std::vector<int64_t>{4, -1, 2, 0}).ok());
+}
+
 }  // namespace
 }  // namespace lj

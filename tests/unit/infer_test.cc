@@ -542,8 +542,11 @@ void build_every_op(EveryOpModel* m) {
   const Val flat = reshape(h, Shape{kB * kT, 8});
   const Val router_logits = matmul(flat, router, false, true);  // (B*T, 3)
   const MoeSortResult sorted = moe_sort(topk(router_logits, 2), 3);
-  const Val rows = gather(flat, sorted.token);  // (B*T*2, 8)
-  const Val routed = grouped_matmul(rows, experts, sorted.group_sizes, true);
+  // The exchange of expert parallelism, over a group of one rank (the rows stay).
+  const ExpertRouteVals route = ep_route(sorted.group_sizes, 1);
+  const Val rows = ep_dispatch(gather(flat, sorted.token), sorted.group_sizes, route.recv_sizes, 1);
+  const Val routed = ep_combine(grouped_matmul(rows, experts, route.local_sizes, true),
+                                sorted.group_sizes, route.recv_sizes, 1);
   const Val back = reshape(gather(routed, sorted.inverse), Shape{kB * kT, 2, 8});
   h = h + reshape(sum(back, {1}), Shape{kB, kT, 8}) +
       sum(grouped_matmul_wgrad(rows, rows, sorted.group_sizes), {}) * 1e-3 +

@@ -28,7 +28,7 @@ void register_movement(
 void register_loss(KernelTable& t);       // loss.cc: cross_entropy(_backward), linear_cross_entropy
 void register_attention(KernelTable& t);  // attention.cc: sdpa(_backward)
 void register_opaque(KernelTable& t);     // opaque.cc: host callbacks
-void register_collective(KernelTable& t);  // collective.cc: grad_reduce_start / _wait (unbound)
+void register_collective(KernelTable& t);  // collective.cc: the collectives (unbound; ep_* alone)
 void register_fused(KernelTable& t);       // fused.cc: fused_pointwise (the kernel IR interpreter)
 // moe.cc: topk, moe_sort, grouped_matmul(_wgrad)
 void register_moe(KernelTable& t);

@@ -1,8 +1,9 @@
 // CPU kernels of the mixture-of-experts ops: topk, moe_sort (a counting sort of the routed rows
-// by expert), and the grouped GEMM with run-time group sizes and its weight gradient. Each group
+// by expert), and the grouped GEMM with run-time group sizes and its weight gradient (rows past
+// the last group, expert parallelism's padding, give zero rows and no weight gradient). Each group
 // is one GEMM (gemm.h) on every thread, groups one after another in expert order, so results
-// are bitwise reproducible for a given thread count. Group sizes are data: a set that does not
-// sum to the routed rows, or an expert id out of range, is a Status, never a wild write.
+// are bitwise reproducible for a given thread count. Group sizes are data: a set that sums above
+// the routed rows, or an expert id out of range, is a Status, never a wild write.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -80,7 +81,8 @@ Status moe_sort_forward(KernelContext& c) {
   });
 }
 
-// The row offset of each group; a Status when the sizes do not cover exactly `rows` rows.
+// The row offset of each group; a Status when the sizes cover more than `rows` rows (fewer is
+// expert parallelism's receive capacity: the rows past the last group are padding).
 StatusOr<std::vector<int64_t>> group_offsets(const TensorView& sizes, int64_t rows,
                                              const char* op) {
   std::vector<int64_t> off(static_cast<size_t>(sizes.numel()) + 1, 0);
@@ -94,9 +96,9 @@ StatusOr<std::vector<int64_t>> group_offsets(const TensorView& sizes, int64_t ro
     }
   });
   LJ_RETURN_IF_ERROR(bad);
-  if (off.back() != rows) {
+  if (off.back() > rows) {
     return out_of_range(std::string(op) + ": group sizes sum to " + std::to_string(off.back()) +
-                            ", not the " + std::to_string(rows) + " routed rows",
+                            ", above the " + std::to_string(rows) + " routed rows",
                         "group_sizes must come from moe_sort of the same routing");
   }
   return off;
@@ -129,6 +131,8 @@ Status grouped_matmul_forward(KernelContext& c) {
       gemm_dense(false, tb, m, n, kd, x.as<T>() + r0 * kd, w.as<T>() + e * n * kd,
                  y.as<T>() + r0 * n, c.threads);
     }
+    const int64_t used = off.back();  // the padding rows past the groups come out zero
+    std::memset(y.as<T>() + used * n, 0, static_cast<size_t>((rows - used) * n) * sizeof(T));
   });
   return ok_status();
 }

@@ -30,4 +30,21 @@ Status vjp_grouped_matmul_wgrad(VjpCtx& c) {
   return ok_status();
 }
 
+// Expert parallelism's exchange: ep_combine inverts ep_dispatch over the same route (each row
+// back where it came from), so each is the other's gradient. Padding rows past the received
+// count get no gradient (ep_combine does not read them; ep_dispatch writes them zero).
+Status vjp_ep_dispatch(VjpCtx& c) {
+  const Val dy = c.dout[0];
+  if (!dy.valid() || !c.needs_grad[0]) return ok_status();
+  c.din[0] = ep_combine(dy, c.in[1], c.in[2], c.node.attrs.i("ranks"));
+  return ok_status();
+}
+
+Status vjp_ep_combine(VjpCtx& c) {
+  const Val dy = c.dout[0];
+  if (!dy.valid() || !c.needs_grad[0]) return ok_status();
+  c.din[0] = ep_dispatch(dy, c.in[1], c.in[2], c.node.attrs.i("ranks"));
+  return ok_status();
+}
+
 }  // namespace lj

@@ -19,7 +19,7 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   LJ_RETURN_IF_ERROR(options.recompute.validate(model.num_hidden_layers));
   ++g_train_graphs_built;
   LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, options.dtype, options.output_logits,
-                                                  options.layer_callback));
+                                                  options.layer_callback, options.experts));
   std::vector<std::string> names;
   for (const ParamSpec& s : llama_param_specs(model)) names.push_back(s.name);
   PipelineOptions p;

@@ -39,6 +39,9 @@ struct GraphOptions {
   // Several processes: the gradient collectives in the graph (passes/collectives/grad_sync.h);
   // stage -1 (the default): one process, none.
   GradSyncOptions grad_sync;
+  // Expert parallelism (--expert-parallel N): the sparse layers exchange their routed rows with
+  // the group's other ranks and run this rank's experts (models/moe.h). Size 1: none.
+  ExpertShard experts;
 };
 
 // The joint graph of one training step: the forward graph (build_llama) and the gradient of

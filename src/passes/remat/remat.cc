@@ -70,9 +70,10 @@ StatusOr<bool> RematPass::run(Graph& g) {
         const int r = value_region[static_cast<size_t>(v)];
         if (r >= 0 && r != node_region[i]) kept[static_cast<size_t>(v)] = true;
       }
-      // A host callback may have side effects: it runs once, whatever the policy.
+      // A host callback may have side effects, and a collective talks to the other ranks
+      // (expert parallelism's exchange): each runs once, whatever the policy.
       if (node_region[i] >= 0 &&
-          (n.op == Op::opaque ||
+          (n.op == Op::opaque || op_def(n.op).category == OpCategory::collective ||
            (config_.policy == RecomputePolicy::selective && is_kept_op(n.op)))) {
         for (ValueId v : n.outputs) kept[static_cast<size_t>(v)] = true;
       }
