@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes every parser of files from other people (tests/fuzz/, issue 18):
-#   tools/fuzz.sh [--jobs N] [SECONDS]
+#   tools/fuzz.sh [--jobs N] [--only "T1 T2 ..."] [SECONDS]
 #   tools/fuzz.sh --replay [--jobs N]
 #   tools/fuzz.sh --save
+# --only: these targets alone (names as in tests/fuzz/<name>_fuzz.cc), e.g. for a long campaign
+# split over several sittings: tools/fuzz.sh --jobs 2 --only "tokenizer hf_config" 3600.
 # builds the libFuzzer targets with clang in build-fuzz (LJ_FUZZ=ON), then runs each target for
 # SECONDS (default 60), N targets at a time (default 1; CI passes $(nproc)). The grown corpus
 # lives outside the repository, in ${LJ_FUZZ_CORPUS:-${XDG_CACHE_HOME:-~/.cache}/ljperf/fuzz}/<target>,
@@ -27,13 +29,15 @@ jobs=1
 seconds=60
 replay=0
 save=0
+only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --replay) replay=1; shift ;;
     --save) save=1; shift ;;
+    --only) only=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --jobs=*) jobs=${1#--jobs=}; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) seconds=$1; shift ;;
   esac
 done
@@ -44,15 +48,20 @@ done
 
 build=${BUILD_DIR:-build-fuzz}
 root=${LJ_FUZZ_CORPUS:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ljperf/fuzz}
-cmake -S . -B "$build" -G Ninja -DLJ_FUZZ=ON -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_COMPILER="${CXX:-clang++}" >/dev/null
-cmake --build "$build" -j "$(nproc)" --target fuzz_targets
 
 targets=()
 for src in tests/fuzz/*_fuzz.cc; do
   name=$(basename "$src" _fuzz.cc)
+  [ -z "$only" ] || [[ " $only " == *" $name "* ]] || continue
   targets+=("$name")
 done
+[ ${#targets[@]} -gt 0 ] || {
+  echo "error: --only '$only' names no target (hint: the names of tests/fuzz/*_fuzz.cc without _fuzz.cc)" >&2
+  exit 2
+}
+cmake -S . -B "$build" -G Ninja -DLJ_FUZZ=ON -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="${CXX:-clang++}" >/dev/null
+cmake --build "$build" -j "$(nproc)" --target fuzz_targets
 
 # run_target NAME: fuzzes one target for $seconds; writes $log_dir/NAME.log and NAME.rc.
 run_target() {
