@@ -1,8 +1,8 @@
-// plan/comm_rates.h and the host time model's collectives (plan/time_model.h): made-up MPI rates
+// probe/comm_rates.h and the host time model's collectives (plan/time_model.h): made-up MPI rates
 // (no timing in unit tests), and how the model prices a rank's graph with them: the transfer
 // behind backward as the buckets allow, what the waits expose, stages 1-2's gather after the
 // step, and nothing without rates.
-#include "plan/comm_rates.h"
+#include "probe/comm_rates.h"
 
 #include <gtest/gtest.h>
 
