@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "passes/master_weights/master_weights.h"
+#include "plan/mpi_temporaries.h"
 #include "plan/time_model.h"
 #include "probe/gemm_calls.h"
 #include "probe/host_rates.h"

@@ -67,10 +67,10 @@ struct DryRunOptions {
   // same allocator, so the peak is the rank's over the whole step. world_size 1: one process,
   // plain AdamW, nothing else (the stage has no effect).
   int world_size = 1;
-  int rank = 0;  // the rank priced: MPI's temporaries differ by rank (dist/zero.h)
+  int rank = 0;  // the rank priced: MPI's temporaries differ by rank (plan/mpi_temporaries.h)
   ZeroConfig zero = {};
   // The MPI library's own temporaries while it reduces a gradient bucket, outside ljperf's
-  // allocator (dist/zero.h mpi_*_temporary_numel: Open MPI 4.1's, by rank). Off: the dry run
+  // allocator (plan/mpi_temporaries.h: Open MPI 4.1's, by rank). Off: the dry run
   // holds exactly what ljperf's own accounting sees.
   bool mpi_temporaries = true;
   // The threads the step's GEMMs run on (oneDNN's buffers are per thread); 0: all.
