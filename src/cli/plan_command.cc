@@ -106,6 +106,7 @@ Status run_plan(const PlanArgs& a) {
   // `deepspeed/` recipe's sizes (HF's "auto" for this model), stage 3 with several GPUs.
   req.zero = run.dp.zero;
   if (!host && !run.ds) {
+    // A choice of stage (the user's, else the default), not a question of what a stage shards.
     const int stage = a.f.zero >= 0 ? a.f.zero : (gpus > 1 ? 3 : 0);
     req.zero = ZeroConfig::hf_auto(stage, req.model.hidden_size);
     if (a.f.zero < 0) set_config_value(&run.config, "zero_stage", std::to_string(stage), "default");

@@ -60,7 +60,7 @@ double zero_comm_bytes(int64_t num_params, int stage, int64_t world) {
   if (world <= 1) return 0;
   const double frac = static_cast<double>(world - 1) / static_cast<double>(world);
   const double m = 2.0 * static_cast<double>(num_params);  // bf16
-  return (stage == 3 ? 3.0 : 2.0) * frac * m;
+  return (zero_shards(stage, ZeroSharded::parameters) ? 3.0 : 2.0) * frac * m;
 }
 
 double optimizer_seconds(int64_t local_params, const DeviceProfile& device, const Efficiency& eff) {
@@ -125,13 +125,16 @@ double collective_transfer_seconds(const Graph& g, const Node& n, const SymEnv& 
   if (!g.type(n.outputs[0]).shape.eval(env, &dims)) return 0;
   const double bytes = 4.0 * static_cast<double>(numel_of(dims));  // f32 buffer
   if (n.op == Op::param_gather_start) return comm.seconds(CollectiveKind::all_gather, bytes);
-  return comm.seconds(
-      n.attrs.i("stage") >= 2 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, bytes);
+  const bool sharded = zero_shards(static_cast<int>(n.attrs.i("stage")), ZeroSharded::gradients);
+  return comm.seconds(sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, bytes);
 }
 
 double zero_param_gather_seconds(const CommRates& comm, const ZeroConfig& zero,
                                  int64_t shard_numel) {
-  if (zero.stage < 1 || zero.stage > 2 || comm.world_size < 2 || shard_numel <= 0) return 0;
+  // The updated parameters are gathered where the optimizer states are sharded and they are not.
+  if (!zero.shards(ZeroSharded::optimizer_states) || zero.shards(ZeroSharded::parameters) ||
+      comm.world_size < 2 || shard_numel <= 0)
+    return 0;
   const int64_t chunk = std::max<int64_t>(1, zero.allgather_bucket_size / comm.world_size);
   double s = 0;
   for (int64_t at = 0; at < shard_numel; at += chunk) {
