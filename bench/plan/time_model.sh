@@ -8,7 +8,7 @@
 #                            [--compile] [--precision fp32|bf16] [--no-calibrate]
 #                            [--no-categories]
 #
-# 1. `ljperf calibrate --measure --threads T` remeasures this host's rates (plan/host_rates.h)
+# 1. `ljperf calibrate --measure --threads T` remeasures this host's rates (probe/host_rates.h)
 #    into the per-host cache, unless --no-calibrate.
 # 2. `ljperf plan --device cpu --exhaustive --measure --rounds R --threads T --json`: the
 #    predicted step and its categories for every recompute choice (none, selective and full x

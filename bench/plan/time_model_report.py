@@ -49,7 +49,7 @@ def kendall_tau_b(xs, ys):
 
 
 def median_interval(d, confidence=0.95):
-    """Median and sign-test interval [d(k), d(n+1-k)] (plan/measured_ranking.h)."""
+    """Median and sign-test interval [d(k), d(n+1-k)] (probe/measured_ranking.h)."""
     d = sorted(d)
     n = len(d)
     from math import comb

@@ -28,8 +28,8 @@
 #include "core/text_file.h"
 #include "dist/build_info.h"
 #include "io/atomic_file.h"
-#include "plan/host_peak.h"
 #include "plan/host_plan.h"
+#include "probe/host_peak.h"
 #include "runtime/launch_env.h"
 
 extern char** environ;

@@ -91,7 +91,7 @@ struct AblationRow {
   bool overlap_comm = false;  // of the first run
 };
 
-// The measured peak MFU divides by (plan/host_peak.h), as the report names it.
+// The measured peak MFU divides by (probe/host_peak.h), as the report names it.
 struct PeakFigure {
   double flops = 0;
   std::string describe;  // "540.3 GFLOP/s fp32, measured"

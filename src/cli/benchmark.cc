@@ -32,7 +32,7 @@
 #include "io/jsonl.h"
 #include "plan/budget.h"
 #include "plan/host_plan.h"
-#include "plan/host_rates.h"
+#include "probe/host_rates.h"
 #include "runtime/host.h"
 #include "train/gpu_train.h"
 #include "train/train_step.h"

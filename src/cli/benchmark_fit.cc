@@ -82,7 +82,7 @@ std::string what_would_fit(const Resolved& r, const GraphFigures& e, double base
                   "(mpirun -np {}, one rank per host, ljperf benchmark --model {}{}; ranks on one "
                   "host share its memory)",
                   ranks, states / static_cast<double>(kGiB), ranks, r.model.config.name,
-                  r.dp.zero.stage == 3 ? "" : " --zero 3");
+                  r.dp.zero.shards(ZeroSharded::parameters) ? "" : " --zero 3");
     }
   }
   hint += (hint.empty() ? "" : "; ") +

@@ -1,6 +1,6 @@
 // `ljperf calibrate`: --measure measures this host (GEMM and memory bandwidth micro-runs, the peak
-// FLOP/s, the process baseline: plan/host_baseline.h); --comm, under mpirun, the MPI collectives
-// between the ranks (plan/comm_rates.h); --results refits what the CPU memory
+// FLOP/s, the process baseline: probe/host_baseline.h); --comm, under mpirun, the MPI collectives
+// between the ranks (probe/comm_rates.h); --results refits what the CPU memory
 // model's causes leave (a residual, bytes per node) by least squares from benchmark result
 // records (benchmark --out). Either writes the coefficients file that
 // `ljperf plan`, benchmark and train read.
@@ -18,12 +18,13 @@
 #include "cli/report.h"
 #include "core/json_read.h"
 #include "core/units.h"
-#include "plan/calibrate.h"
-#include "plan/comm_rates.h"
-#include "plan/host_baseline.h"
-#include "plan/host_peak.h"
-#include "plan/host_rates.h"
+#include "plan/memory_fit.h"
 #include "plan/memory_model.h"
+#include "probe/comm_rates.h"
+#include "probe/host_baseline.h"
+#include "probe/host_measure.h"
+#include "probe/host_peak.h"
+#include "probe/host_rates.h"
 #include "runtime/host.h"
 #include "runtime/peak_probe.h"
 
@@ -41,7 +42,7 @@ struct CalibrateArgs {
   bool comm = false;  // --comm
 };
 
-// --comm: the MPI collectives between the ranks of this job (plan/comm_rates.h), measured by
+// --comm: the MPI collectives between the ranks of this job (probe/comm_rates.h), measured by
 // every rank and cached by rank 0 for the host time model.
 Status run_calibrate_comm() {
   return DistSession::run(CommOptions{}, [](DistSession& dist) -> Status {
@@ -127,12 +128,12 @@ Status run_calibrate(const CalibrateArgs& a) {
                  nominal);
     }
     fmt::print("  peak cache              {}\n", host_peak_cache_path());
-    // The time model's per-category rates (plan/host_rates.h): remeasured, cached.
+    // The time model's per-category rates (probe/host_rates.h): remeasured, cached.
     LJ_ASSIGN_OR_RETURN(HostRates rates, host_rates(h.threads, /*remeasure=*/true));
     fmt::print("{}", describe_host_rates(rates));
     fmt::print("  rates cache             {} ({:.1f} s)\n", host_rates_cache_path(),
                rates.probe_seconds);
-    // The process baseline the memory model adds (plan/host_baseline.h): remeasured, cached.
+    // The process baseline the memory model adds (probe/host_baseline.h): remeasured, cached.
     LJ_ASSIGN_OR_RETURN(HostBaseline b, host_baseline(h.threads, /*remeasure=*/true));
     fmt::print("  process baseline        {} (tiny preset in a child, {:.1f} s; cache {})\n",
                format_bytes(b.bytes), b.probe_seconds, host_baseline_cache_path());

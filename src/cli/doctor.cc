@@ -23,7 +23,7 @@
 #include "cli/flag_checks.h"
 #include "core/units.h"
 #include "dist/build_info.h"
-#include "plan/host_peak.h"
+#include "probe/host_peak.h"
 #include "runtime/host.h"
 #include "runtime/launch_env.h"
 #include "train/capabilities.h"
@@ -70,7 +70,7 @@ Section cpu_section(const HostInfo& h, json* facts) {
   }
   s.add(compiled_isa_check(compiled_isa(), host_isa));
   const double peak_gflops = h.peak_fp32_flops() / 1e9;
-  // MFU divides by the measured peak (plan/host_peak.h); the nominal one is only shown beside it.
+  // MFU divides by the measured peak (probe/host_peak.h); the nominal one is only shown beside it.
   const std::string nominal =
       h.ghz > 0 ? fmt::format(
                       "nominal {:.1f} GFLOP/s ({} cores x {:.2f} GHz x {} FLOPs per cycle, "

@@ -8,7 +8,7 @@
 #include "cli/doctor.h"
 #include "cli/run_guarded.h"
 #include "core/log.h"
-#include "plan/host_baseline.h"
+#include "probe/host_baseline.h"
 #include "runtime/malloc_policy.h"
 
 #ifndef LJ_VERSION

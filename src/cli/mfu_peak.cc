@@ -6,7 +6,7 @@
 #include <cctype>
 
 #include "plan/device_catalog.h"
-#include "plan/host_peak.h"
+#include "probe/host_peak.h"
 #include "runtime/host.h"
 #include "runtime/peak_probe.h"
 

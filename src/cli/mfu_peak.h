@@ -1,4 +1,4 @@
-// The denominator of MFU, named: the host's measured peak (plan/host_peak.h) on the cores the run
+// The denominator of MFU, named: the host's measured peak (probe/host_peak.h) on the cores the run
 // uses, times the hosts of a multi-process run; the nominal figure (cores × clock × FLOPs per
 // cycle) only when nothing was measured, and then said so.
 #pragma once

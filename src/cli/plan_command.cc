@@ -18,13 +18,13 @@
 #include "core/units.h"
 #include "io/deepspeed_config.h"
 #include "plan/budget.h"
-#include "plan/comm_rates.h"
+#include "plan/coefficients.h"
 #include "plan/device_catalog.h"
 #include "plan/gpu_time_model.h"
-#include "plan/host_baseline.h"
-#include "plan/host_peak.h"
-#include "plan/host_rates.h"
 #include "plan/plan.h"
+#include "probe/comm_rates.h"
+#include "probe/host_peak.h"
+#include "probe/host_rates.h"
 #include "runtime/launch_env.h"
 
 namespace lj::cli {
@@ -106,6 +106,7 @@ Status run_plan(const PlanArgs& a) {
   // `deepspeed/` recipe's sizes (HF's "auto" for this model), stage 3 with several GPUs.
   req.zero = run.dp.zero;
   if (!host && !run.ds) {
+    // A choice of stage (the user's, else the default), not a question of what a stage shards.
     const int stage = a.f.zero >= 0 ? a.f.zero : (gpus > 1 ? 3 : 0);
     req.zero = ZeroConfig::hf_auto(stage, req.model.hidden_size);
     if (a.f.zero < 0) set_config_value(&run.config, "zero_stage", std::to_string(stage), "default");
@@ -171,10 +172,10 @@ Status run_plan(const PlanArgs& a) {
     return invalid_argument("--measure runs the candidates on this host",
                             "use --device host with --measure");
   }
-  // The time model's measured rates (plan/host_rates.h): cached, else measured now, once the
+  // The time model's measured rates (probe/host_rates.h): cached, else measured now, once the
   // request is known to be valid (a probe takes seconds; bad input gets its error at once).
   if (host) req.rates = plan_host_rates(measure_opts.threads, /*may_probe=*/true);
-  // The MPI collectives' measured rates for this world size (plan/comm_rates.h), cached by
+  // The MPI collectives' measured rates for this world size (probe/comm_rates.h), cached by
   // `mpirun -np N ljperf calibrate --comm`; without them the plan says so.
   if (host && gpus > 1) {
     if (auto c = cached_comm_rates(static_cast<int>(gpus)))

@@ -55,7 +55,7 @@ StatusOr<Measurement> measure_candidates(const PlanRequest& req, const PlanResul
     return invalid_argument("--measure runs the candidates on this host",
                             "use --device cpu with --measure");
   }
-  if (req.gpus > 1 || req.zero.stage > 0) {
+  if (req.gpus > 1 || req.zero.shards(ZeroSharded::optimizer_states)) {
     return unimplemented("--measure runs one process without ZeRO",
                          "drop --np and --zero, or run ljperf benchmark under mpirun");
   }

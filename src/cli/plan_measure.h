@@ -5,7 +5,7 @@
 // drift (clock frequency, page placement, other processes' load) falls on every candidate
 // alike and the rounds pair them. Per candidate: the median step over the rounds, in process CPU
 // time / threads and in wall time; the ranking, its split-half agreement and which pairs it
-// resolves (plan/measured_ranking.h), against the time model's prediction.
+// resolves (probe/measured_ranking.h), against the time model's prediction.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "plan/measured_ranking.h"
 #include "plan/plan.h"
+#include "probe/measured_ranking.h"
 
 namespace lj::cli {
 

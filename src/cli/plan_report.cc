@@ -181,7 +181,7 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
   j["precision"] = dtype_name(req.device.kind == DeviceKind::gpu ? DType::bf16 : req.precision);
   j["budget_bytes"] = r.budget_bytes;
   j["comm_seconds"] = r.comm_seconds;
-  // The host: whether the collectives are priced from measured MPI rates (comm_rates.h).
+  // The host: whether the collectives are priced from measured MPI rates (probe/comm_rates.h).
   if (req.device.kind != DeviceKind::gpu && req.gpus > 1)
     j["comm_measured"] = req.comm_rates != nullptr;
   j["dry_runs"] = r.dry_runs;

@@ -173,7 +173,7 @@ std::string DataParallelSettings::describe() const {
        allgather_bucket_origin + ")\n";
   s += std::string("  overlap_comm = ") + (zero.overlap_comm ? "true" : "false") + "  (" +
        overlap_origin + ")\n";
-  if (zero.stage == 3) {
+  if (zero.shards(ZeroSharded::parameters)) {  // the stage3_ settings act on sharded parameters
     s += "  stage3_prefetch_bucket_size = " + std::to_string(zero.stage3_prefetch_bucket_size) +
          ", stage3_param_persistence_threshold = " +
          std::to_string(zero.stage3_param_persistence_threshold) + "\n" +

@@ -6,8 +6,10 @@
 
 #include "core/check.h"
 #include "core/json_read.h"
+#include "core/log.h"
 #include "core/text_file.h"
 #include "io/atomic_file.h"
+#include "probe/host_baseline.h"
 
 namespace lj {
 
@@ -194,6 +196,19 @@ Status save_coefficients(const PredictorCoefficients& m, const std::string& path
                             "choose another --out");
   const std::string text = m.to_json();
   return write_file_atomic(path, [&](FileWriter& w) { return w.write(text.data(), text.size()); });
+}
+
+Status attach_host_baseline(PredictorCoefficients* coeffs, int threads, bool may_probe) {
+  StatusOr<HostBaseline> got = host_baseline(threads, /*remeasure=*/false, may_probe);
+  if (!got.ok()) {
+    // A prediction without the baseline is still a prediction (low by ~20 MiB): say so.
+    LJ_LOG(warning) << got.status().message() << "; predicting without the process baseline";
+    return ok_status();
+  }
+  const HostBaseline& b = *got;
+  coeffs->host.process_baseline_bytes = b.bytes;
+  coeffs->host.process_baseline_measured = b.measured;
+  return ok_status();
 }
 
 }  // namespace lj

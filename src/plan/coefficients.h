@@ -23,7 +23,7 @@ struct HostProfile {
   // What the peak RSS holds beyond everything priced from its causes (the allocator's blocks,
   // oneDNN's GEMM buffers, the measured process baseline): a fitted residual, near 0.
   double baseline_rss_bytes = 0;
-  // Not in the file: the process baseline measured on this host (plan/host_baseline.h), set by
+  // Not in the file: the process baseline measured on this host (probe/host_baseline.h), set by
   // attach_host_baseline for a plan on this host; 0 until then.
   double process_baseline_bytes = 0;
   bool process_baseline_measured = false;
@@ -32,9 +32,11 @@ struct HostProfile {
 // The CPU process's peak resident set from the dry run's figures (plan/memory_model.h
 // predict_cpu_memory):
 //   rss = reserved_factor · allocator blocks' resident bytes (glibc-priced, malloc_policy.h)
-//         + measured process baseline (host_baseline.h) + baseline_rss_bytes (fitted residual)
+//         + measured process baseline (probe/host_baseline.h) + baseline_rss_bytes (fitted
+//         residual)
 //         + per_node_bytes · graph_nodes + per_param_bytes · num_params
-//         + gemm_buffer_factor · oneDNN's largest GEMM buffers (sgemm_buffers.h), or, on hosts
+//         + gemm_buffer_factor · oneDNN's largest GEMM buffers (probe/sgemm_buffers.h), or, on
+//         hosts
 //           that model does not cover, gemm_pack_bytes · [a GEMM oneDNN packs]
 // calibrate --results fits the residual (and the per-node term when asked); the factors stay 1.
 struct CpuMemoryCoefficients {
@@ -91,5 +93,10 @@ std::string default_coefficients_path();
 // embedded defaults. An unreadable or invalid file is an error.
 StatusOr<PredictorCoefficients> load_coefficients(const std::string& path = "");
 Status save_coefficients(const PredictorCoefficients& m, const std::string& path);
+
+// Fills coeffs->host.process_baseline_bytes (and process_baseline_measured) for a plan on this
+// host, from probe/host_baseline.h's host_baseline (cached, or measured when `may_probe`). A
+// baseline that cannot be had logs a warning and leaves them 0: the prediction is then low by it.
+Status attach_host_baseline(PredictorCoefficients* coeffs, int threads = 0, bool may_probe = true);
 
 }  // namespace lj

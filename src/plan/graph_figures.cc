@@ -5,14 +5,13 @@
 
 #include <omp.h>
 
-#include "backends/cpu/gemm.h"
-#include "backends/cpu/onednn_info.h"
-#include "backends/cuda/workspace.h"
 #include "core/check.h"
 #include "passes/master_weights/master_weights.h"
-#include "plan/host_rates.h"
-#include "plan/sgemm_buffers.h"
+#include "plan/mpi_temporaries.h"
 #include "plan/time_model.h"
+#include "probe/gemm_calls.h"
+#include "probe/host_rates.h"
+#include "probe/sgemm_buffers.h"
 #include "runtime/executor.h"
 
 namespace lj {
@@ -201,13 +200,8 @@ Status add_step_time(const Graph& g, const SymEnv& env, const DryRunOptions& dry
 void add_gemm_buffers(const Graph& g, const Executor& ex, const DryRunOptions& dry,
                       GraphFigures* f) {
   for (const Node& n : g.nodes()) f->gemm_packing = f->gemm_packing || packs_gemm(g, n, ex.env());
-  static const SgemmIsa isa = [] {
-    const cpu::OneDnnInfo i = cpu::onednn_info();
-    return i.isa_avx512 ? SgemmIsa::avx512_core : i.isa_avx2 ? SgemmIsa::avx2 : SgemmIsa::other;
-  }();
   const int threads = dry.threads > 0 ? dry.threads : omp_get_max_threads();
-  if (auto b = graph_sgemm_buffer_bytes(g, ex.env(), threads, isa, cpu::gemm_bf16_uses_own()))
-    f->gemm_buffer_bytes = *b;
+  if (auto b = host_graph_sgemm_buffer_bytes(g, ex.env(), threads)) f->gemm_buffer_bytes = *b;
   if (const ArenaMemory* pm = ex.arena_memory()) f->plan = pm->plan();
 }
 
@@ -238,9 +232,9 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
   {
     // Compiled graphs run planned: the static memory plan's arena, as TrainStep runs them.
     Executor ex(g, dev,
-                ExecutorOptions{.planned = options.compile,
-                                .dry_workspace_sizes =
-                                    dry.cuda_workspace ? &cuda::workspace_sizes() : nullptr});
+                ExecutorOptions{
+                    .planned = options.compile,
+                    .dry_workspace_sizes = dry.cuda_workspace ? &cuda_workspace_sizes() : nullptr});
     const bool in_graph = options.grad_sync.enabled();
     std::map<int64_t, Tensor> grad_parts;  // train/zero_optimizer.h grad_part, by offset
     if (sharded && in_graph) replay_collectives(ex, g, dev, dry, zm, &grad_parts);

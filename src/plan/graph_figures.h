@@ -17,9 +17,9 @@
 #include "passes/memory_plan/memory_plan.h"
 #include "passes/pipeline/train_graph.h"
 #include "plan/coefficients.h"
-#include "plan/comm_rates.h"
 #include "plan/device_catalog.h"
 #include "plan/time_model.h"
+#include "probe/comm_rates.h"
 #include "runtime/memory.h"
 
 namespace lj {
@@ -46,7 +46,7 @@ struct GraphFigures {
   // yet the process shows the same step above 384 rows (17 MiB over the reserved peak at 384,
   // 25-34 MiB at 448-2048; source not pinned down): the fused loss counts with all its rows.
   bool gemm_packing = false;
-  // oneDNN's largest GEMM buffers in the step (plan/sgemm_buffers.h), resident bytes; -1 where
+  // oneDNN's largest GEMM buffers in the step (probe/sgemm_buffers.h), resident bytes; -1 where
   // the model does not cover this host's oneDNN kernels (then gemm_packing stands in).
   int64_t gemm_buffer_bytes = -1;
 };
@@ -67,25 +67,25 @@ struct DryRunOptions {
   // same allocator, so the peak is the rank's over the whole step. world_size 1: one process,
   // plain AdamW, nothing else (the stage has no effect).
   int world_size = 1;
-  int rank = 0;  // the rank priced: MPI's temporaries differ by rank (dist/zero.h)
+  int rank = 0;  // the rank priced: MPI's temporaries differ by rank (plan/mpi_temporaries.h)
   ZeroConfig zero = {};
   // The MPI library's own temporaries while it reduces a gradient bucket, outside ljperf's
-  // allocator (dist/zero.h mpi_*_temporary_numel: Open MPI 4.1's, by rank). Off: the dry run
+  // allocator (plan/mpi_temporaries.h: Open MPI 4.1's, by rank). Off: the dry run
   // holds exactly what ljperf's own accounting sees.
   bool mpi_temporaries = true;
   // The threads the step's GEMMs run on (oneDNN's buffers are per thread); 0: all.
   int threads = 0;
-  // This host's measured rates (host_rates.h): the step is priced by host_step_times, and the
+  // This host's measured rates (probe/host_rates.h): the step is priced by host_step_times, and the
   // GEMM classes the graph needs that `rates` lacks are measured first (and cached) when
   // measure_gemm_classes is set, else taken from the nearest measured class.
   HostRates* rates = nullptr;
   bool measure_gemm_classes = false;
-  // With `rates`: this host's measured MPI collectives for world_size ranks (comm_rates.h), which
-  // price the graph's collectives and stages 1-2's gather of the updated parameters; null: they
-  // cost nothing.
+  // With `rates`: this host's measured MPI collectives for world_size ranks (probe/comm_rates.h),
+  // which price the graph's collectives and stages 1-2's gather of the updated parameters; null:
+  // they cost nothing.
   const CommRates* comm = nullptr;
-  // Kernel scratch as the CUDA kernels ask for it (backends/cuda/workspace.h: Di of the
-  // attention backward, the loss kernels' rows) instead of the CPU kernels' (per-thread tiles,
+  // Kernel scratch as the CUDA kernels ask for it (runtime/executor.h cuda_workspace_sizes: Di of
+  // the attention backward, the loss kernels' rows) instead of the CPU kernels' (per-thread tiles,
   // f32 copies of bf16 operands): the GPU plans.
   bool cuda_workspace = false;
 };

@@ -3,10 +3,10 @@
 #include <chrono>
 
 #include "core/units.h"
-#include "plan/comm_rates.h"
-#include "plan/host_baseline.h"
-#include "plan/host_rates.h"
+#include "plan/coefficients.h"
 #include "plan/time_model.h"
+#include "probe/comm_rates.h"
+#include "probe/host_rates.h"
 #include "runtime/host.h"
 
 namespace lj {
@@ -26,7 +26,7 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   // cache lacks take the nearest measured class. No cache: the roofline (a warning says so).
   req.rates = plan_host_rates(parallel.threads, /*may_probe=*/false);
   req.measure_gemm_classes = false;
-  // The collectives' measured rates (comm_rates.h), from the cache only, as the rates above.
+  // The collectives' measured rates (probe/comm_rates.h), from the cache only, as the rates above.
   if (parallel.world_size > 1) {
     if (auto c = cached_comm_rates(parallel.world_size))
       req.comm_rates = std::make_shared<const CommRates>(*c);

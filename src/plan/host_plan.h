@@ -12,8 +12,8 @@
 #include "passes/pipeline/train_graph.h"
 #include "plan/budget.h"
 #include "plan/graph_figures.h"
-#include "plan/host_rates.h"
 #include "plan/plan.h"
+#include "probe/host_rates.h"
 
 namespace lj {
 
@@ -28,10 +28,10 @@ struct HostParallel {
 };
 
 // A PlanRequest for this host: the predictor coefficients (load_coefficients) with this host's
-// measured process baseline (host_baseline.h: cached, else probed once), the time model's host
-// rates from their cache (host_rates.h; never measured here: the run's peak RSS would include
-// the measurement), device "host",
-// `parallel`'s ranks, stage and bucket sizes (figures per rank).
+// measured process baseline (probe/host_baseline.h: cached, else probed once), the time model's
+// host rates from their cache (probe/host_rates.h; never measured here: the run's peak RSS would
+// include the measurement), device "host", `parallel`'s ranks, stage and bucket sizes (figures per
+// rank).
 StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_batch,
                                         int64_t seq_len, bool compile,
                                         const HostParallel& parallel = {});
@@ -62,8 +62,10 @@ struct PreparedRun {
   double build_seconds = 0;  // building the joint graph (the compile passes included)
   GraphFigures figures;      // the dry run (f32, AdamW states), timed on the host profile
   Pricing predicted;         // predict_cpu_memory and the compute time of `figures`: per rank
-  double process_baseline_bytes = 0;  // the measured baseline in `predicted` (host_baseline.h)
-  // The time model's cached rates were measured contended: host_rates.h contention_note, or "".
+  double process_baseline_bytes =
+      0;  // the measured baseline in `predicted` (probe/host_baseline.h)
+  // The time model's cached rates were measured contended: probe/host_rates.h contention_note, or
+  // "".
   std::string rates_note;
   std::shared_ptr<const HostRates> rates;  // the time model's cached rates; null: none
 };

@@ -12,11 +12,11 @@
 #include "models/config.h"
 #include "plan/budget.h"
 #include "plan/coefficients.h"
-#include "plan/comm_rates.h"
 #include "plan/device_catalog.h"
-#include "plan/host_rates.h"
 #include "plan/memory_model.h"
 #include "plan/search.h"
+#include "probe/comm_rates.h"
+#include "probe/host_rates.h"
 
 namespace lj {
 
@@ -44,13 +44,13 @@ struct PlanRequest {
   // gradients and AdamW states, 16-bit activations; f16 with the loss_scale input). GPU plans
   // price DeepSpeed's bf16 recipe whatever this says (memory_model.h ModelStates).
   DType precision = DType::f32;
-  // The host's measured rates (host_rates.h, device "host" only): the step time by
+  // The host's measured rates (probe/host_rates.h, device "host" only): the step time by
   // host_step_times instead of the roofline; GEMM classes the search meets are measured once
   // and added (shared by every priced choice). Null: the roofline with the file's efficiencies.
   std::shared_ptr<HostRates> rates;
   bool measure_gemm_classes = true;
   // With `rates` and gpus > 1: this host's MPI collectives measured for `gpus` ranks
-  // (comm_rates.h cached_comm_rates), which price the step's collectives; null: they cost
+  // (probe/comm_rates.h cached_comm_rates), which price the step's collectives; null: they cost
   // nothing (PlanResult::comm_measured false).
   std::shared_ptr<const CommRates> comm_rates;
 };

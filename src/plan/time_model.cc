@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "backends/cpu/cpu.h"
 #include "graph/op.h"
+#include "probe/gemm_calls.h"
 
 namespace lj {
 
@@ -60,7 +60,7 @@ double zero_comm_bytes(int64_t num_params, int stage, int64_t world) {
   if (world <= 1) return 0;
   const double frac = static_cast<double>(world - 1) / static_cast<double>(world);
   const double m = 2.0 * static_cast<double>(num_params);  // bf16
-  return (stage == 3 ? 3.0 : 2.0) * frac * m;
+  return (zero_shards(stage, ZeroSharded::parameters) ? 3.0 : 2.0) * frac * m;
 }
 
 double optimizer_seconds(int64_t local_params, const DeviceProfile& device, const Efficiency& eff) {
@@ -85,74 +85,9 @@ std::vector<std::pair<std::string, double>> StepTimes::items() const {
   return r;
 }
 
-namespace {
-
-int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
-
-// The GEMMs one contraction node runs, each with its count; the fused loss's logits elements.
-struct NodeGemms {
-  std::vector<std::pair<GemmSample, int64_t>> gemms;
-  double logits = 0;
-};
-
-NodeGemms node_gemms(const Graph& g, const Node& n, const SymEnv& env) {
-  NodeGemms r;
-  std::vector<int64_t> a, b;
-  if (n.inputs.size() < 2 || !g.type(n.inputs[0]).shape.eval(env, &a) ||
-      !g.type(n.inputs[1]).shape.eval(env, &b) || a.size() < 2 || b.size() < 2)
-    return r;
-  const bool bf16 = g.type(n.inputs[0]).dtype == DType::bf16;
-  if (n.op == Op::linear_cross_entropy) {
-    // x (N, C), w (V, C): per chunk of rows (backends/cpu/loss.cc) logits = x wᵀ, dx = dlogits w,
-    // dw += dlogitsᵀ x.
-    const int64_t rows = a[0], dim = a[1], vocab = b[0];
-    const int64_t chunk = cpu::linear_cross_entropy_chunk_rows(n.attrs, rows, vocab);
-    const auto add = [&](int64_t m, int64_t count) {
-      if (m <= 0 || count <= 0) return;
-      r.gemms.push_back({{m, vocab, dim, false, true, 0, bf16}, count});
-      r.gemms.push_back({{m, dim, vocab, false, false, 0, bf16}, count});
-      r.gemms.push_back({{vocab, dim, m, true, false, 0, bf16}, count});
-    };
-    add(chunk, rows / chunk);
-    add(rows % chunk, 1);
-    r.logits = static_cast<double>(rows) * static_cast<double>(vocab);
-    return r;
-  }
-  if (n.op != Op::matmul && n.op != Op::matmul_add) return r;
-  const bool ta = n.attrs.b("ta"), tb = n.attrs.b("tb");
-  const size_t ra = a.size(), rb = b.size();
-  const int64_t k = ta ? a[ra - 2] : a[ra - 1];
-  const int64_t ncols = tb ? b[rb - 2] : b[rb - 1];
-  if (rb == 2 && !ta) {
-    // A weight: every leading row of a in one GEMM (backends/cpu/matmul.cc).
-    r.gemms.push_back({{prod(a, 0, ra - 1), ncols, k, false, tb, 0, bf16}, 1});
-    return r;
-  }
-  const int64_t m = ta ? a[ra - 1] : a[ra - 2];
-  std::vector<int64_t> out;
-  if (!g.type(n.outputs[0]).shape.eval(env, &out) || out.size() < 2) return r;
-  r.gemms.push_back({{m, ncols, k, ta, tb, 0, bf16}, prod(out, 0, out.size() - 2)});
-  return r;
-}
-
-}  // namespace
-
 double hot_factor(const HostRates& rates, double bytes) {
   const double cold = rates.pointwise_bandwidth(bytes), hot = rates.pointwise_hot_bandwidth(bytes);
   return cold > 0 && hot > cold ? cold / hot : 1.0;
-}
-
-std::vector<GemmSample> graph_gemm_shapes(const Graph& g, const SymEnv& env) {
-  std::vector<GemmSample> shapes;
-  for (const Node& n : g.nodes()) {
-    if (op_def(n.op).category != OpCategory::contraction) continue;
-    for (const auto& [s, count] : node_gemms(g, n, env).gemms) shapes.push_back(s);
-  }
-  return shapes;
 }
 
 bool is_recompute_clone(const Node& n) {
@@ -172,15 +107,18 @@ double collective_transfer_seconds(const Graph& g, const Node& n, const SymEnv& 
   if (n.op != Op::grad_reduce_start && n.op != Op::param_gather_start) return 0;
   std::vector<int64_t> dims;
   if (!g.type(n.outputs[0]).shape.eval(env, &dims)) return 0;
-  const double bytes = 4.0 * static_cast<double>(prod(dims, 0, dims.size()));  // f32 buffer
+  const double bytes = 4.0 * static_cast<double>(numel_of(dims));  // f32 buffer
   if (n.op == Op::param_gather_start) return comm.seconds(CollectiveKind::all_gather, bytes);
-  return comm.seconds(
-      n.attrs.i("stage") >= 2 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, bytes);
+  const bool sharded = zero_shards(static_cast<int>(n.attrs.i("stage")), ZeroSharded::gradients);
+  return comm.seconds(sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, bytes);
 }
 
 double zero_param_gather_seconds(const CommRates& comm, const ZeroConfig& zero,
                                  int64_t shard_numel) {
-  if (zero.stage < 1 || zero.stage > 2 || comm.world_size < 2 || shard_numel <= 0) return 0;
+  // The updated parameters are gathered where the optimizer states are sharded and they are not.
+  if (!zero.shards(ZeroSharded::optimizer_states) || zero.shards(ZeroSharded::parameters) ||
+      comm.world_size < 2 || shard_numel <= 0)
+    return 0;
   const int64_t chunk = std::max<int64_t>(1, zero.allgather_bucket_size / comm.world_size);
   double s = 0;
   for (int64_t at = 0; at < shard_numel; at += chunk) {

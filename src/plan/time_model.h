@@ -15,9 +15,9 @@
 #include "core/zero_config.h"
 #include "graph/ir.h"
 #include "plan/coefficients.h"
-#include "plan/comm_rates.h"
 #include "plan/device_catalog.h"
-#include "plan/host_rates.h"
+#include "probe/comm_rates.h"
+#include "probe/host_rates.h"
 
 namespace lj {
 
@@ -56,7 +56,7 @@ double zero_comm_bytes(int64_t num_params, int stage, int64_t world);
 // gradient read, bf16 parameter written.
 double optimizer_seconds(int64_t local_params, const DeviceProfile& device, const Efficiency& eff);
 
-// The CPU step priced from this host's measured rates (plan/host_rates.h), by the category
+// The CPU step priced from this host's measured rates (probe/host_rates.h), by the category
 // `--profile` reports, so each can be checked against its measured row:
 //   contraction  every GEMM the node runs (matmul, matmul_add: one GEMM of all leading rows when
 //                b is a weight, else one per batch matrix; linear_cross_entropy: per chunk of
@@ -109,8 +109,5 @@ bool is_recompute_clone(const Node& n);
 bool reads_just_produced(const Graph& g, const Node& n);
 // pointwise_bandwidth / pointwise_hot_bandwidth at `bytes`, at most 1.
 double hot_factor(const HostRates& rates, double bytes);
-
-// Every GEMM the graph's contraction nodes run (shapes as host_step_times prices them).
-std::vector<GemmSample> graph_gemm_shapes(const Graph& g, const SymEnv& env);
 
 }  // namespace lj

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cuda/workspace.h"
 #include "core/check.h"
 #include "core/units.h"
 
@@ -166,6 +167,10 @@ StatusOr<std::vector<Tensor>> Executor::execute(std::span<const Tensor> inputs, 
   kernels_launched_ = 0;
   Nodes nodes(*this, launch);
   return run_node_loop<Tensor>(g_, life_, env_, inputs, nodes);
+}
+
+const KernelTable& cuda_workspace_sizes() {
+  return cuda::workspace_sizes();
 }
 
 }  // namespace lj

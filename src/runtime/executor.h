@@ -42,9 +42,13 @@ struct ExecutorOptions {
   bool planned = false;
   // Dry runs: each kernel's scratch as this table's `ws` says (ops it lacks ask for none)
   // instead of the CPU kernels'. The GPU memory prediction passes the CUDA kernels' sizes
-  // (backends/cuda/workspace.h). Runs ignore it.
+  // (cuda_workspace_sizes). Runs ignore it.
   const KernelTable* dry_workspace_sizes = nullptr;
 };
+
+// The CUDA kernels' scratch by op (backends/cuda/workspace.h workspace_sizes, plain C++ in builds
+// with and without CUDA), for dry_workspace_sizes: what a GPU memory prediction dry-runs with.
+const KernelTable& cuda_workspace_sizes();
 
 class Executor {
  public:

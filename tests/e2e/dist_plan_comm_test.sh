@@ -1,5 +1,5 @@
 # `ljperf plan --np N` on the host prices the MPI collectives from this host's measured rates
-# (src/plan/comm_rates.h): without them it says they are not priced and how to measure them;
+# (src/probe/comm_rates.h): without them it says they are not priced and how to measure them;
 # `mpirun -np 2 ljperf calibrate --comm` measures and caches them for 2 ranks; the plan then
 # prices the step's collectives (the collective category of the step, comm_measured in --json),
 # and a plan for another world size still has none. One process alone is refused.

@@ -1,7 +1,7 @@
-// plan/comm_rates.h and the host time model's collectives (plan/time_model.h): made-up MPI rates
+// probe/comm_rates.h and the host time model's collectives (plan/time_model.h): made-up MPI rates
 // (no timing in unit tests), and how the model prices a rank's graph with them: every transfer
 // exposed (overlap_comm or not), stages 1-2's gather after the step, and nothing without rates.
-#include "plan/comm_rates.h"
+#include "probe/comm_rates.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// plan/measured_ranking.h: the statistics of `ljperf plan --measure` and of the time model's
+// probe/measured_ranking.h: the statistics of `ljperf plan --measure` and of the time model's
 // ranking check. Values are made up; what is checked is the arithmetic.
-#include "plan/measured_ranking.h"
+#include "probe/measured_ranking.h"
 
 #include <gtest/gtest.h>
 

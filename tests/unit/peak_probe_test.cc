@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "plan/host_peak.h"
+#include "probe/host_peak.h"
 #include "runtime/host.h"
 #include "unit/temp_cache_home.h"
 

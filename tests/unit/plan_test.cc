@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "models/config.h"
-#include "plan/calibrate.h"
+#include "plan/memory_fit.h"
 #include "plan/plan.h"
 #include "plan/time_model.h"
 

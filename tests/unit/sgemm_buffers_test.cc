@@ -1,11 +1,11 @@
-// The planner's model of oneDNN's sgemm buffers (plan/sgemm_buffers.h) and glibc's price of a
+// The planner's model of oneDNN's sgemm buffers (probe/sgemm_buffers.h) and glibc's price of a
 // block (runtime/malloc_policy.h), against what oneDNN 2.6.3 held resident on an AVX-512 host
 // and on the same host limited to AVX2 (bench/plan/sgemm_trace/), 2 threads, sizes in bytes.
 #include <gtest/gtest.h>
 
 #include "backends/cpu/sgemm_avx512.h"
 #include "graph/builder.h"
-#include "plan/sgemm_buffers.h"
+#include "probe/sgemm_buffers.h"
 #include "runtime/malloc_policy.h"
 
 namespace lj {

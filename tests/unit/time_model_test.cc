@@ -1,4 +1,4 @@
-// plan/time_model.h host_step_times and plan/host_rates.h: the CPU time model from measured
+// plan/time_model.h host_step_times and probe/host_rates.h: the CPU time model from measured
 // rates. The rates here are made up (no timing in unit tests): what is checked is how the model
 // prices a graph with them.
 #include <gtest/gtest.h>
@@ -12,9 +12,10 @@
 #include "models/config.h"
 #include "plan/graph_figures.h"
 #include "plan/host_plan.h"
-#include "plan/host_rates.h"
-#include "plan/measured_ranking.h"
 #include "plan/time_model.h"
+#include "probe/gemm_calls.h"
+#include "probe/host_rates.h"
+#include "probe/measured_ranking.h"
 #include "unit/temp_cache_home.h"
 
 namespace lj {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The host time model's MPI collectives (src/plan/comm_rates.h) against a measurement: measures
+# The host time model's MPI collectives (src/probe/comm_rates.h) against a measurement: measures
 # this host's collectives for N ranks (mpirun -np N ljperf calibrate --comm), runs
 # `ljperf ablation --model small --np N` (each row's exposed comm per step, measured), then plans
 # each row's configuration (`ljperf plan`, same model, batch, threads, overlap_comm, compile,

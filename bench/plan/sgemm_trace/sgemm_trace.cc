@@ -1,5 +1,5 @@
 // What oneDNN's dnnl_sgemm holds resident while it runs, for the planner's buffer model
-// (src/plan/sgemm_buffers.h, tests/unit/sgemm_buffers_test.cc). The process interposes
+// (src/probe/sgemm_buffers.h, tests/unit/sgemm_buffers_test.cc). The process interposes
 // posix_memalign and free: every buffer of the second call of each shape is recorded, and when
 // oneDNN frees one of 128 KiB or more (an mmap under the pinned thresholds ljperf runs with,
 // runtime/malloc_policy.h) mincore() counts the pages the call touched. Prints, per shape, the

@@ -1,5 +1,5 @@
 // AdamW's update and the gradient norm's sum of squares: the CPU kernels of the optimizer step
-// (train/adamw.h runs them over the parameters; plan/host_rates.h times the same code for the
+// (train/adamw.h runs them over the parameters; probe/host_rates.h times the same code for the
 // time model's optimizer rate).
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "plan/host_rates.h"
+#include "probe/host_rates.h"
 
 #include <atomic>
 
@@ -19,9 +19,9 @@
 #include "core/units.h"
 #include "graph/builder.h"
 #include "graph/builder_fused.h"
-#include "plan/host_cache.h"
-#include "plan/host_peak.h"
-#include "plan/measured_ranking.h"
+#include "probe/host_cache.h"
+#include "probe/host_peak.h"
+#include "probe/measured_ranking.h"
 #include "runtime/cpu_load.h"
 #include "runtime/executor.h"
 #include "runtime/host.h"

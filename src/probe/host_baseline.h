@@ -4,7 +4,7 @@
 // 18.9 MiB measured on an Intel Xeon with the same binary), so it is measured, not fitted: a
 // child ljperf trains the tiny preset for two steps (batch 1 x seq 32) and the baseline is its
 // peak RSS minus what the planner prices itself (the allocator's blocks, oneDNN's GEMM buffers).
-// About a second, once per host: cached like the peak FLOP/s (plan/host_peak.h) in
+// About a second, once per host: cached like the peak FLOP/s (probe/host_peak.h) in
 // $XDG_CACHE_HOME/ljperf/host_baseline.json (else ~/.cache/ljperf/), one entry per (CPU model,
 // hostname, threads, ljperf binary: size and modification time, oneDNN's ISA); `calibrate
 // --measure` remeasures. A missing, unreadable or foreign cache is never an error.
@@ -13,7 +13,6 @@
 #include <string>
 
 #include "core/status.h"
-#include "plan/coefficients.h"
 
 namespace lj {
 
@@ -41,9 +40,5 @@ void allow_baseline_probe();
 // that links the planner).
 StatusOr<HostBaseline> host_baseline(int threads = 0, bool remeasure = false,
                                      bool may_probe = true);
-
-// Fills coeffs->host.process_baseline_bytes (and process_baseline_measured) for a plan on this
-// host.
-Status attach_host_baseline(PredictorCoefficients* coeffs, int threads = 0, bool may_probe = true);
 
 }  // namespace lj

@@ -1,4 +1,4 @@
-#include "plan/measured_ranking.h"
+#include "probe/measured_ranking.h"
 
 #include <algorithm>
 #include <cmath>

@@ -35,10 +35,11 @@
 // slices, the second vCPU's load) is what the step meets too, and `plan --measure` and
 // `benchmark` report the step's median. On a quiet host they differ by the run-to-run spread.
 //
-// Cache: host_rates.json beside host_peak.json (plan/host_cache.h), one entry per (CPU model,
+// Cache: host_rates.json beside host_peak.json (probe/host_cache.h), one entry per (CPU model,
 // hostname, threads, the ISA oneDNN's kernels run). Measured by the first `ljperf plan --device
 // host` on a host (a few seconds), remeasured by `ljperf calibrate --measure`; benchmark and train
-// read the cache only (host_plan.h: their peak RSS must not include the measurement's buffers).
+// read the cache only (plan/host_plan.h: their peak RSS must not include the measurement's
+// buffers).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The per-host measurement caches (plan/host_peak.h, plan/host_baseline.h): a JSON file under
+// The per-host measurement caches (probe/host_peak.h, probe/host_baseline.h): a JSON file under
 // $XDG_CACHE_HOME/ljperf (else ~/.cache/ljperf) holding {"format": F, "entries": [...]}, each
 // entry keyed by the host and what was measured. A cache that is absent, unreadable or of
 // another format reads as empty; one that cannot be written costs a probe next time, no more.

@@ -13,7 +13,7 @@
 // time scaled by the bytes (its bandwidth).
 //
 // Measured by `mpirun -np N ljperf calibrate --comm` (every rank takes part; rank 0 caches it).
-// Cache: comm_rates.json beside host_rates.json (plan/host_cache.h), one entry per (CPU model,
+// Cache: comm_rates.json beside host_rates.json (probe/host_cache.h), one entry per (CPU model,
 // hostname, world size). A plan for N ranks on this host reads the entry of world size N; without
 // one its collectives cost nothing and the plan says how to measure them.
 #pragma once

@@ -1,4 +1,4 @@
-#include "plan/host_cache.h"
+#include "probe/host_cache.h"
 
 #include <cstdlib>
 #include <filesystem>

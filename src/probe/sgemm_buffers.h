@@ -51,4 +51,9 @@ std::optional<int64_t> sgemm_buffer_bytes(const SgemmShape& s, int threads, Sgem
 std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env, int threads,
                                                 SgemmIsa isa, bool bf16_own = false);
 
+// The same for this host: the ISA oneDNN's kernels run (backends/cpu/onednn_info.h), and bf16_own
+// as backends/cpu/gemm.h gemm_bf16_uses_own decides.
+std::optional<int64_t> host_graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env,
+                                                     int threads);
+
 }  // namespace lj

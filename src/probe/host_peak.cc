@@ -1,4 +1,4 @@
-#include "plan/host_peak.h"
+#include "probe/host_peak.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_read.h"
-#include "plan/host_cache.h"
+#include "probe/host_cache.h"
 #include "runtime/host.h"
 #include "runtime/peak_probe.h"
 

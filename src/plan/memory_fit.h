@@ -1,6 +1,5 @@
-// Calibration: short micro-runs that measure this host (GEMM FLOP/s through the matmul kernel,
-// memory bandwidth through an elementwise kernel), and least-squares refits of the memory
-// coefficients from measured runs.
+// Calibration's fit: least-squares refits of the CPU memory coefficients from measured runs
+// (`ljperf calibrate --results`). What calibrate measures of the host is probe/host_measure.h.
 #pragma once
 
 #include <cstdint>
@@ -10,14 +9,6 @@
 #include "plan/coefficients.h"
 
 namespace lj {
-
-struct HostMeasurement {
-  double gemm_flops = 0;     // best of a few (n x n) @ (n x n) f32 matmuls
-  double mem_bandwidth = 0;  // best of a few elementwise adds over arrays far above the caches
-  int threads = 0;
-};
-// Runs for about a second; `threads` 0: all hardware threads.
-StatusOr<HostMeasurement> measure_host(int threads = 0);
 
 // Ordinary least squares: the x minimising |A x - y|² (rows of A are records). Columns that
 // are constant zero get coefficient 0. An error when there are fewer rows than columns or the

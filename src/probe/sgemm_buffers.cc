@@ -1,9 +1,11 @@
-#include "plan/sgemm_buffers.h"
+#include "probe/sgemm_buffers.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/onednn_info.h"
 #include "backends/cpu/sgemm_avx512.h"
 #include "runtime/malloc_policy.h"
 
@@ -296,6 +298,15 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
     }
   }
   return most + threads * (resident(own_a) + resident(own_b) + resident(own_c));
+}
+
+std::optional<int64_t> host_graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& env,
+                                                     int threads) {
+  static const SgemmIsa isa = [] {
+    const cpu::OneDnnInfo i = cpu::onednn_info();
+    return i.isa_avx512 ? SgemmIsa::avx512_core : i.isa_avx2 ? SgemmIsa::avx2 : SgemmIsa::other;
+  }();
+  return graph_sgemm_buffer_bytes(g, env, threads, isa, cpu::gemm_bf16_uses_own());
 }
 
 }  // namespace lj

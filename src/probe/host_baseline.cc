@@ -1,4 +1,4 @@
-#include "plan/host_baseline.h"
+#include "probe/host_baseline.h"
 
 #include <fcntl.h>
 #include <omp.h>
@@ -17,9 +17,8 @@
 
 #include "backends/cpu/onednn_info.h"
 #include "core/json_read.h"
-#include "core/log.h"
 #include "core/text_file.h"
-#include "plan/host_cache.h"
+#include "probe/host_cache.h"
 #include "runtime/host.h"
 
 extern char** environ;
@@ -151,19 +150,6 @@ StatusOr<HostBaseline> host_baseline(int threads, bool remeasure, bool may_probe
                     {"probe_seconds", b.probe_seconds},
                     {"time", static_cast<int64_t>(std::time(nullptr))}});
   return b;
-}
-
-Status attach_host_baseline(PredictorCoefficients* coeffs, int threads, bool may_probe) {
-  StatusOr<HostBaseline> got = host_baseline(threads, /*remeasure=*/false, may_probe);
-  if (!got.ok()) {
-    // A prediction without the baseline is still a prediction (low by ~20 MiB): say so.
-    LJ_LOG(warning) << got.status().message() << "; predicting without the process baseline";
-    return ok_status();
-  }
-  const HostBaseline& b = *got;
-  coeffs->host.process_baseline_bytes = b.bytes;
-  coeffs->host.process_baseline_measured = b.measured;
-  return ok_status();
 }
 
 }  // namespace lj

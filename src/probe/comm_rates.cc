@@ -1,4 +1,4 @@
-#include "plan/comm_rates.h"
+#include "probe/comm_rates.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/json_read.h"
 #include "core/units.h"
-#include "plan/host_cache.h"
+#include "probe/host_cache.h"
 #include "runtime/host.h"
 
 namespace lj {
