@@ -7,8 +7,9 @@
 #                         which is no Debian main package: it comes with the machine image) and
 #                         run the CUDA tests that need no GPU (NVRTC compiles, allocator logic)
 #   tools/setup.sh test-asan  the same tests under AddressSanitizer + UBSan, without the e2e
-#                             ones, then dist_tests under mpirun (LeakSanitizer skips Open MPI's
-#                             own leaks: tools/sanitizers/lsan_openmpi.supp)
+#                             ones, then dist_tests under mpirun and one 2-rank e2e test
+#                             (LeakSanitizer skips Open MPI's own leaks:
+#                             tools/sanitizers/lsan_openmpi.supp)
 #   tools/setup.sh test-tsan  ThreadSanitizer (in build-tsan, built with clang) over the threads
 #                             ljperf starts: the tokenize pipeline's reader and workers, the
 #                             stop-signal thread (tsan_tests), and the OpenMP CPU kernels under
@@ -120,14 +121,27 @@ case "${1:-}" in
   test-asan)
     install_missing
     BUILD_DIR=${BUILD_DIR:-build-asan} LJ_SANITIZE=ON build -DLJ_BENCH=OFF -- unit_tests ops_tests \
-      model_tests dist_tests
+      model_tests dist_tests ljperf
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" -LE "e2e|dist"
     # The multi-process ones: dist_tests under mpirun (2 and 3 ranks, the abort and timeout
-    # checks, and that a leak of ljperf code is still reported). CMake gives them their ASan and
-    # LSan options (label dist), so a 2-rank e2e test runs the same way once ljperf is built
-    # here: ctest -R '^e2e\.dist_benchmark_test$'.
-    ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" -R '^dist\.'
+    # checks, and that a leak of ljperf code is still reported), and one e2e test of the CLI at
+    # 2 ranks: `mpirun -np 2 ljperf benchmark` at ZeRO 0 to 3 (the other e2e tests stay out: the
+    # sanitized build is several times slower). CMake gives them their ASan and LSan options
+    # (label dist).
+    log="${BUILD_DIR:-build-asan}/ctest-dist.log"
+    set +e
+    ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" \
+      -R '^(dist\.|e2e\.dist_benchmark_test$)' 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    [ "$rc" -eq 0 ] || exit "$rc"
+    # The e2e test prints "SKIP: " (a pass for ctest) without mpirun or an MPI build; dist_tests
+    # ran, so both are here and a skip is a failure.
+    if grep -E '^[[:space:]]*[0-9]+ - .*\(Skipped\)' "$log"; then
+      echo "setup.sh test-asan: the tests above skipped under mpirun" >&2
+      exit 1
+    fi
     ;;
   test-tsan)
     install_missing
