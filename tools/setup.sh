@@ -7,11 +7,13 @@
 #                         which is no Debian main package: it comes with the machine image) and
 #                         run the CUDA tests that need no GPU (NVRTC compiles, allocator logic)
 #   tools/setup.sh test-asan  the same tests under AddressSanitizer + UBSan, without the e2e
-#                             ones, then dist_tests under mpirun (LeakSanitizer skips Open MPI's
-#                             own leaks: tools/sanitizers/lsan_openmpi.supp)
-#   tools/setup.sh test-tsan  ThreadSanitizer (in build-tsan) over the threads ljperf starts: the
-#                             tokenize pipeline's reader and workers, the stop-signal thread
-#                             (tsan_tests, label tsan)
+#                             ones, then dist_tests under mpirun and one 2-rank e2e test
+#                             (LeakSanitizer skips Open MPI's own leaks:
+#                             tools/sanitizers/lsan_openmpi.supp)
+#   tools/setup.sh test-tsan  ThreadSanitizer (in build-tsan, built with clang) over the threads
+#                             ljperf starts: the tokenize pipeline's reader and workers, the
+#                             stop-signal thread (tsan_tests), and the OpenMP CPU kernels under
+#                             clang's libomp with archer (tsan_omp_tests); label tsan
 #   tools/setup.sh fuzz   also install clang and libFuzzer (fuzz_packages); then tools/fuzz.sh
 #                         builds and runs the fuzz targets (tests/fuzz/)
 #   tools/setup.sh deps   only install what is missing
@@ -40,6 +42,9 @@ readonly packages=(
 # sanitizers' runtimes for clang (libclang-rt-14-dev is only a Recommends of clang), and xz for
 # the checked-in grown corpora (tests/fuzz/grown/*.tar.xz).
 readonly fuzz_packages=(clang libclang-rt-14-dev xz-utils)
+# ThreadSanitizer (test-tsan): clang, its TSan runtime, and LLVM's OpenMP runtime (libomp) with
+# archer, the OMPT tool that tells TSan what OpenMP's barriers order (both in libomp-14-dev).
+readonly tsan_packages=(clang libclang-rt-14-dev libomp-14-dev)
 
 # install_missing [packages...] (default: the build and test packages)
 install_missing() {
@@ -117,23 +122,53 @@ case "${1:-}" in
   test-asan)
     install_missing
     BUILD_DIR=${BUILD_DIR:-build-asan} LJ_SANITIZE=ON build -DLJ_BENCH=OFF -- unit_tests ops_tests \
-      model_tests dist_tests
+      model_tests dist_tests ljperf
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" -LE "e2e|dist"
     # The multi-process ones: dist_tests under mpirun (2 and 3 ranks, the abort and timeout
-    # checks, and that a leak of ljperf code is still reported). CMake gives them their ASan and
-    # LSan options (label dist), so a 2-rank e2e test runs the same way once ljperf is built
-    # here: ctest -R '^e2e\.dist_benchmark_test$'.
-    ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" -R '^dist\.'
+    # checks, and that a leak of ljperf code is still reported), and one e2e test of the CLI at
+    # 2 ranks: `mpirun -np 2 ljperf benchmark` at ZeRO 0 to 3 (the other e2e tests stay out: the
+    # sanitized build is several times slower). CMake gives them their ASan and LSan options
+    # (label dist).
+    log="${BUILD_DIR:-build-asan}/ctest-dist.log"
+    set +e
+    ctest --test-dir "${BUILD_DIR:-build-asan}" --output-on-failure -j "$(nproc)" \
+      -R '^(dist\.|e2e\.dist_benchmark_test$)' 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    [ "$rc" -eq 0 ] || exit "$rc"
+    # The e2e test prints "SKIP: " (a pass for ctest) without mpirun or an MPI build; dist_tests
+    # ran, so both are here and a skip is a failure.
+    if grep -E '^[[:space:]]*[0-9]+ - .*\(Skipped\)' "$log"; then
+      echo "setup.sh test-asan: the tests above skipped under mpirun" >&2
+      exit 1
+    fi
     ;;
   test-tsan)
     install_missing
-    # Only what the threads ljperf starts itself need (tsan_tests: a few libraries, not the
-    # engine). The OpenMP kernels are not in it: libgomp is not built with ThreadSanitizer, so
-    # the ordering its barriers give is invisible to it and every parallel loop is reported.
-    BUILD_DIR=${BUILD_DIR:-build-tsan} build -DLJ_TSAN=ON -DLJ_BENCH=OFF -- tsan_tests
+    install_missing "${tsan_packages[@]}"
+    # clang: GCC's libgomp is not built with ThreadSanitizer, so the ordering its barriers give
+    # is invisible to it and every parallel loop is reported; clang's libomp tells archer, and
+    # archer tells TSan. Only what the tests need: tsan_tests (the threads ljperf starts itself,
+    # on a few libraries) and tsan_omp_tests (the CPU kernels, on lj_runtime: not train/, plan/,
+    # cli/). Warnings stay warnings here: the GCC build is the one that makes them errors.
+    tsan_dir=${BUILD_DIR:-build-tsan}
+    # A folder configured with GCC (build-tsan before the OpenMP kernels joined) starts afresh;
+    # one named by BUILD_DIR is never removed.
+    if [ -f "$tsan_dir/CMakeCache.txt" ] &&
+      ! grep -Eq '^CMAKE_CXX_COMPILER:[A-Z]+=.*clang' "$tsan_dir/CMakeCache.txt"; then
+      if [ -n "${BUILD_DIR:-}" ]; then
+        echo "error: $tsan_dir was configured with another compiler than clang." \
+          "hint: remove it, or set BUILD_DIR to a new folder" >&2
+        exit 2
+      fi
+      rm -rf "$tsan_dir"
+    fi
+    BUILD_DIR=$tsan_dir build -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DLJ_TSAN=ON \
+      -DLJ_BENCH=OFF -DLJ_WERROR=OFF -- tsan_tests tsan_omp_tests
+    # tsan.omp_* set their own TSAN_OPTIONS (with archer's) in CMake.
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-      ctest --test-dir "${BUILD_DIR:-build-tsan}" --output-on-failure -j "$(nproc)" -L tsan
+      ctest --test-dir "$tsan_dir" --output-on-failure -j "$(nproc)" -L tsan
     ;;
   *)
     echo "usage: tools/setup.sh run|test|test-cuda|test-asan|test-tsan|fuzz|deps" >&2
