@@ -26,9 +26,11 @@
 # goes on, then exits non-zero. The order puts what the goals need first: the budget cuts the tail.
 #
 # THE DEVICE CALL. Before it, here: `bash tools/gpu_bundle.sh` (10.4 MiB into .gpu_bundle/, which
-# .gitignore ignores) and, to rehearse the configure without a GPU, `bash tools/gpu_check.sh
-# --configure-only`. The bundle must lie in the checkout the session was started in (the device
-# tool sends that one, also when a helper calls from a worktree). When `status` shows a GPU lent
+# .gitignore ignores) and, to rehearse the call without a GPU, `tools/gpu_rehearse.sh` (as root;
+# CI runs it: this script's --rehearsal in a Debian root with only what the device has, no
+# network; `--configure-only` rehearses the first minute alone). The bundle must lie in the
+# checkout the session was started in (the device tool sends that one, also when a helper calls
+# from a worktree). When `status` shows a GPU lent
 # (can_start_another true, budget_left_s 900), call `run` with
 #   command:   bash tools/gpu_check.sh "$OUT"
 #   carry:     [".gpu_bundle"]
@@ -42,12 +44,16 @@
 #              bash tools/gpu_check.sh "$OUT"
 #   carry:     [".gpu_bundle"],  timeout_s: budget_left_s - 30 (at most 360)
 # then give_back. Later, on a fresh machine (none starts with under 240 s left), the same command
-# with timeout_s = budget_left_s - 150 rebuilds from nothing (about 215 s, estimated) and has
+# with timeout_s = budget_left_s - 150 rebuilds from nothing (about 100 s, estimated) and has
 # room for one or two phases only. GPU_CHECK_ONLY takes shell patterns ("bench_1b_*"); configure
 # and build always run, and the build makes only the selected phases' targets.
-# Estimate on one H200 (not yet measured): unpack 2 s, configure 15 s, build 200 s (16 cores, no
-# ccache), cuda_tests 5 s, gpu_tests 60 s, two 1B benchmarks 35-40 s each: the goals' numbers by
-# about 360 s; the budget then cuts train_cli, the 8B-shaped benchmarks and the attention kernels.
+# Estimate on one H200 (no GPU has run it yet): unpack 3 s, configure 8-15 s, build 65-90 s (16
+# cores, no ccache: tools/gpu_rehearse.sh's cold build of these targets took 2246 s here on 2
+# vCPUs under a load of 10-12, its 274 edges replayed on 16 slots 360 s, and the edges ran 5.1-7.2
+# times (median 5.6) their CPU time compiled alone), cuda_tests 5 s, gpu_tests 60 s, two 1B
+# benchmarks about 26 s each (limits below): the goals' numbers by about 200-230 s; then
+# train_cli and doctor; the budget cuts the 8B-shaped benchmarks (about 57 s each) and the
+# attention kernels, which the rerun takes.
 # What comes back under $OUT (6 files, flat; the limit is 8 files of 16 MiB, 2 folders deep):
 #   summary.txt    the GPU, the NCCL and bundle used, where each dependency was found, every
 #                  phase's status and seconds, the benchmark table and the goals (MET / not met)
@@ -57,9 +63,16 @@
 #   bench.log      the benchmarks and the attention kernels
 #   console.log    everything the script printed (the call's output_tail holds only the end)
 #
-# usage: tools/gpu_check.sh [--configure-only] [OUT_DIR]    (default OUT_DIR gpu_check_out/)
+# usage: tools/gpu_check.sh [--configure-only | --rehearsal] [OUT_DIR]  (default gpu_check_out/)
 #   --configure-only  the preflight and the configure, then stop: rehearses the device's first
 #                     minute on a machine without a GPU (the arch is then 90).
+#   --rehearsal       this same path on a machine without a GPU, up to the end of the host-side
+#                     part: preflight, configure, the build of every target above, the whole
+#                     cuda_tests label (ctest, the flash emulation included), gpu_tests skipping
+#                     cleanly (every test skipped, none failed), `ljperf doctor` starting against
+#                     the bundle's libraries; then the summary, and no benchmark. The budget is
+#                     then GPU_CHECK_BUDGET or 7200 s, and the build's limit the whole budget.
+#                     tools/gpu_rehearse.sh runs it in a root that has what the device has (CI).
 # Environment: BUILD_DIR (default build-gpu), GPU_CHECK_STEPS (benchmark steps, default 6),
 # GPU_CHECK_BUDGET (seconds, default 400), GPU_CHECK_ONLY (phase patterns, default all),
 # GPU_CHECK_BUNDLE (default .gpu_bundle), GPU_CHECK_WORK (scratch, default /tmp/gpu_check: the
@@ -67,16 +80,23 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 configure_only=0
-if [ "${1:-}" = "--configure-only" ]; then
-  configure_only=1
-  shift
-fi
+rehearsal=0
+case "${1:-}" in
+  --configure-only) configure_only=1 && shift ;;
+  --rehearsal) rehearsal=1 && shift ;;
+esac
 start=$(date +%s)
-readonly start configure_only
+readonly start configure_only rehearsal
 readonly out=${1:-gpu_check_out}
 readonly build=${BUILD_DIR:-build-gpu}
 readonly steps=${GPU_CHECK_STEPS:-6}
-readonly budget_s=${GPU_CHECK_BUDGET:-400}
+if [ "$rehearsal" -eq 1 ]; then
+  readonly budget_s=${GPU_CHECK_BUDGET:-7200}
+  readonly build_limit=$budget_s  # 2 cores and no ccache: tens of minutes
+else
+  readonly budget_s=${GPU_CHECK_BUDGET:-400}
+  readonly build_limit=240
+fi
 readonly only=${GPU_CHECK_ONLY:-}
 readonly bundle=${GPU_CHECK_BUNDLE:-.gpu_bundle}
 readonly work=${GPU_CHECK_WORK:-/tmp/gpu_check}
@@ -186,7 +206,7 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 missing=()
 tools=(nvcc cmake ninja c++ timeout tee)
-[ "$configure_only" -eq 0 ] && tools+=(nvidia-smi)
+[ "$configure_only" -eq 0 ] && [ "$rehearsal" -eq 0 ] && tools+=(nvidia-smi)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
@@ -251,6 +271,15 @@ fi
 # else PyTorch's nvidia-nccl-cu13 wheel (a namespace package: nvidia.nccl.__file__ is None, its
 # __path__ holds include/ and lib/libnccl.so.2).
 cuda_root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+# NVRTC (the fused kernels, cuda_tests' compiles) dlopens libnvrtc-builtins.so.<version> by name,
+# which only the loader's own search finds: the toolkit's lib folder must be on the library path
+# unless ldconfig knows it (this machine's image does; a clean root did not, and NVRTC failed).
+for d in "$cuda_root/lib" "$cuda_root/lib64" "$cuda_root/targets/x86_64-linux/lib"; do
+  if compgen -G "$d/libnvrtc-builtins.so*" >/dev/null; then
+    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d
+    break
+  fi
+done
 # has_nccl INCLUDE_DIR LIB_DIR...: nccl.h in the first, libnccl.so* in one of the others.
 has_nccl() {
   local inc=$1 d
@@ -306,7 +335,7 @@ if [ -n "$nccl_root" ]; then
 fi
 
 arch=${GPU_CHECK_ARCH:-}
-if [ "$configure_only" -eq 0 ]; then
+if [ "$configure_only" -eq 0 ] && [ "$rehearsal" -eq 0 ]; then
   timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader \
     >"$work/gpu.txt" 2>&1 || die "nvidia-smi: $(head -c 300 "$work/gpu.txt")"
   note "GPU: $(head -n 1 "$work/gpu.txt")"
@@ -316,9 +345,13 @@ fi
 note "nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') ($cuda_root), arch sm_$arch"
 
 # 2. Configure (fails fast, naming what is missing), then build only what the phases need.
+# Warnings are errors in CI's rehearsal (CI=true), as in its other builds; never on the device,
+# whose compiler may warn where this one does not.
+werror=OFF
+[ "$rehearsal" -eq 1 ] && [ "${CI:-}" = true ] && werror=ON
 if ! phase configure 60 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLJ_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" -DLJ_BENCH=OFF -DLJ_TESTS=ON -DLJ_MPI=OFF \
-  "${cmake_deps[@]}" "${nccl_flags[@]}"; then
+  -DLJ_WERROR="$werror" "${cmake_deps[@]}" "${nccl_flags[@]}"; then
   die "$(configure_failure "$work/logs/configure.log") (see build.log)"
 fi
 cache() { sed -n "s|^$1:[A-Z]*=||p" "$build/CMakeCache.txt" | head -n 1; }
@@ -349,7 +382,7 @@ for t in attention_1b attention_1b_plain attention_8b; do
   want "$t" && { targets+=(gpu_attention_bench); break; }
 done
 [ ${#targets[@]} -gt 0 ] || targets=(ljperf)
-phase build 240 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+phase build "$build_limit" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 built=0
 for t in "${targets[@]}"; do [ -x "$build/$t" ] && built=1; done
 if [ "$built" -eq 0 ]; then
@@ -361,6 +394,35 @@ fi
 # 3. Tests: the host-side CUDA tests (the flash-attention host emulation, about 20 s, is CI's);
 #    every CUDA kernel and the tiny training step against the CPU (the binary itself, not ctest,
 #    so its log keeps the errors each test observed: the numbers to set tolerances from).
+if [ "$rehearsal" -eq 1 ]; then
+  # No GPU here: the whole cuda_tests label (what CI ran as `tools/setup.sh test-cuda`), the gpu
+  # tests skipping cleanly, and the binary starting against the bundle's libraries.
+  [ -x "$build/cuda_tests" ] &&
+    phase cuda_tests 1800 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L cuda_tests
+  if [ -x "$build/gpu_tests" ]; then
+    # shellcheck disable=SC2016  # expanded by the phase's own bash
+    phase gpu_tests_skip 120 bash -c '"$1" 2>&1 | tee "$2"; rc=${PIPESTATUS[0]}
+      ran=$(sed -n "s/^\[==========\] \([0-9]*\) tests\? from .* ran.*/\1/p" "$2")
+      skipped=$(sed -n "s/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below.*/\1/p" "$2")
+      echo "gpu_tests without a GPU: exit $rc, ${ran:-?} ran, ${skipped:-0} skipped"
+      [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ "$ran" -gt 0 ] && [ "${skipped:-0}" -eq "$ran" ] &&
+        ! grep -q "^\[  FAILED  \]" "$2"' _ "$build/gpu_tests" "$work/gpu_tests_skip.txt"
+    tail -n 1 "$work/logs/gpu_tests_skip.log" | tee -a "$summary"
+  fi
+  [ -x "$build/ljperf" ] && phase doctor 60 "$build/ljperf" doctor &&
+    sed -n '/^GPU/,/^$/p' "$work/logs/doctor.log"
+  {
+    cat "$summary"
+    echo
+    echo "phase	status	seconds"
+    cat "$work/status.tsv"
+    echo
+    echo "rehearsal (no GPU) done in $(elapsed) s${failures[*]:+; failed: ${failures[*]}}"
+  } >"$out/summary.txt"
+  cat "$out/summary.txt"
+  [ ${#failures[@]} -eq 0 ] || exit 1
+  exit 0
+fi
 export LJ_REQUIRE_GPU=1
 if [ -x "$build/cuda_tests" ]; then
   phase cuda_tests 30 "$build/cuda_tests" --gtest_filter=-FlashEmulation.*
@@ -383,23 +445,46 @@ cat >"$cut8b/config.json" <<'JSON'
  "max_position_embeddings": 8192, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
  "tie_word_embeddings": false, "hidden_act": "silu", "initializer_range": 0.02}
 JSON
-bench() {  # bench NAME MODEL BATCH [--compile]
-  local name=$1 model=$2 batch=$3
-  shift 3
+# Limits: the host-side work of a run (tools/gpu_host_parts.sh measured it here with the CPU
+# build, 2026-12-04, on this 2-vCPU host under other builds' load) scaled to the device's 16
+# cores, plus the device's own parts estimated, times the margin named:
+#   - parameter initialisation (train/train_step.cc: a Box-Muller normal per weight in double, on
+#     every thread) ran at 5.2 M weights/s on one thread here (1.27B of the 8B shapes' weights in
+#     245 s; 2 threads under load: 3.2 M/s each). At that rate on 16 threads: llama3.2-1b's 1.24B
+#     take 15 s, the 8B-shaped model's 3.67B 44 s. Each benchmark process initialises its own.
+#   - the graph and the memory prediction: 0.04-0.15 s (`plan --recompute none`); not a factor.
+#   - the device's share, estimated (no GPU here): CUDA context and cuBLASLt 3 s, the pageable
+#     uploads of the f32 weights one by one (4.9 GB and 14.7 GB at about 5 GB/s: 1 s, 3 s), NVRTC
+#     for the compiled runs 3 s, GPU_CHECK_STEPS + 2 steps of 0.1-0.2 s plus 2 s of first-step
+#     set-up.
+# llama3.2-1b: 15 + 3 + 1 + 3 + 4 = 26 s, limit 60 s (2.3x). The 8B-shaped model: 44 + 3 + 3 + 3
+# + 4 = 57 s, limit 90 s (1.6x: the initialisation is measured, and likely slower here than on
+# the device's unloaded cores).
+readonly limit_bench_1b=60 limit_bench_8b=90
+bench() {  # bench NAME MODEL BATCH LIMIT [--compile]
+  local name=$1 model=$2 batch=$3 limit=$4
+  shift 4
   want "bench_$name" || return 0
   [ -x "$build/ljperf" ] || { say "bench_$name: no ljperf binary"; failures+=("bench_$name"); return 1; }
-  phase "bench_$name" 60 "$build/ljperf" benchmark --device cuda --model "$model" \
+  phase "bench_$name" "$limit" "$build/ljperf" benchmark --device cuda --model "$model" \
     --precision bf16 --batch-size "$batch" --seq-len 2048 --steps "$steps" --skip-steps 2 \
     --out "$results" "$@"
   grep -E "tokens/s|MFU|peak memory|predicted|step time|loss |CUDA graphs" "$work/logs/bench_$name.log"
 }
-bench 1b_eager llama3.2-1b 4
-bench 1b_compiled llama3.2-1b 4 --compile
+bench 1b_eager llama3.2-1b 4 "$limit_bench_1b"
+bench 1b_compiled llama3.2-1b 4 "$limit_bench_1b" --compile
 
 # 5. Training from the command line, then the doctor's GPU section.
 if [ -x "$build/ljperf" ]; then
   if want train_cli; then
-    phase train_cli 60 bash tests/cuda/gpu_train_cli_test.sh "$build/ljperf" "$PWD"
+    # Limit: its runs with --device cpu (tools/gpu_host_parts.sh) took here 4.9 s (start to the
+    # first checkpoint), 5.1 s (the CPU's 5-step resume, which runs on the device's CPU too) and
+    # 9.6 s (the 5-step resume that runs on the GPU there), steps included; the 200-step runs
+    # 57-94 s, nearly all CPU compute that the GPU does in about 1-3 s. On the device: 4 GPU
+    # processes of about 5 s of host work, 3 s of CUDA set-up each, 2 x 40 checkpoints of 7 MB,
+    # 2 x (200 steps + 10 evaluations) at 1-3 ms a kernel-launch-bound step, NVRTC once 3 s, the
+    # CPU resume 5 s: about 48 s. Limit 90 s (1.9x; the GPU part is estimated).
+    phase train_cli 90 bash tests/cuda/gpu_train_cli_test.sh "$build/ljperf" "$PWD"
     grep -E "^(  ok|FAIL|SKIP|KNOWN)" "$work/logs/train_cli.log" | head -n 20
   fi
   if want doctor; then
@@ -410,8 +495,8 @@ fi
 
 # 6. The 8B-shaped model, then the attention kernels alone (FLOPs as graph/cost.cc counts them),
 #    last: the budget cuts these first.
-bench 8b12l_eager "$cut8b/config.json" 1
-bench 8b12l_compiled "$cut8b/config.json" 1 --compile
+bench 8b12l_eager "$cut8b/config.json" 1 "$limit_bench_8b"
+bench 8b12l_compiled "$cut8b/config.json" 1 "$limit_bench_8b" --compile
 if [ -x "$build/gpu_attention_bench" ]; then
   phase attention_1b 30 "$build/gpu_attention_bench" --batch 4 --heads 32 --kv-heads 8 \
     --seq 2048 --head-dim 64 && cat "$work/logs/attention_1b.log"

@@ -6,6 +6,9 @@
 #   tools/setup.sh test-cuda  build with -DLJ_CUDA=ON (in build-cuda; needs the CUDA toolkit,
 #                         which is no Debian main package: it comes with the machine image) and
 #                         run the CUDA tests that need no GPU (NVRTC compiles, allocator logic)
+#   tools/setup.sh gpu-rehearse  the same label, and the whole host-side part of the GPU
+#                         machine's call, in a root that has what that machine has
+#                         (tools/gpu_rehearse.sh; as root; what CI runs instead of test-cuda)
 #   tools/setup.sh test-asan  the same tests under AddressSanitizer + UBSan, without the e2e
 #                             ones, then dist_tests under mpirun and one 2-rank e2e test
 #                             (LeakSanitizer skips Open MPI's own leaks:
@@ -119,6 +122,10 @@ case "${1:-}" in
     BUILD_DIR=${BUILD_DIR:-build-cuda} build -DLJ_CUDA=ON -DLJ_BENCH=OFF -- cuda_tests gpu_tests
     ctest --test-dir "${BUILD_DIR:-build-cuda}" --output-on-failure -j "$(nproc)" -L cuda_tests
     ;;
+  gpu-rehearse)
+    shift
+    exec tools/gpu_rehearse.sh "$@"
+    ;;
   test-asan)
     install_missing
     BUILD_DIR=${BUILD_DIR:-build-asan} LJ_SANITIZE=ON build -DLJ_BENCH=OFF -- unit_tests ops_tests \
@@ -171,7 +178,7 @@ case "${1:-}" in
       ctest --test-dir "$tsan_dir" --output-on-failure -j "$(nproc)" -L tsan
     ;;
   *)
-    echo "usage: tools/setup.sh run|test|test-cuda|test-asan|test-tsan|fuzz|deps" >&2
+    echo "usage: tools/setup.sh run|test|test-cuda|gpu-rehearse|test-asan|test-tsan|fuzz|deps" >&2
     exit 2
     ;;
 esac

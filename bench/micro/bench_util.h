@@ -42,7 +42,7 @@ struct RuntimeLikeAllocator {
 
 // Kernel scratch from runtime_like_alloc. release() (the benchmarks call it after every kernel
 // call, as the executor frees scratch when a kernel returns) keeps the blocks for the next call's
-// get(), as the executor's workspace stays mapped across steps, so a call does not pay for page
+// acquire(), as the executor's workspace stays mapped across steps, so a call does not pay for page
 // faults the executor pays once; they are freed when the object dies.
 class MallocWorkspace : public Workspace {
  public:
@@ -51,7 +51,7 @@ class MallocWorkspace : public Workspace {
     for (const Block& b : used_) std::free(b.p);
     for (const Block& b : free_) std::free(b.p);
   }
-  void* get(size_t bytes) override {
+  StatusOr<void*> acquire(size_t bytes) override {
     for (size_t i = 0; i < free_.size(); ++i) {
       if (free_[i].bytes >= bytes) {
         used_.push_back(free_[i]);

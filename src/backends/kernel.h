@@ -37,8 +37,18 @@ struct TensorView {
 class Workspace {
  public:
   virtual ~Workspace() = default;
-  // 64-byte aligned; freed when the kernel returns.
-  virtual void* get(size_t bytes) = 0;
+  // 64-byte aligned; freed when the kernel returns. resource_exhausted when the memory it comes
+  // from has no room (a GPU's: backends/cuda/memory.h): the kernel returns that Status, so it
+  // asks before it launches anything (the CUDA kernels make one request, sized by
+  // backends/cuda/workspace.h).
+  virtual StatusOr<void*> acquire(size_t bytes) = 0;
+  // acquire() for the CPU kernels, which ask in the middle of their loops: out of host memory
+  // for scratch ends the process, as the host allocator does for tensors.
+  void* get(size_t bytes) {
+    StatusOr<void*> p = acquire(bytes);
+    LJ_CHECK(p.ok()) << "kernel workspace: " << p.status().to_string();
+    return *p;
+  }
 };
 
 struct KernelContext {

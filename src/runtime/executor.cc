@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <cstdlib>
+#include <string>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cuda/workspace.h"
@@ -29,14 +30,17 @@ class ArenaWorkspace final : public Workspace {
                                   << " bytes of workspace";
     }
   }
-  void* get(size_t bytes) override {
+  StatusOr<void*> acquire(size_t bytes) override {
     bytes = (bytes + 63) / 64 * 64;
     void* p = nullptr;
     if (used_ + bytes <= *capacity_) {
       p = static_cast<char*>(*base_) + used_;
     } else {
       p = alloc_.allocate_uncached(bytes, MemCategory::workspace);
-      LJ_CHECK(p != nullptr) << "out of host memory for " << bytes << " bytes of workspace";
+      if (p == nullptr) {
+        return resource_exhausted("out of host memory for " + std::to_string(bytes) +
+                                  " bytes of kernel workspace");
+      }
       extra_.emplace_back(p, bytes);
     }
     used_ += bytes;

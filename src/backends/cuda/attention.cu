@@ -230,7 +230,12 @@ Status sdpa_backward(KernelContext& c, const KernelEnv& env) {
   LJ_RETURN_IF_ERROR(dims_of(c, &dm));
   if (flash_enabled() && flash_supports(dm, c.in[0].dtype)) return flash_backward(c, env, dm);
   LJ_CHECK(c.workspace != nullptr) << "CUDA sdpa_backward needs a device workspace";
-  float* di = static_cast<float*>(c.workspace->get(sdpa_backward_scratch_bytes(dm.b, dm.h, dm.tq)));
+  const size_t di_bytes = sdpa_backward_scratch_bytes(dm.b, dm.h, dm.tq);
+  float* di = nullptr;
+  if (di_bytes > 0) {
+    LJ_ASSIGN_OR_RETURN(void* p, c.workspace->acquire(di_bytes));
+    di = static_cast<float*>(p);
+  }
   return dispatch_f32_bf16(c.in[0].dtype, "sdpa_backward", [&](auto tag) -> Status {
     using T = decltype(tag);
     const T* q = c.in[0].as<const T>();

@@ -215,10 +215,12 @@ Status flash_forward(KernelContext& c, const KernelEnv& env, const SdpaDims& dm)
 Status flash_backward(KernelContext& c, const KernelEnv& env, const SdpaDims& dm) {
   const int64_t rows = dm.b * dm.h * dm.tq;
   LJ_CHECK(c.workspace != nullptr) << "CUDA sdpa_backward needs a device workspace";
-  float* di =
-      rows > 0
-          ? static_cast<float*>(c.workspace->get(sdpa_backward_scratch_bytes(dm.b, dm.h, dm.tq)))
-          : nullptr;
+  float* di = nullptr;
+  if (rows > 0) {
+    LJ_ASSIGN_OR_RETURN(void* p,
+                        c.workspace->acquire(sdpa_backward_scratch_bytes(dm.b, dm.h, dm.tq)));
+    di = static_cast<float*>(p);
+  }
   return dispatch(c.in[0].dtype, dm.d, [&](auto e, auto dc) -> Status {
     using E = decltype(e);
     constexpr int D = decltype(dc)::value;

@@ -118,17 +118,20 @@ unsigned row_grid(int64_t rows) {
   return static_cast<unsigned>(rows < 1 ? 1 : (rows < (1 << 30) ? rows : (1 << 30)));
 }
 
-// Scratch: the first bad row (8 bytes), the count (4, padded to 8), then `floats` floats.
+// Scratch: the first bad row (8 bytes), the count (4, padded to 8), then the per-row floats, at
+// the start of the kernel's one request of `bytes` (workspace.h), which `base` points to.
 struct Scratch {
+  char* base;
   long long* first_bad;
   int* count;
   float* floats;
 };
-Scratch scratch(KernelContext& c, int64_t floats) {
+StatusOr<Scratch> scratch(KernelContext& c, size_t bytes) {
   LJ_CHECK(c.workspace != nullptr) << "CUDA cross_entropy needs a device workspace";
-  char* p = static_cast<char*>(c.workspace->get(loss_scratch_bytes(floats)));
-  return {reinterpret_cast<long long*>(p), reinterpret_cast<int*>(p + 8),
-          reinterpret_cast<float*>(p + 16)};
+  LJ_ASSIGN_OR_RETURN(void* v, c.workspace->acquire(bytes));
+  char* p = static_cast<char*>(v);
+  return Scratch{p, reinterpret_cast<long long*>(p), reinterpret_cast<int*>(p + 8),
+                 reinterpret_cast<float*>(p + 16)};
 }
 
 // Launches the label check, which also counts the valid labels (*s.count, the mean's
@@ -173,7 +176,7 @@ Status cross_entropy_forward(KernelContext& c, const KernelEnv& env) {
   const int64_t rows = x.dim(0), vocab = x.dim(1);
   LJ_CHECK_LT(rows, int64_t{1} << 24) << "the valid-label count is an exact f32 sum";
   const int64_t ignore = c.attrs().i_or("ignore_index", -100);
-  const Scratch s = scratch(c, rows);
+  LJ_ASSIGN_OR_RETURN(const Scratch s, scratch(c, loss_scratch_bytes(rows)));
   return dispatch_f32_bf16(x.dtype, "cross_entropy", [&](auto tag) -> Status {
     using T = decltype(tag);
     return dispatch_labels(c.in[1].dtype, "cross_entropy labels", [&](auto ltag) -> Status {
@@ -195,7 +198,7 @@ Status cross_entropy_backward(KernelContext& c, const KernelEnv& env) {
   const int64_t rows = x.dim(0), vocab = x.dim(1);
   LJ_CHECK_LT(rows, int64_t{1} << 24) << "the valid-label count is an exact f32 sum";
   const int64_t ignore = c.attrs().i_or("ignore_index", -100);
-  const Scratch s = scratch(c, 0);
+  LJ_ASSIGN_OR_RETURN(const Scratch s, scratch(c, loss_scratch_bytes(0)));
   return dispatch_f32_bf16(x.dtype, "cross_entropy_backward", [&](auto tag) -> Status {
     using T = decltype(tag);
     return dispatch_labels(c.in[1].dtype, "cross_entropy_backward labels",
@@ -230,15 +233,14 @@ Status linear_cross_entropy_forward(KernelContext& c, const KernelEnv& env) {
   LJ_CHECK_LT(rows, int64_t{1} << 24) << "the valid-label count is an exact f32 sum";
   const int64_t ignore = c.attrs().i_or("ignore_index", -100);
   const int64_t chunk = linear_cross_entropy_chunk(c.attrs(), rows, vocab);
-  const Scratch s = scratch(c, rows);
-  const bool half = x.dtype == DType::bf16;
-  float* logits = static_cast<float*>(c.workspace->get(static_cast<size_t>(chunk * vocab) * 4));
-  void* dlogits = half ? c.workspace->get(static_cast<size_t>(chunk * vocab) * 2) : logits;
+  const LinearCrossEntropyScratch at =
+      linear_cross_entropy_scratch(rows, cols, vocab, chunk, x.dtype == DType::bf16);
+  LJ_ASSIGN_OR_RETURN(const Scratch s, scratch(c, at.total));
+  float* logits = reinterpret_cast<float*>(s.base + at.logits);
+  void* dlogits = at.has_dlogits ? static_cast<void*>(s.base + at.dlogits) : logits;
   // bf16 over several chunks: dw's f32 sum (one rounding at the end).
   const int64_t dw_elems = vocab * cols;
-  float* dw32 = half && rows > chunk
-                    ? static_cast<float*>(c.workspace->get(static_cast<size_t>(dw_elems) * 4))
-                    : nullptr;
+  float* dw32 = at.has_dw32 ? reinterpret_cast<float*>(s.base + at.dw32) : nullptr;
   return dispatch_f32_bf16(x.dtype, "linear_cross_entropy", [&](auto tag) -> Status {
     using T = decltype(tag);
     return dispatch_labels(lab.dtype, "linear_cross_entropy labels", [&](auto ltag) -> Status {

@@ -2,6 +2,7 @@
 #include "backends/cuda/memory.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/check.h"
 
@@ -96,9 +97,13 @@ AllocatorWorkspace::~AllocatorWorkspace() {
   for (void* p : blocks_) a_.deallocate(p);
 }
 
-void* AllocatorWorkspace::get(size_t bytes) {
+StatusOr<void*> AllocatorWorkspace::acquire(size_t bytes) {
   StatusOr<void*> p = a_.allocate(bytes);
-  LJ_CHECK(p.ok()) << "GPU workspace: " << p.status().message();
+  if (!p.ok()) {
+    return Status(p.status().code(),
+                  "GPU workspace of " + std::to_string(bytes) + " bytes: " + p.status().message(),
+                  p.status().hint());
+  }
   if (keep_ != nullptr) {
     CachingAllocator* a = &a_;
     keep_->push_back(std::shared_ptr<void>(*p, [a](void* q) { a->deallocate(q); }));

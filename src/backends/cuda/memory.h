@@ -98,7 +98,9 @@ class Arena {
 // Kernel scratch (backends/kernel.h's Workspace) from the caching allocator, returned when the
 // kernel call ends (later kernels on the same stream reuse the blocks in order). With `keep`
 // (a CUDA graph being captured) the blocks are kept for the keeper's lifetime instead, since
-// the graph holds their addresses.
+// the graph holds their addresses. Out of device memory, acquire() returns the allocator's
+// resource_exhausted (its hint, "GPU workspace of N bytes: " before its message): the kernel
+// returns it, the node loop names the op, and the command prints it as an error.
 class AllocatorWorkspace final : public Workspace {
  public:
   explicit AllocatorWorkspace(CachingAllocator& a,
@@ -107,7 +109,7 @@ class AllocatorWorkspace final : public Workspace {
   ~AllocatorWorkspace() override;
   AllocatorWorkspace(const AllocatorWorkspace&) = delete;
   AllocatorWorkspace& operator=(const AllocatorWorkspace&) = delete;
-  void* get(size_t bytes) override;
+  StatusOr<void*> acquire(size_t bytes) override;
 
  private:
   CachingAllocator& a_;

@@ -6,6 +6,7 @@
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/elementwise.cuh"
 #include "backends/cuda/movement.cuh"
+#include "backends/cuda/workspace.h"
 
 namespace lj::cuda {
 namespace {
@@ -99,12 +100,11 @@ __global__ void check_ids_kernel(const I* ids, int64_t n, int64_t v, long long* 
   }
 }
 
+// `bad_d`: 8 bytes of the kernel's scratch (at the start of its one request, workspace.h).
 template <class I>
-Status check_ids(KernelContext& c, const char* op, const I* ids, int64_t n, int64_t v,
+Status check_ids(const char* op, const I* ids, int64_t n, int64_t v, long long* bad_d,
                  const KernelEnv& env) {
   if (n == 0 || !env.check_ids) return ok_status();  // unchecked: the caller checked on the host
-  LJ_CHECK(c.workspace != nullptr) << "CUDA " << op << " needs a device workspace";
-  auto* bad_d = static_cast<long long*>(c.workspace->get(sizeof(long long)));
   long long bad = LLONG_MAX;
   LJ_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(bad_d, &bad, sizeof bad, cudaMemcpyHostToDevice, env.stream));
@@ -237,14 +237,25 @@ Status expand_forward(KernelContext& c, const KernelEnv& env) {
   return strided_copy(x.data, out.data, dtype_size(x.dtype), g, out.numel(), env);
 }
 
+namespace {
+// The kernel's one request (workspace.h), before anything is launched.
+StatusOr<char*> acquire_scratch(KernelContext& c, const char* op, size_t bytes) {
+  if (bytes == 0) return static_cast<char*>(nullptr);
+  LJ_CHECK(c.workspace != nullptr) << "CUDA " << op << " needs a device workspace";
+  LJ_ASSIGN_OR_RETURN(void* p, c.workspace->acquire(bytes));
+  return static_cast<char*>(p);
+}
+}  // namespace
+
 Status gather_forward(KernelContext& c, const KernelEnv& env) {
   const TensorView &table = c.in[0], &ids = c.in[1], &out = c.out[0];
   const int64_t v = table.dims[0], n = ids.numel();
   const int64_t cols = v == 0 ? 0 : table.numel() / v;
+  LJ_ASSIGN_OR_RETURN(char* verdict, acquire_scratch(c, "gather", n > 0 ? sizeof(long long) : 0));
   return dispatch_index(ids.dtype, "gather", [&](auto tag) -> Status {
     using I = decltype(tag);
     const I* id = ids.as<const I>();
-    LJ_RETURN_IF_ERROR(check_ids(c, "gather", id, n, v, env));
+    LJ_RETURN_IF_ERROR(check_ids("gather", id, n, v, reinterpret_cast<long long*>(verdict), env));
     const int64_t total = n * cols;
     if (total == 0) return ok_status();
     const unsigned grid = grid_for(total, env.multiprocessors);
@@ -272,33 +283,36 @@ Status scatter_add_forward(KernelContext& c, const KernelEnv& env) {
   const TensorView &ids = c.in[0], &src = c.in[1], &out = c.out[0];
   const int64_t v = out.dims[0], n = ids.numel();
   const int64_t cols = v == 0 ? 0 : out.numel() / v;
+  const ScatterAddScratch at = scatter_add_scratch(
+      n, v, cols, static_cast<size_t>(dtype_size(ids.dtype)), out.dtype == DType::bf16);
+  LJ_ASSIGN_OR_RETURN(char* w, acquire_scratch(c, "scatter_add", at.total));
   return dispatch_index(ids.dtype, "scatter_add", [&](auto itag) -> Status {
     using I = decltype(itag);
-    LJ_RETURN_IF_ERROR(check_ids(c, "scatter_add", ids.as<const I>(), n, v, env));
+    LJ_RETURN_IF_ERROR(
+        check_ids("scatter_add", ids.as<const I>(), n, v, reinterpret_cast<long long*>(w), env));
     return dispatch_f32_bf16(out.dtype, "scatter_add", [&](auto tag) -> Status {
       using T = decltype(tag);
       if (out.numel() == 0) return ok_status();
-      float* acc =
-          std::is_same_v<T, float>
-              ? out.as<float>()
-              : static_cast<float*>(c.workspace->get(static_cast<size_t>(out.numel()) * 4));
+      float* acc = at.has_acc ? reinterpret_cast<float*>(w + at.acc) : out.as<float>();
       LJ_CUDA_RETURN_IF_ERROR(
           cudaMemsetAsync(acc, 0, static_cast<size_t>(out.numel()) * 4, env.stream));
-      if (n > 0 && cols > 0) {
+      if (at.sorted) {
         LJ_CHECK_LT(n, int64_t{INT_MAX}) << "scatter_add: positions are int32";
         const int items = static_cast<int>(n);
-        I* keys = static_cast<I*>(c.workspace->get(static_cast<size_t>(n) * sizeof(I)));
-        auto* pos_in = static_cast<int32_t*>(c.workspace->get(static_cast<size_t>(n) * 4));
-        auto* pos = static_cast<int32_t*>(c.workspace->get(static_cast<size_t>(n) * 4));
+        I* keys = reinterpret_cast<I*>(w + at.keys);
+        auto* pos_in = reinterpret_cast<int32_t*>(w + at.pos_in);
+        auto* pos = reinterpret_cast<int32_t*>(w + at.pos);
         iota_kernel<<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(pos_in, n);
         LJ_RETURN_IF_ERROR(launched("iota_kernel"));
+        // CUB's temporary storage: only CUB can size it, so it is the one second request.
         size_t temp = 0;
         LJ_CUDA_RETURN_IF_ERROR(
             cub::DeviceRadixSort::SortPairs(nullptr, temp, ids.as<const I>(), keys, pos_in, pos,
                                             items, 0, static_cast<int>(sizeof(I) * 8), env.stream));
-        LJ_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
-            c.workspace->get(std::max<size_t>(temp, 1)), temp, ids.as<const I>(), keys, pos_in, pos,
-            items, 0, static_cast<int>(sizeof(I) * 8), env.stream));
+        LJ_ASSIGN_OR_RETURN(void* temp_d, c.workspace->acquire(std::max<size_t>(temp, 1)));
+        LJ_CUDA_RETURN_IF_ERROR(
+            cub::DeviceRadixSort::SortPairs(temp_d, temp, ids.as<const I>(), keys, pos_in, pos,
+                                            items, 0, static_cast<int>(sizeof(I) * 8), env.stream));
         scatter_add_sorted_kernel<T, I>
             <<<grid_for(n * cols, env.multiprocessors), kBlock, 0, env.stream>>>(
                 keys, pos, src.as<const T>(), acc, n, cols);

@@ -3,6 +3,11 @@
 // (plan/graph_figures: DryRunOptions::cuda_workspace) dry-runs the graph with workspace_sizes()
 // instead of the CPU kernels' scratch (per-thread tiles, f32 copies of every bf16 operand),
 // which the GPU never allocates.
+// Each kernel makes ONE request (Workspace::acquire), of what workspace_sizes() prices, before it
+// launches anything: out of device memory it then returns resource_exhausted with nothing
+// queued, and the request is what the prediction priced (tests/cuda/workspace_request_test.cc
+// runs each kernel on the host against these figures). The one exception is scatter_add's radix
+// sort, whose temporary storage only CUB can size (on the device): a second, small request.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +16,7 @@
 #include <span>
 
 #include "backends/kernel.h"
+#include "core/shape.h"
 
 namespace lj::cuda {
 
@@ -25,6 +31,23 @@ inline size_t loss_scratch_bytes(int64_t floats) {
   return 16 + static_cast<size_t>(floats) * sizeof(float);
 }
 
+// Parts of one request, each at a 256-byte boundary (the caching allocator's blocks are
+// cudaMalloc'd, 256-aligned).
+class ScratchLayout {
+ public:
+  static constexpr size_t kAlign = 256;
+  // Reserves `bytes` (none when 0) and returns its offset.
+  size_t add(size_t bytes) {
+    const size_t at = (total_ + kAlign - 1) / kAlign * kAlign;
+    if (bytes > 0) total_ = at + bytes;
+    return at;
+  }
+  size_t total() const { return total_; }
+
+ private:
+  size_t total_ = 0;
+};
+
 // linear_cross_entropy's rows per chunk: the "chunk" attribute, else as many rows as keep the
 // f32 logits of a chunk within 32 MiB, at most 256 (and at most `rows`).
 inline int64_t linear_cross_entropy_chunk(const Attrs& attrs, int64_t rows, int64_t vocab) {
@@ -34,6 +57,55 @@ inline int64_t linear_cross_entropy_chunk(const Attrs& attrs, int64_t rows, int6
     chunk = std::max<int64_t>(1, std::min<int64_t>(256, cap));
   }
   return std::min(chunk, std::max<int64_t>(rows, 1));
+}
+
+// linear_cross_entropy(x (rows, cols), w (vocab, cols)): the loss scratch (first bad row, count,
+// per-row losses) at 0; a chunk's f32 logits; in bf16 the chunk's bf16 dlogits (in f32 they
+// overwrite the logits) and, over several chunks, dw's f32 sum (one rounding at the end).
+struct LinearCrossEntropyScratch {
+  size_t logits = 0, dlogits = 0, dw32 = 0;
+  bool has_dlogits = false, has_dw32 = false;
+  size_t total = 0;
+};
+inline LinearCrossEntropyScratch linear_cross_entropy_scratch(int64_t rows, int64_t cols,
+                                                              int64_t vocab, int64_t chunk,
+                                                              bool bf16) {
+  LinearCrossEntropyScratch s;
+  ScratchLayout l;
+  l.add(loss_scratch_bytes(rows));
+  s.logits = l.add(static_cast<size_t>(chunk * vocab) * 4);
+  s.has_dlogits = bf16;
+  if (bf16) s.dlogits = l.add(static_cast<size_t>(chunk * vocab) * 2);
+  s.has_dw32 = bf16 && rows > chunk;
+  if (s.has_dw32) s.dw32 = l.add(static_cast<size_t>(vocab * cols) * 4);
+  s.total = l.total();
+  return s;
+}
+
+// scatter_add(ids (n), src (n, cols)) -> out (v, cols): the ids' verdict (8 bytes) at 0; in bf16
+// the f32 sum of the output (rounded once at the end); with rows to add, the sorted ids (keys),
+// the positions 0..n-1 and the positions in sorted order (int32 each).
+struct ScatterAddScratch {
+  size_t acc = 0, keys = 0, pos_in = 0, pos = 0;
+  bool has_acc = false, sorted = false;
+  size_t total = 0;
+};
+inline ScatterAddScratch scatter_add_scratch(int64_t n, int64_t v, int64_t cols, size_t id_bytes,
+                                             bool bf16) {
+  ScatterAddScratch s;
+  ScratchLayout l;
+  if (n > 0) l.add(sizeof(long long));
+  const int64_t out = v * cols;
+  s.has_acc = bf16 && out > 0;
+  if (s.has_acc) s.acc = l.add(static_cast<size_t>(out) * 4);
+  s.sorted = out > 0 && n > 0 && cols > 0;
+  if (s.sorted) {
+    s.keys = l.add(static_cast<size_t>(n) * id_bytes);
+    s.pos_in = l.add(static_cast<size_t>(n) * 4);
+    s.pos = l.add(static_cast<size_t>(n) * 4);
+  }
+  s.total = l.total();
+  return s;
 }
 
 // The CUDA kernels' scratch by op (the KernelTable's `ws` only; no kernels): what a GPU dry run
@@ -55,17 +127,30 @@ inline const KernelTable& workspace_sizes() {
         [](const Node&, std::span<const TensorView>, int) { return loss_scratch_bytes(0); };
     t.ws[static_cast<int>(Op::linear_cross_entropy)] = [](const Node& n,
                                                           std::span<const TensorView> in, int) {
-      const int64_t rows = in[0].dim(0), vocab = in[1].dim(0);
-      const auto logits =
-          static_cast<size_t>(linear_cross_entropy_chunk(n.attrs, rows, vocab) * vocab);
-      return loss_scratch_bytes(rows) + logits * 4 + (in[0].dtype == DType::bf16 ? logits * 2 : 0);
+      const int64_t rows = in[0].dim(0), cols = in[0].dim(1), vocab = in[1].dim(0);
+      return linear_cross_entropy_scratch(rows, cols, vocab,
+                                          linear_cross_entropy_chunk(n.attrs, rows, vocab),
+                                          in[0].dtype == DType::bf16)
+          .total;
     };
-    // Embedding and scatter_add check their ids on the device: one 8-byte verdict.
-    const WorkspaceFn verdict = [](const Node&, std::span<const TensorView>, int) {
-      return sizeof(long long);
+    // Embedding checks its ids on the device: one 8-byte verdict.
+    t.ws[static_cast<int>(Op::gather)] = [](const Node&, std::span<const TensorView> in, int) {
+      return in[1].numel() > 0 ? sizeof(long long) : size_t{0};
     };
-    t.ws[static_cast<int>(Op::gather)] = verdict;
-    t.ws[static_cast<int>(Op::scatter_add)] = verdict;
+    // The output's rows (the "shape" attribute's first dim) are the vocabulary, concrete in
+    // every model; a symbolic one is priced as none.
+    t.ws[static_cast<int>(Op::scatter_add)] = [](const Node& n, std::span<const TensorView> in,
+                                                 int) {
+      const TensorView &ids = in[0], &src = in[1];
+      const Dim& rows = n.attrs.shape("shape")[0];
+      int64_t cols = 1;  // src's dims past the ids' (src is (ids..., C...))
+      for (int i = ids.rank(); i < src.rank(); ++i) cols *= src.dim(i);
+      const int64_t count = ids.numel();
+      return scatter_add_scratch(count, rows.is_concrete() ? rows.value() : 0, cols,
+                                 static_cast<size_t>(dtype_size(ids.dtype)),
+                                 src.dtype == DType::bf16)
+          .total;
+    };
     return t;
   }();
   return table;
