@@ -1,5 +1,6 @@
 #include "dist/communicator.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -242,6 +243,16 @@ std::string collective_timeout_line(const char* op, double timeout_seconds) {
   std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds);
   return std::string(op) + " did not complete within " + seconds +
          " s (a peer died or hangs); aborting the job";
+}
+
+StatusOr<std::vector<double>> all_gather_exact(Communicator& comm,
+                                               const std::vector<double>& values) {
+  const size_t n = values.size();
+  std::vector<double> all(n * static_cast<size_t>(comm.world_size()), 0.0);
+  std::copy(values.begin(), values.end(),
+            all.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(comm.rank())));
+  LJ_RETURN_IF_ERROR(comm.all_reduce_sum(std::span<const double>(all), std::span<double>(all)));
+  return all;
 }
 
 Status agree_on_status(Communicator& comm, const Status& mine) {

@@ -206,4 +206,9 @@ std::string collective_timeout_line(const char* op, double timeout_seconds);
 // is.
 Status agree_on_status(Communicator& comm, const Status& mine);
 
+// Each rank's `values` (the same count on every rank) on every rank: row r = rank r's, by one
+// all-reduce of a zeroed table. The values must be exact in a double (integers below 2^53).
+StatusOr<std::vector<double>> all_gather_exact(Communicator& comm,
+                                               const std::vector<double>& values);
+
 }  // namespace lj

@@ -14,26 +14,12 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed) {
   return h;
 }
 
-namespace {
-
-// Each rank's `values` (the same count on every rank), seen by every rank: row r = rank r's.
-StatusOr<std::vector<double>> gather_exact(Communicator& comm, const std::vector<double>& values) {
-  const size_t n = values.size();
-  std::vector<double> all(n * static_cast<size_t>(comm.world_size()), 0.0);
-  std::copy(values.begin(), values.end(),
-            all.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(comm.rank())));
-  LJ_RETURN_IF_ERROR(comm.all_reduce_sum(std::span<const double>(all), std::span<double>(all)));
-  return all;
-}
-
-}  // namespace
-
 Status check_same_on_all_ranks(Communicator& comm, const RunFingerprint& fp) {
   const int world = comm.world_size();
   // First the field count: the second exchange's size depends on it, and every rank must pass the
   // same size to a collective.
   LJ_ASSIGN_OR_RETURN(std::vector<double> counts,
-                      gather_exact(comm, {static_cast<double>(fp.fields.size())}));
+                      all_gather_exact(comm, {static_cast<double>(fp.fields.size())}));
   for (int r = 1; r < world; ++r) {
     if (counts[static_cast<size_t>(r)] != counts[0]) {
       return invalid_argument(
@@ -51,7 +37,7 @@ Status check_same_on_all_ranks(Communicator& comm, const RunFingerprint& fp) {
     mine.push_back(static_cast<double>(h >> 32));
     mine.push_back(static_cast<double>(h & 0xFFFFFFFFu));
   }
-  LJ_ASSIGN_OR_RETURN(std::vector<double> all, gather_exact(comm, mine));
+  LJ_ASSIGN_OR_RETURN(std::vector<double> all, all_gather_exact(comm, mine));
   const size_t n = mine.size();
   for (int r = 1; r < world; ++r) {
     for (size_t f = 0; f < fp.fields.size(); ++f) {

@@ -78,17 +78,6 @@ Status write_text(const std::string& path, const std::string& text) {
   return write_file_atomic(path, [&](FileWriter& w) { return w.write(text.data(), text.size()); });
 }
 
-// Each rank's `values` (the same count everywhere) on every rank: row r = rank r's. The values
-// must be exact in a double (integers below 2^53).
-StatusOr<std::vector<double>> gather_exact(Communicator& comm, const std::vector<double>& values) {
-  const size_t n = values.size();
-  std::vector<double> all(n * static_cast<size_t>(comm.world_size()), 0.0);
-  std::copy(values.begin(), values.end(),
-            all.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(comm.rank())));
-  LJ_RETURN_IF_ERROR(comm.all_reduce_sum(std::span<const double>(all), std::span<double>(all)));
-  return all;
-}
-
 // Writes `path` with 1-D f32 tensors "m" and "v" of n elements each.
 Status write_moments(const std::string& path, const float* m, const float* v, int64_t n,
                      FlatRange range) {
@@ -197,8 +186,9 @@ Status save_sharded_checkpoint(Communicator& comm, const std::string& dir,
   const Written& w = *written;
   LJ_ASSIGN_OR_RETURN(
       std::vector<double> all,
-      gather_exact(comm, {static_cast<double>(w.range.begin), static_cast<double>(w.range.end),
-                          static_cast<double>(w.sum.bytes), static_cast<double>(w.sum.crc32c)}));
+      all_gather_exact(comm,
+                       {static_cast<double>(w.range.begin), static_cast<double>(w.range.end),
+                        static_cast<double>(w.sum.bytes), static_cast<double>(w.sum.crc32c)}));
 
   // 4. Rank 0 commits: manifest, rename, `latest`; then every rank learns how that went.
   Status committed;
