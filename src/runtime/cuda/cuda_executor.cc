@@ -133,17 +133,12 @@ StatusOr<std::vector<DeviceTensor>> CudaExecutor::run(std::span<const DeviceTens
 }
 
 ReplayKey CudaExecutor::signature(const SymEnv& env, std::span<const DeviceTensor> inputs) const {
-  ReplayKey k;
-  for (const DeviceTensor& t : inputs) {
-    k.addresses.push_back(t.data());
-    k.dims.push_back(t.dims);
-    k.dtypes.push_back(t.dtype);
-  }
+  std::vector<ReplayInput> in;
+  in.reserve(inputs.size());
+  for (const DeviceTensor& t : inputs) in.push_back(ReplayInput{t.data(), t.dtype, &t.dims});
   const bool arena = arena_ != nullptr && arena_->size() > 0;
-  k.addresses.push_back(arena ? arena_->at(0) : nullptr);
-  k.arena_bytes = arena ? arena_->size() : 0;
-  k.env = env.to_string();
-  return k;
+  return make_replay_key(in, arena ? arena_->at(0) : nullptr, arena ? arena_->size() : 0,
+                         env.to_string());
 }
 
 bool CudaExecutor::replay_outputs(std::vector<DeviceTensor>* out) const {
