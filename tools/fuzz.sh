@@ -63,19 +63,25 @@ cmake -S . -B "$build" -G Ninja -DLJ_FUZZ=ON -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="${CXX:-clang++}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target fuzz_targets
 
+# copy_seeds NAME DIR: the target's checked-in seeds into DIR (existing files kept): its corpus
+# folder, and for the tokenizer the tokenizer.json fixtures.
+copy_seeds() {
+  local seeds=(tests/fuzz/corpus/"$1")
+  [ "$1" = tokenizer ] && seeds+=(tests/fixtures/tokenize)
+  for d in "${seeds[@]}"; do
+    find "$d" -maxdepth 1 -type f \( -name '*tokenizer.json' -o ! -path '*/tokenize/*' \) \
+      -exec cp -n -t "$2" {} +
+  done
+}
+
 # run_target NAME: fuzzes one target for $seconds; writes $log_dir/NAME.log and NAME.rc.
 run_target() {
   local name=$1 corpus=$root/$name findings=$root/findings/$name
   # Replay: a corpus of the seeds alone, in the run's own temporary folder.
   [ "$replay" -eq 1 ] && corpus=$log_dir/corpus-$name
   mkdir -p "$corpus" "$findings"
-  local seeds=(tests/fuzz/corpus/"$name")
-  [ "$name" = tokenizer ] && seeds+=(tests/fixtures/tokenize)
   # Seeds go into the grown corpus (libFuzzer merges, keeping what adds coverage on later runs).
-  for d in "${seeds[@]}"; do
-    find "$d" -maxdepth 1 -type f \( -name '*tokenizer.json' -o ! -path '*/tokenize/*' \) \
-      -exec cp -n -t "$corpus" {} +
-  done
+  copy_seeds "$name" "$corpus"
   [ -f "tests/fuzz/grown/$name.tar.xz" ] &&
     tar -C "$corpus" --skip-old-files -xJf "tests/fuzz/grown/$name.tar.xz"
   local dict=()
@@ -113,7 +119,7 @@ save_target() {
   local name=$1 work
   work=$(mktemp -d)
   mkdir -p "$work/seeds" "$work/all" tests/fuzz/grown
-  cp -t "$work/seeds" tests/fuzz/corpus/"$name"/*
+  copy_seeds "$name" "$work/seeds"
   cp -t "$work/all" "$work/seeds"/*
   local sources=("$root/$name")
   if [ -f "tests/fuzz/grown/$name.tar.xz" ]; then
