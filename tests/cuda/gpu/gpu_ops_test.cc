@@ -414,6 +414,16 @@ TEST(GpuOps, DataMovement) {
       1e-6, 1e-6);  // copies are exact; scatter_add adds rows in the CPU's order (n increasing)
 }
 
+// linear_cross_entropy of inputs x, w, labels in chunks of `chunk` rows (0: one chunk).
+BuildFn lce_graph(int64_t chunk) {
+  return [chunk](Builder& b, const std::vector<Val>& v) {
+    Attrs a;
+    a.set("ignore_index", int64_t{-100});
+    a.set("chunk", chunk);
+    return b.add(Op::linear_cross_entropy, {v[0], v[1], v[2]}, a);
+  };
+}
+
 TEST(GpuOps, LinearCrossEntropyAgreesWithTheCpu) {
   RefTensor labels = random_ints(DType::i32, {70}, 49, 0, 300);
   labels[5] = -100;
@@ -421,15 +431,7 @@ TEST(GpuOps, LinearCrossEntropyAgreesWithTheCpu) {
                                 {"w", random_tensor(DType::f32, {300, 48}, 51)},
                                 {"labels", labels}};
   for (int64_t chunk : {0, 16}) {  // one chunk, and several (dw accumulated with beta = 1)
-    expect_same(
-        in,
-        [chunk](Builder& b, const std::vector<Val>& v) {
-          Attrs a;
-          a.set("ignore_index", int64_t{-100});
-          a.set("chunk", chunk);
-          return b.add(Op::linear_cross_entropy, {v[0], v[1], v[2]}, a);
-        },
-        1e-5, 1e-4);
+    expect_same(in, lce_graph(chunk), 1e-5, 1e-4);
   }
 }
 
@@ -446,15 +448,7 @@ TEST(GpuOps, LinearCrossEntropyBf16SumsDwOverChunksInF32) {
                                 {"labels", labels}};
   for (int64_t chunk : {0, 4}) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
-    expect_same(
-        in,
-        [chunk](Builder& b, const std::vector<Val>& v) {
-          Attrs a;
-          a.set("ignore_index", int64_t{-100});
-          a.set("chunk", chunk);
-          return b.add(Op::linear_cross_entropy, {v[0], v[1], v[2]}, a);
-        },
-        1e-6, 0.0078125);
+    expect_same(in, lce_graph(chunk), 1e-6, 0.0078125);
   }
 }
 
