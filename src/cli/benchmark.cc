@@ -89,7 +89,7 @@ Status choose_recompute(Resolved* r) {
   LJ_ASSIGN_OR_RETURN(
       CkptChoice c,
       checkpoint_optimization(r->model.config, r->micro_batch, r->seq_len, r->step.graph.compile,
-                              budget, r->parallel(r->threads), r->precision));
+                              budget, r->host_parallel(r->threads), r->precision));
   print_ckpt_choice(c, r->model.config.num_hidden_layers);
   r->step.graph.recompute = c.recompute;
   set_config_value(&r->config, "recompute",
@@ -122,7 +122,7 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   // The chosen configuration's joint graph, built once: dry-run here (the memory check and the
   // planner's prediction, per rank, printed beside the measured peak), then run by the TrainStep.
   LJ_ASSIGN_OR_RETURN(g.prepared, prepare_host_run(model, r.micro_batch, r.seq_len, r.step.graph,
-                                                   r.parallel(r.threads)));
+                                                   r.host_parallel(r.threads)));
   // Memory first: for a model this host cannot hold, that is the answer the user needs.
   LJ_RETURN_IF_ERROR(check_memory_fits(r, g.prepared.figures, host, dist.ranks_on_host()));
   g.dev = std::make_unique<Device>(r.threads);
@@ -137,10 +137,11 @@ StatusOr<Ready> make_ready(const BenchmarkArgs& a, DistSession& dist, const Host
   if (const ExpertShard& e = r.step.graph.experts; e.size > 1) {
     const int64_t per = model.moe.num_experts / e.size;
     fmt::print(
-        "expert parallel: groups of {} ranks; rank {} runs experts [{}, {}) of {} in each sparse "
-        "layer; {} exchange nodes (route, dispatch, combine) in its graph\n",
+        "expert parallel: groups of {} ranks; rank {} holds and runs experts [{}, {}) of {} in "
+        "each sparse layer, data-parallel over {} rank(s); {} exchange nodes (route, dispatch, "
+        "combine) in its graph\n",
         e.size, dist.rank(), e.rank * per, (e.rank + 1) * per, model.moe.num_experts,
-        g.trainer->expert_exchange_nodes());
+        dist.world_size() / e.size, g.trainer->expert_exchange_nodes());
   }
   return g;
 }

@@ -39,10 +39,6 @@ struct Resolved : ResolvedRun {
   int64_t steps = 0;        // --steps, --skip-steps included
   int64_t warmup = 0;       // --skip-steps: steps left out of the summary
   std::string warmup_note;  // set when the default --skip-steps was lowered for a short run
-  // `threads`: --threads (0: all), whose time-model rates price the step.
-  HostParallel parallel(int threads) const {
-    return HostParallel{dp.world_size, dp.zero, dp.rank, threads};
-  }
   // This rank's tokens per optimizer step (every rank trains as many).
   int64_t tokens_per_step() const { return micro_batch * seq_len * grad_accum; }
 };

@@ -97,8 +97,11 @@ DistSession::~DistSession() {
 }
 
 DataParallel DistSession::data_parallel(const ZeroConfig& zero) {
-  return DataParallel{distributed() ? comm_.get() : nullptr, zero,
-                      distributed() && experts_ ? experts_->ep.get() : nullptr};
+  const bool ep = distributed() && experts_;
+  return DataParallel{.comm = distributed() ? comm_.get() : nullptr,
+                      .zero = zero,
+                      .experts = ep ? experts_->ep.get() : nullptr,
+                      .expert_data = ep ? experts_->edp.get() : nullptr};
 }
 
 Status DistSession::split_experts(int size) {

@@ -51,8 +51,9 @@ struct PlanArgs {
 
 // The settings of resolve_run that a plan reads, in its printout.
 const std::vector<std::string> kPlanConfigKeys = {
-    "model",     "recipe",     "deepspeed", "micro_batch", "grad_accum", "seq_len", "world_size",
-    "precision", "zero_stage", "compile",   "recompute",   "device",     "threads"};
+    "model",     "recipe",     "deepspeed", "micro_batch",    "grad_accum",
+    "seq_len",   "world_size", "precision", "zero_stage",     "compile",
+    "recompute", "device",     "threads",   "expert_parallel"};
 
 // A plan in which no choice fits is an error (exit 1), after the plan is printed.
 Status nothing_fits(const PlanResult& r) {
@@ -100,6 +101,9 @@ Status run_plan(const PlanArgs& a) {
   req.coeffs = coeffs;
   LJ_ASSIGN_OR_RETURN(req.device, find_device(plan_device_id(f.device), coeffs));
   req.gpus = gpus;
+  // Rank 0 of its expert-parallel group (resolve_run checked the size against the model and the
+  // world; make_plan refuses it on a GPU).
+  req.experts = ExpertShard{.size = f.expert_parallel, .rank = 0};
   const bool host = req.device.kind == DeviceKind::cpu;
   // The ZeRO settings: the DeepSpeed JSON's (the flag won inside it) or, on the host, DeepSpeed's
   // code defaults at the resolved stage, as `ljperf benchmark` runs. GPUs without a JSON: the
@@ -171,6 +175,12 @@ Status run_plan(const PlanArgs& a) {
   if (a.measure && !host) {
     return invalid_argument("--measure runs the candidates on this host",
                             "use --device host with --measure");
+  }
+  if (a.measure && req.experts.size > 1) {
+    return invalid_argument(
+        "--measure runs the candidates in this one process, and expert "
+        "parallelism needs its group's ranks",
+        "measure it with mpirun -np N ljperf benchmark --expert-parallel N");
   }
   // The time model's measured rates (probe/host_rates.h): cached, else measured now, once the
   // request is known to be valid (a probe takes seconds; bad input gets its error at once).
@@ -254,6 +264,11 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--zero", a->f.zero,
                   "ZeRO stage 0-3 (default: 3 with several GPUs, else 0; runs take " +
                       zero_stages_text() + ")");
+  sub->add_option("--expert-parallel", a->f.expert_parallel,
+                  "Host, mixture-of-experts: the experts sharded over groups of N ranks, as "
+                  "benchmark's flag; prices a rank's experts and its all-to-all token exchange")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
   sub->add_option("--fabric-gbps", a->fabric_gbps,
                   "GPUs: inter-node bandwidth per GPU in Gb/s, for ranks beyond one node of " +
                       std::to_string(kGpusPerNode) +

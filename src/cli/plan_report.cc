@@ -51,6 +51,27 @@ std::string host_comm_line(const PlanRequest& req, const Candidate& c) {
       req.zero.stage, format_seconds(exposed), req.gpus);
 }
 
+// Expert parallelism: the experts the priced rank runs, and what its token exchange costs.
+std::string expert_line(const PlanRequest& req, const Candidate& c) {
+  const int64_t experts = req.model.moe.num_experts, per = experts / req.experts.size;
+  std::string s = fmt::format(
+      "  expert parallel over groups of {} ranks: rank {} holds and runs experts [{}, {}) of {} "
+      "in each sparse layer, on the rows its group routes to them; their weights data-parallel "
+      "over {} rank(s)\n",
+      req.experts.size, req.rank, req.experts.rank * per, (req.experts.rank + 1) * per, experts,
+      req.gpus / req.experts.size);
+  if (!req.comm_rates) {
+    return s +
+           "  token exchange: not priced (no MPI rates measured for this world; measure them: "
+           "mpirun -np " +
+           std::to_string(req.gpus) + " ljperf calibrate --comm)\n";
+  }
+  return s + fmt::format(
+                 "  token exchange per step: {} (all-to-all of the routed rows out and back, "
+                 "forward and backward; part of the collectives above)\n",
+                 format_seconds(c.times ? c.times->expert_exchange : 0.0));
+}
+
 }  // namespace
 
 std::string format_plan(const PlanRequest& req, const PlanResult& r) {
@@ -101,6 +122,7 @@ std::string format_plan(const PlanRequest& req, const PlanResult& r) {
                       8 / 1e9));
   }
   if (!gpu && req.gpus > 1) s += host_comm_line(req, shown);
+  if (req.experts.size > 1) s += expert_line(req, shown);
   const bool batch = req.tune_batch;
   s += fmt::format("\nrecompute choices:\n  {:<24} {}{:>12} {:>12} {:>14}{}\n", "policy",
                    batch ? "micro " : "", "peak", "step time", "tokens/s/rank",
@@ -184,6 +206,7 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
   // The host: whether the collectives are priced from measured MPI rates (probe/comm_rates.h).
   if (req.device.kind != DeviceKind::gpu && req.gpus > 1)
     j["comm_measured"] = req.comm_rates != nullptr;
+  j["expert_parallel"] = req.experts.size;
   j["dry_runs"] = r.dry_runs;
   const bool gpu = req.device.kind == DeviceKind::gpu;
   if (gpu) {
@@ -215,7 +238,8 @@ nlohmann::ordered_json plan_to_json(const PlanRequest& req, const PlanResult& r)
         {"fits", c.fits},
         {"exact", c.exact},
         {"step_times", step_times_json(c.times)},
-        {"recompute_hot_saving_seconds", c.times ? c.times->recompute_hot_saving : 0.0}};
+        {"recompute_hot_saving_seconds", c.times ? c.times->recompute_hot_saving : 0.0},
+        {"expert_exchange_seconds", c.times ? c.times->expert_exchange : 0.0}};
   };
   j["recommendation"] = r.best() ? cand(*r.best()) : nlohmann::ordered_json();
   j["candidates"] = nlohmann::ordered_json::array();

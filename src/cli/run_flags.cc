@@ -155,6 +155,7 @@ StatusOr<ResolvedRun> resolve_run(const RunFlags& f, RunSettings run, int world_
   r.memory_limit = f.memory_limit;
   r.threads = f.threads;
   r.seed = f.seed;
+  r.expert_parallel = f.expert_parallel;
 
   // Where each value came from: the flag, the DeepSpeed JSON (flags already won inside it), the
   // environment, the launcher, or ljperf's default.

@@ -14,6 +14,7 @@
 
 #include "cli/run_config.h"
 #include "dist/communicator.h"
+#include "plan/host_plan.h"
 
 namespace CLI {
 class App;
@@ -75,6 +76,16 @@ struct ResolvedRun : StepSettings {   // micro-batch, accumulation, precision, t
   std::string memory_limit;  // checkpoint optimization's budget as typed ("": 90% of available)
   int threads = 0;           // CPU threads (0: all cores)
   uint64_t seed = 0;         // weights and (benchmark) synthetic tokens
+  int expert_parallel = 1;   // --expert-parallel N (checked against the model and the world)
+  // The planner's view of this rank's parallelism, with `threads_` per rank (plan/host_plan.h).
+  HostParallel host_parallel(int threads_) const {
+    return HostParallel{
+        .world_size = dp.world_size,
+        .zero = dp.zero,
+        .rank = dp.rank,
+        .threads = threads_,
+        .experts = ExpertShard{.size = expert_parallel, .rank = dp.rank % expert_parallel}};
+  }
   // Every resolved value with its origin, in the order printed (describe_config) and written
   // into every JSON record (config_json).
   ConfigLines config;

@@ -133,10 +133,8 @@ Status choose_recompute(ResolvedTrain& r, TrainerConfig* t) {
   const LlamaConfig& model = r.model.config;
   LJ_ASSIGN_OR_RETURN(MemoryBudget budget, host_budget(r.memory_limit));
   LJ_ASSIGN_OR_RETURN(
-      CkptChoice c,
-      checkpoint_optimization(model, t->batch_size, t->seq_len, t->step.graph.compile, budget,
-                              HostParallel{r.dp.world_size, r.dp.zero, r.dp.rank, r.threads},
-                              r.precision));
+      CkptChoice c, checkpoint_optimization(model, t->batch_size, t->seq_len, t->step.graph.compile,
+                                            budget, r.host_parallel(r.threads), r.precision));
   print_ckpt_choice(c, model.num_hidden_layers);
   t->step.graph.recompute = c.recompute;
   set_config_value(&r.config, "recompute", c.recompute.to_string(model.num_hidden_layers));

@@ -44,8 +44,18 @@ struct DataParallel {
   ZeroConfig zero;
   // Expert parallelism (--expert-parallel N > 1): the expert-parallel group of this rank, N
   // consecutive ranks of comm's (train/expert_parallel.h); the sparse layers exchange their
-  // routed rows over it. Null: every rank runs every expert. Not owned.
+  // routed rows over it, and the rank holds only its E / N experts. Null: every rank holds and
+  // runs every expert. Not owned.
   Communicator* experts = nullptr;
+  // With `experts`: the expert-data-parallel group, the W / N ranks that hold this rank's
+  // experts (ranks N apart): the experts' gradients are averaged, and ZeRO shards their
+  // optimizer states, over it (train/expert_params.h). Not owned.
+  Communicator* expert_data = nullptr;
+  // The gradients' sum over the ranks is divided by this; 0: comm's world size. The experts'
+  // group divides by the whole world's size: an expert's gradient on its rank already sums the
+  // rows of its N token-sharing ranks.
+  int grad_divisor = 0;
+  int divisor() const { return grad_divisor > 0 ? grad_divisor : comm->world_size(); }
 };
 
 // [begin, end) in the flat vector.

@@ -19,12 +19,14 @@ StatusOr<int64_t> check_route_sizes(const InferCtx& c, int i, const char* role) 
   return g[0].coef();
 }
 
-// (rows (., W) f32, group_sizes (E), recv_sizes (E)), both sizes of one E.
+// (rows (., W) float, group_sizes (E), recv_sizes (E)), both sizes of one E.
 Status check_exchange(const InferCtx& c) {
   const Shape& x = c.in[0].shape;
   const DType t = c.in[0].dtype;
-  if (x.rank() != 2 || (t != DType::f32 && t != DType::f64)) {
-    return shape_error(c, "rows must be f32 (R, W) (f64 for gradient checks over one rank)");
+  if (x.rank() != 2 ||
+      !(t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::f64)) {
+    return shape_error(
+        c, "rows must be (R, W) f32, bf16 or f16 (f64 for gradient checks over one rank)");
   }
   LJ_ASSIGN_OR_RETURN(const int64_t e, check_route_sizes(c, 1, "group_sizes"));
   LJ_ASSIGN_OR_RETURN(const int64_t e2, check_route_sizes(c, 2, "recv_sizes"));

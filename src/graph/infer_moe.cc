@@ -67,7 +67,9 @@ Status infer_grouped_matmul(const InferCtx& c, std::vector<TypedShape>* out) {
   return ok_status();
 }
 
-// grouped_matmul_wgrad: a (R, P), b (R, Q), group_sizes (E) -> (E, P, Q).
+// grouped_matmul_wgrad: a (R, P), b (R, Q), group_sizes (E) -> (E, P, Q); attribute dtype f32
+// (optional) of bf16 / f16 operands: the f32 sums stored as they are, a cast up folded into the
+// GEMMs (passes/master_weights), as matmul's.
 Status infer_grouped_matmul_wgrad(const InferCtx& c, std::vector<TypedShape>* out) {
   const Shape& a = c.in[0].shape;
   const Shape& b = c.in[1].shape;
@@ -79,7 +81,16 @@ Status infer_grouped_matmul_wgrad(const InferCtx& c, std::vector<TypedShape>* ou
   const Shape& g = c.in[2].shape;
   if (g.rank() != 1 || !g[0].is_concrete()) return shape_error(c, "group_sizes must be (E)");
   LJ_RETURN_IF_ERROR(check_group_sizes(c, 2, g[0]));
-  out->assign(1, TypedShape{c.in[0].dtype, Shape{g[0], a[1], b[1]}});
+  DType dt = c.in[0].dtype;
+  if (c.attrs.has("dtype")) {
+    const DType want = c.attrs.dtype("dtype");
+    if (want != dt && !(want == DType::f32 && (dt == DType::bf16 || dt == DType::f16))) {
+      return shape_error(c, std::string("output dtype ") + dtype_name(want) + " of " +
+                                dtype_name(dt) + " operands: only f32 of bf16 / f16 ones");
+    }
+    dt = want;
+  }
+  out->assign(1, TypedShape{dt, Shape{g[0], a[1], b[1]}});
   return ok_status();
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/check.h"
+#include "graph/moe_rows.h"
 
 namespace lj {
 
@@ -167,7 +168,8 @@ Cost node_cost(const Graph& g, const Node& n, const SymEnv& env) {
   }
   const OpDef& def = op_def(n.op);
   if (def.has(kAlias)) c.bytes = 0;
-  c.flops = def.flops(CostCtx{in, out, n.attrs});
+  // A grouped GEMM's rows operand can be a receive buffer larger than the rows it multiplies.
+  c.flops = def.flops(CostCtx{in, out, n.attrs}) * grouped_rows_fraction(g, n);
   return c;
 }
 

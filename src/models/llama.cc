@@ -33,7 +33,7 @@ Val apply_rope(Val x, Val cos, Val sin, int64_t d) {
 
 }  // namespace
 
-std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c) {
+std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c, const ExpertShard& experts) {
   const int64_t C = c.hidden_size, D = c.head_dim;
   std::vector<ParamSpec> p;
   p.push_back({"model.embed_tokens.weight", {c.vocab_size, C}});
@@ -53,7 +53,7 @@ std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c) {
     }
     p.push_back({s + "post_attention_layernorm.weight", {C}, true});
     if (c.is_sparse_layer(l)) {
-      moe_param_specs(c, s, &p);
+      moe_param_specs(c, s, &p, experts);
       continue;
     }
     p.push_back({s + "mlp.gate_proj.weight", {c.intermediate_size, C}});
@@ -93,7 +93,7 @@ StatusOr<LlamaGraph> build_llama(const LlamaConfig& c, Graph* g, DType dtype, bo
   out.tokens = tokens.id, out.targets = targets.id, out.rope_cos = cos.id, out.rope_sin = sin.id;
 
   std::vector<Val> params;
-  for (const ParamSpec& s : llama_param_specs(c)) {
+  for (const ParamSpec& s : llama_param_specs(c, experts)) {
     Val p = b.param(s.name, dtype, Shape::concrete(s.dims));
     params.push_back(p);
     out.params.push_back(p.id);

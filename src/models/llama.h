@@ -37,8 +37,16 @@ struct ParamSpec {
   std::vector<int64_t> dims;
   bool is_norm = false;  // initialised to ones
   bool is_bias = false;  // initialised to zeros (HF's _init_weights zeroes Linear biases)
+  // Expert parallelism (N > 1 only): a sparse layer's expert weights (mlp.experts.*), which a
+  // rank holds for its E / N experts only (dims[0] = E / N), and where its slice starts in the
+  // whole tensor's elements (its initialisation stream continues from there, so the slices of the N
+  // ranks are the whole tensor's values).
+  bool is_expert = false;
+  int64_t expert_offset = 0;
 };
-std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c);
+// `experts`: a rank of an expert-parallel group (models/config.h): the expert weights are its
+// slice. Size 1: the whole model.
+std::vector<ParamSpec> llama_param_specs(const LlamaConfig& c, const ExpertShard& experts = {});
 
 // A host callback (an `opaque` op, backends/host_callback.h) applied to the residual stream
 // after one layer: user code inside the model, and a graph break for the compiler.

@@ -10,11 +10,24 @@ const Dim kT = Dim::sym('T');
 
 }  // namespace
 
-void moe_param_specs(const LlamaConfig& c, const std::string& prefix, std::vector<ParamSpec>* p) {
+void moe_param_specs(const LlamaConfig& c, const std::string& prefix, std::vector<ParamSpec>* p,
+                     const ExpertShard& experts) {
   const int64_t C = c.hidden_size, E = c.moe.num_experts, F = c.moe.moe_intermediate_size;
+  // This rank's experts [first, first + L).
+  const int64_t L = E / experts.size, first = experts.rank * L;
   p->push_back({prefix + "mlp.gate.weight", {E, C}});
-  p->push_back({prefix + "mlp.experts.gate_up_proj", {E, 2 * F, C}});
-  p->push_back({prefix + "mlp.experts.down_proj", {E, C, F}});
+  p->push_back({.name = prefix + "mlp.experts.gate_up_proj",
+                .dims = {L, 2 * F, C},
+                .is_expert = experts.size > 1,
+                .expert_offset = first * 2 * F * C});
+  p->push_back({.name = prefix + "mlp.experts.down_proj",
+                .dims = {L, C, F},
+                .is_expert = experts.size > 1,
+                .expert_offset = first * C * F});
+}
+
+bool is_expert_param(const std::string& name) {
+  return name.find(".mlp.experts.") != std::string::npos;
 }
 
 MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_down,
@@ -44,13 +57,10 @@ MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_d
     ExpertRouteVals route;
     const int64_t ranks = experts.size;
     if (ranks > 1) {
-      // This rank's experts [first, first + L) and the rows the group sends them.
-      const int64_t l_count = E / ranks, first = experts.rank * l_count;
+      // The rows the group sends this rank's experts (the weights hold only those).
       route = ep_route(sizes, ranks);
       local_sizes = route.local_sizes;
       rows = ep_dispatch(rows, sizes, route.recv_sizes, ranks);  // (ranks*N*K, C)
-      w_gate_up = slice(w_gate_up, 0, first, first + l_count);
-      w_down = slice(w_down, 0, first, first + l_count);
     }
     Val gate_up = grouped_matmul(rows, w_gate_up, local_sizes, true);  // (N*K, 2F)
     Val act = silu(slice(gate_up, -1, 0, F)) * slice(gate_up, -1, F, 2 * F);

@@ -20,8 +20,12 @@
 
 namespace lj {
 
-// The parameters of sparse layer `prefix` ("model.layers.3."), in build order.
-void moe_param_specs(const LlamaConfig& c, const std::string& prefix, std::vector<ParamSpec>* p);
+// The parameters of sparse layer `prefix` ("model.layers.3."), in build order; under expert
+// parallelism the expert weights are the rank's E / N experts (ParamSpec::is_expert).
+void moe_param_specs(const LlamaConfig& c, const std::string& prefix, std::vector<ParamSpec>* p,
+                     const ExpertShard& experts = {});
+// Whether a parameter name is a sparse layer's expert weights (mlp.experts.*).
+bool is_expert_param(const std::string& name);
 
 struct MoeMlp {
   Val out;            // (B, T, C)
@@ -31,8 +35,7 @@ struct MoeMlp {
 // h (B, T, C), the layer's normalised input; the weights as moe_param_specs lists them.
 // Expert parallelism (`experts.size` N > 1): the sorted rows (M = N_tok k of them) travel to
 // their expert's rank (ep_dispatch; a static capacity of N M rows, the ones past those received
-// zero), run through this rank's E / N experts (slices of the whole weights, so their gradients
-// are zero outside them and the world's all-reduce averages each expert's from its owners), and
+// zero), run through this rank's E / N experts (w_gate_up and w_down hold only those), and
 // travel back (ep_combine) before the unsort and the router weights. N = 1 builds exactly the
 // graph above.
 MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_down,

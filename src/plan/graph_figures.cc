@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include "core/check.h"
+#include "models/moe.h"
 #include "passes/master_weights/master_weights.h"
 #include "plan/mpi_temporaries.h"
 #include "plan/time_model.h"
@@ -63,6 +64,11 @@ std::vector<Tensor> step_inputs(Device& dev, const Graph& g, const LlamaConfig& 
   if (options.grad_sync.enabled() && zero.shards(ZeroSharded::parameters)) {
     // ZeRO-3: the graph takes this rank's shard of the parameters, and gathers them itself; the
     // pass that adds the shard input runs after the loss scale was added, so the shard is last.
+    // Sharded experts stay inputs, whole (train/expert_params.h), before the loss scale.
+    for (const ParamSpec& s : specs) {
+      if (s.is_expert)
+        inputs.push_back(Tensor::empty(dev, options.dtype, s.dims, MemCategory::weights));
+    }
     loss_scale();
     const FlatLayout layout(numels, options.grad_sync.world_size);
     const int64_t shard = layout.held_numel(zero.stage, ZeroSharded::parameters);
@@ -171,7 +177,8 @@ void replay_sharded_optimizer(Device& dev, const DryRunOptions& dry, const ZeroM
 // The step's time: by this host's rates (AdamW over what this rank updates: its ZeRO shard, else
 // every parameter), or by the device's time model.
 Status add_step_time(const Graph& g, const SymEnv& env, const DryRunOptions& dry, bool sharded,
-                     const ZeroMemory& zm, const std::vector<int64_t>& numels, GraphFigures* f) {
+                     const ZeroMemory& zm, const std::vector<int64_t>& numels,
+                     int64_t expert_states, GraphFigures* f) {
   if (dry.rates != nullptr) {
     if (dry.measure_gemm_classes)
       LJ_RETURN_IF_ERROR(add_gemm_classes(dry.rates, graph_gemm_shapes(g, env)));
@@ -181,6 +188,7 @@ Status add_step_time(const Graph& g, const SymEnv& env, const DryRunOptions& dry
     } else {
       for (int64_t n : numels) local += n;
     }
+    local += expert_states;
     f->times = host_step_times(g, env, *dry.rates, local, dry.comm);
     if (dry.comm != nullptr && dry.world_size > 1 && sharded) {
       // Stages 1-2: the updated parameters all-gathered after the step, blocking.
@@ -218,16 +226,34 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
                                      int64_t seq_len, const GraphOptions& options,
                                      const DryRunOptions& dry) {
   Device dev(1, /*is_virtual=*/true);
-  const auto specs = llama_param_specs(model);
-  std::vector<int64_t> numels;
-  for (const ParamSpec& s : specs) numels.push_back(numel_of(s.dims));
+  // The rank's parameters: under expert parallelism its experts only, which form their own
+  // data-parallel group over the W / N ranks that hold them (train/expert_params.h); the
+  // world's ZeRO is the dense parameters'.
+  const auto specs = llama_param_specs(model, options.experts);
+  std::vector<ParamSpec> dense, experts;
+  for (const ParamSpec& s : specs) (s.is_expert ? experts : dense).push_back(s);
+  std::vector<int64_t> numels, expert_numels;
+  for (const ParamSpec& s : dense) numels.push_back(numel_of(s.dims));
+  for (const ParamSpec& s : experts) expert_numels.push_back(numel_of(s.dims));
   // Persistent state first, in the order the trainer allocates it: weights, then AdamW's m, v.
   const std::vector<Tensor> inputs =
       step_inputs(dev, g, model, specs, batch, seq_len, options, numels);
   const bool sharded = dry.with_adam_states && dry.world_size > 1;
   const ZeroMemory zm =
       sharded ? zero_memory(FlatLayout(numels, dry.world_size), dry.zero) : ZeroMemory{};
-  const std::vector<Tensor> moments = adam_moments(dev, specs, dry, sharded, zm);
+  const std::vector<Tensor> moments = adam_moments(dev, dense, dry, sharded, zm);
+  // The experts' group: its ZeRO at stage 2 at most (their weights stay whole at stage 3).
+  DryRunOptions group = dry;
+  group.zero.stage = std::min(dry.zero.stage, 2);
+  group.world_size = std::max(1, dry.world_size / options.experts.size);
+  group.rank = dry.rank / options.experts.size;
+  const ZeroMemory expert_zm =
+      sharded && !experts.empty()
+          ? zero_memory(FlatLayout(expert_numels, group.world_size), group.zero)
+          : ZeroMemory{};
+  const std::vector<Tensor> expert_moments =
+      experts.empty() ? std::vector<Tensor>{}
+                      : adam_moments(dev, experts, group, sharded, expert_zm);
   GraphFigures f;
   {
     // Compiled graphs run planned: the static memory plan's arena, as TrainStep runs them.
@@ -239,9 +265,31 @@ StatusOr<GraphFigures> graph_figures(const Graph& g, const LlamaConfig& model, i
     std::map<int64_t, Tensor> grad_parts;  // train/zero_optimizer.h grad_part, by offset
     if (sharded && in_graph) replay_collectives(ex, g, dev, dry, zm, &grad_parts);
     LJ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ex.dry_run(inputs));
+    // The experts' gradients ("grad:" outputs under expert parallelism) are their group's.
+    std::vector<Tensor> expert_outs{Tensor()};  // replay_sharded_optimizer drops the first
+    if (!experts.empty()) {
+      std::vector<Tensor> rest;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const std::string& name = g.outputs()[k].name;
+        const bool expert = name.rfind("grad:", 0) == 0 && is_expert_param(name.substr(5));
+        (expert ? expert_outs : rest).push_back(std::move(outs[k]));
+      }
+      outs = std::move(rest);
+    }
     if (sharded) replay_sharded_optimizer(dev, dry, zm, in_graph, &outs, &grad_parts);
+    if (sharded && !experts.empty()) {
+      // Reduced after backward, in the group's buffers (approximately: the run reduces both
+      // groups before it updates either).
+      std::map<int64_t, Tensor> expert_parts;
+      replay_sharded_optimizer(dev, group, expert_zm, /*in_graph=*/false, &expert_outs,
+                               &expert_parts);
+    }
     f.stats = dev.memory();
-    LJ_RETURN_IF_ERROR(add_step_time(g, ex.env(), dry, sharded, zm, numels, &f));
+    int64_t expert_states = 0;  // what AdamW updates of the experts on this rank
+    for (int64_t n : expert_numels) expert_states += n;
+    if (sharded && group.zero.shards(ZeroSharded::optimizer_states))
+      expert_states = expert_zm.adam_state_numel;
+    LJ_RETURN_IF_ERROR(add_step_time(g, ex.env(), dry, sharded, zm, numels, expert_states, &f));
     add_gemm_buffers(g, ex, dry, &f);
   }
   f.bytes_peak = f.stats.bytes_total_peak;

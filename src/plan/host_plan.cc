@@ -33,6 +33,7 @@ StatusOr<PlanRequest> host_plan_request(const LlamaConfig& model, int64_t micro_
   }
   req.gpus = parallel.world_size;
   req.rank = parallel.rank;
+  req.experts = parallel.experts;
   req.zero = parallel.zero;
   req.micro_batch = micro_batch;
   req.seq_len = seq_len;

@@ -25,6 +25,7 @@ struct HostParallel {
   ZeroConfig zero = {};
   int rank = 0;     // the rank the figures are for (stage 2's shard part of each bucket)
   int threads = 0;  // CPU threads per rank (0: all): the time model's rates are those threads'
+  ExpertShard experts = {};  // --expert-parallel: the rank's place in its group (PlanRequest's)
 };
 
 // A PlanRequest for this host: the predictor coefficients (load_coefficients) with this host's

@@ -23,6 +23,7 @@ StatusOr<Pricing> price_choice(const PlanRequest& req, const RecomputeConfig& rc
   // TrainStep builds it: the dry run prices their buffers.
   if (!gpu)
     o.grad_sync = GradSyncOptions::for_world(req.zero, static_cast<int>(req.gpus), req.rank);
+  o.experts = req.experts;
   const Efficiency& eff = gpu ? req.coeffs.gpu_eff : req.coeffs.cpu_eff;
   // The CPU's ranks hold f32 AdamW states, sharded by ZeRO stage (graph_figures.h).
   LJ_ASSIGN_OR_RETURN(GraphFigures f,
@@ -90,6 +91,19 @@ StatusOr<PlanResult> make_plan(PlanRequest req) {
     return invalid_argument("--recompute-layers " + std::to_string(req.recompute_layers) +
                             " is above the model's " + std::to_string(req.model.num_hidden_layers) +
                             " layers");
+  }
+  if (req.experts.size > 1) {
+    if (req.device.kind == DeviceKind::gpu) {
+      return unimplemented(
+          "GPU plans price no expert parallelism: the GPU runs no "
+          "mixture-of-experts layer",
+          "plan it on the host (--device cpu), or drop --expert-parallel");
+    }
+    if (req.gpus % req.experts.size != 0 || req.experts.rank != req.rank % req.experts.size) {
+      return invalid_argument("--expert-parallel " + std::to_string(req.experts.size) +
+                                  " does not divide the " + std::to_string(req.gpus) + " ranks",
+                              "the ranks (--np) are a multiple of the expert-parallel size");
+    }
   }
   PlanResult r;
   r.budget_bytes =

@@ -53,6 +53,10 @@ struct PlanRequest {
   // (probe/comm_rates.h cached_comm_rates), which price the step's collectives; null: they cost
   // nothing (PlanResult::comm_measured false).
   std::shared_ptr<const CommRates> comm_rates;
+  // The host: expert parallelism (--expert-parallel N), the priced rank's place in its group
+  // (models/config.h ExpertShard): the graph runs E / N experts on the rows the group sends them
+  // and exchanges them by all-to-all, priced with comm_rates. GPU plans: size 1 only.
+  ExpertShard experts;
 };
 
 struct PlanResult {

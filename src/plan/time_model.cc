@@ -102,8 +102,33 @@ bool reads_just_produced(const Graph& g, const Node& n) {
   });
 }
 
+namespace {
+
+double expert_exchange_seconds(const Graph& g, const Node& n, const SymEnv& env,
+                               const CommRates& comm) {
+  const auto ranks = static_cast<double>(n.attrs.i("ranks"));
+  if (ranks < 2 || comm.world_size < 2) return 0;
+  // What this rank sends: ep_route the per-expert counts (int64 on the wire), ep_dispatch its
+  // routed rows, ep_combine as many rows back (what it received: as many on average).
+  std::vector<int64_t> dims;
+  const ValueId sent = n.op == Op::ep_combine ? n.outputs[0] : n.inputs[0];
+  if (!g.type(sent).shape.eval(env, &dims)) return 0;
+  const double elem = n.op == Op::ep_route ? 8.0 : dtype_size(g.type(sent).dtype);
+  const double bytes = elem * static_cast<double>(numel_of(dims));
+  // The rates are for an all-to-all over the world's W ranks, where a rank copies (W-1)/W of what
+  // it sends to the others; over the group's P ranks it copies (P-1)/P. The same copying, as the
+  // probe counts bytes (W × what a rank sends):
+  const auto world = static_cast<double>(comm.world_size);
+  const double as_world = bytes * ((ranks - 1) / ranks) / ((world - 1) / world);
+  return comm.seconds(CollectiveKind::all_to_all, world * as_world);
+}
+
+}  // namespace
+
 double collective_transfer_seconds(const Graph& g, const Node& n, const SymEnv& env,
                                    const CommRates& comm) {
+  if (n.op == Op::ep_route || n.op == Op::ep_dispatch || n.op == Op::ep_combine)
+    return expert_exchange_seconds(g, n, env, comm);
   if (n.op != Op::grad_reduce_start && n.op != Op::param_gather_start) return 0;
   std::vector<int64_t> dims;
   if (!g.type(n.outputs[0]).shape.eval(env, &dims)) return 0;
@@ -167,6 +192,13 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
         // against 167.5 off (bench/plan/comm/RESULTS.md), where a timeline that let the buckets
         // run behind backward predicted 75.9 ms.
         s = collective_transfer_seconds(g, n, env, *comm);
+        if (n.op == Op::ep_dispatch) {
+          // The receive buffer's rows past the received ones are zeroed: (P-1)/P of it.
+          const double ranks = static_cast<double>(n.attrs.i("ranks"));
+          s += per_byte(c.bytes * (ranks - 1) / (ranks + 1), rates.pointwise_bandwidth(c.bytes));
+        }
+        if (n.op == Op::ep_route || n.op == Op::ep_dispatch || n.op == Op::ep_combine)
+          t.expert_exchange += s;
         // Packing the bucket's gradients into its buffer, and unpacking them after the wait.
         if (n.op == Op::grad_reduce_start || n.op == Op::grad_reduce_wait)
           s += per_byte(c.bytes, rates.pointwise_bandwidth(c.bytes));

@@ -83,6 +83,9 @@ struct StepTimes {
   // What pricing recomputed kernels hot took off the categories (not in total(): the step priced
   // with every recomputed kernel cold is total() + this), so a check can compare both.
   double recompute_hot_saving = 0;
+  // Expert parallelism's token exchange (ep_route, ep_dispatch, ep_combine): part of the
+  // collective category, shown on its own.
+  double expert_exchange = 0;
   double total() const;
   // (name, seconds): the categories with time, by --profile's names, then "optimizer" and
   // "overhead".
@@ -93,7 +96,9 @@ StepTimes host_step_times(const Graph& g, const SymEnv& env, const HostRates& ra
 
 // The seconds one collective node's transfer takes with `comm` (0 for waits and other nodes):
 // grad_reduce_start an all-reduce (stages 0, 1) or a reduce-scatter (2, 3) of its buffer,
-// param_gather_start an all-gather of its buffer.
+// param_gather_start an all-gather of its buffer, ep_route / ep_dispatch / ep_combine an
+// all-to-all over the expert-parallel group of what this rank sends (the counts; its routed
+// rows; as many rows back), the world's all-to-all rates scaled to the group's share of copying.
 double collective_transfer_seconds(const Graph& g, const Node& n, const SymEnv& env,
                                    const CommRates& comm);
 

@@ -5,8 +5,12 @@
 //   all_gather      stage 3: a parameter's gather (param_gather_start); stages 1, 2: the updated
 //                   parameters after the optimizer step (dist/zero.h all_gather_params, in
 //                   allgather_bucket_size chunks, blocking)
+//   all_to_all      expert parallelism's token exchange (ep_route, ep_dispatch, ep_combine):
+//                   each rank sends an even block to every rank (the uneven MPI_Alltoallv the
+//                   exchange uses, with even counts)
 // Each kind is measured at kCommProbeBytes: f32 buffers of that many bytes in all (the whole
-// vector: world × a rank's block for reduce-scatter's input and all-gather's output), the
+// vector: world × a rank's block for reduce-scatter's input and all-gather's output, and world ×
+// what a rank sends for all-to-all), the
 // blocking form, after a barrier, the median of a few repetitions, rank 0's wall time. A
 // collective of `bytes` costs the time interpolated linearly between the two samples around it;
 // below the smallest sample, that sample's time (the latency); above the largest, the largest's
@@ -30,8 +34,8 @@
 
 namespace lj {
 
-enum class CollectiveKind { all_reduce = 0, reduce_scatter = 1, all_gather = 2 };
-inline constexpr int kCollectiveKinds = 3;
+enum class CollectiveKind { all_reduce = 0, reduce_scatter = 1, all_gather = 2, all_to_all = 3 };
+inline constexpr int kCollectiveKinds = 4;
 const char* collective_kind_name(CollectiveKind k);
 
 // The buffer sizes the probe measures: 64 KiB to 64 MiB, which covers DeepSpeed's default

@@ -1,6 +1,9 @@
 #include "probe/gemm_calls.h"
 
+#include <cmath>
+
 #include "backends/cpu/cpu.h"
+#include "graph/moe_rows.h"
 #include "graph/op.h"
 
 namespace lj {
@@ -35,6 +38,26 @@ NodeGemms node_gemms(const Graph& g, const Node& n, const SymEnv& env) {
     add(chunk, rows / chunk);
     add(rows % chunk, 1);
     r.logits = static_cast<double>(rows) * static_cast<double>(vocab);
+    return r;
+  }
+  if (n.op == Op::grouped_matmul || n.op == Op::grouped_matmul_wgrad) {
+    // One GEMM per expert over its rows (backends/cpu/moe.cc), the rows it multiplies
+    // (graph/moe_rows.h) spread evenly over the experts, as a balanced router spreads them.
+    std::vector<int64_t> out;
+    if (!g.type(n.outputs[0]).shape.eval(env, &out) || out.size() < 2) return r;
+    const auto rows =
+        static_cast<int64_t>(std::llround(static_cast<double>(a[0]) * grouped_rows_fraction(g, n)));
+    const bool wgrad = n.op == Op::grouped_matmul_wgrad;
+    const int64_t experts = wgrad ? out[0] : b[0];
+    if (experts <= 0 || rows <= 0) return r;
+    const int64_t m = rows / experts, extra = rows % experts;
+    for (const auto& [mm, count] : {std::pair{m + 1, extra}, std::pair{m, experts - extra}}) {
+      if (mm <= 0 || count <= 0) continue;
+      // wgrad: a (R, P), b (R, Q) -> (P, Q) per expert, a transposed over its mm rows.
+      const GemmSample s = wgrad ? GemmSample{a[1], b[1], mm, true, false, 0, bf16}
+                                 : GemmSample{mm, out[1], a[1], false, n.attrs.b("tb"), 0, bf16};
+      r.gemms.push_back({s, count});
+    }
     return r;
   }
   if (n.op != Op::matmul && n.op != Op::matmul_add) return r;

@@ -1,8 +1,9 @@
 // The GEMM calls the CPU kernels make for a graph's contraction nodes, as they issue them
 // (backends/cpu/matmul.cc: one GEMM over every leading row when b is a weight, else one per batch
 // matrix; backends/cpu/loss.cc: linear_cross_entropy's logits, dx and dw GEMMs per chunk of
-// rows). The shapes are what host_rates.h measures classes of and what the host time model
-// (plan/time_model.h host_step_times) prices a contraction node by.
+// rows; backends/cpu/moe.cc: a grouped GEMM's one GEMM per expert, over the rows
+// graph/moe_rows.h counts, spread evenly). The shapes are what host_rates.h measures classes of and
+// what the host time model (plan/time_model.h host_step_times) prices a contraction node by.
 #pragma once
 
 #include <cstdint>

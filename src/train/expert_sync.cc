@@ -21,6 +21,20 @@ std::vector<int64_t> sizes_of(const TensorView& t) {
   return s;
 }
 
+// The rows' width in 4-byte words: the exchange moves f32 rows as they are, and 16-bit rows
+// (bf16, fp16 under autocast) of an even width two elements to a word, so the bits arrive
+// unchanged (MPI copies a predefined type's bytes between ranks of one architecture).
+StatusOr<int64_t> row_words(const KernelContext& c, const TensorView& rows) {
+  const int64_t bytes = rows.dims[1] * static_cast<int64_t>(dtype_size(rows.dtype));
+  if (bytes % 4 != 0) {
+    return unimplemented(c.node.scope + ": expert parallelism over rows of " +
+                             std::to_string(rows.dims[1]) + " " + dtype_name(rows.dtype) +
+                             " elements (an odd width of a 16-bit type)",
+                         "use --precision f32 with this model, or drop --expert-parallel");
+  }
+  return bytes / 4;
+}
+
 }  // namespace
 
 ExpertSync::ExpertSync(const Graph& g, Executor& ex, Communicator& ep) : ep_(ep) {
@@ -34,8 +48,6 @@ ExpertSync::ExpertSync(const Graph& g, Executor& ex, Communicator& ep) : ep_(ep)
     if (n.op != Op::ep_route && n.op != Op::ep_dispatch && n.op != Op::ep_combine) continue;
     LJ_CHECK_EQ(n.attrs.i("ranks"), ep.world_size())
         << n.scope << ": the graph's expert-parallel size is not the group's";
-    LJ_CHECK(n.op == Op::ep_route || g.type(n.inputs[0]).dtype == DType::f32)
-        << n.scope << ": the exchange moves f32 rows";
     ++nodes_;
     if (n.op == Op::ep_route) {
       ex.set_node_kernel(i, [this](KernelContext& c) { return route(c); });
@@ -63,7 +75,8 @@ Status ExpertSync::route(KernelContext& c) {
 Status ExpertSync::dispatch(KernelContext& c) {
   LJ_ASSIGN_OR_RETURN(const ExpertRoute r,
                       expert_route(ep_.world_size(), sizes_of(c.in[1]), sizes_of(c.in[2])));
-  const int64_t m = c.in[0].dims[0], w = c.in[0].dims[1], cap = c.out[0].dims[0];
+  LJ_ASSIGN_OR_RETURN(const int64_t w, row_words(c, c.in[0]));
+  const int64_t m = c.in[0].dims[0], cap = c.out[0].dims[0];
   const int64_t got = r.rows_in();
   if (r.rows_out() != m || got > cap) {
     return out_of_range(c.node.scope + ": ep_dispatch routes " + std::to_string(r.rows_out()) +
@@ -86,7 +99,8 @@ Status ExpertSync::dispatch(KernelContext& c) {
 Status ExpertSync::combine(KernelContext& c) {
   LJ_ASSIGN_OR_RETURN(const ExpertRoute r,
                       expert_route(ep_.world_size(), sizes_of(c.in[1]), sizes_of(c.in[2])));
-  const int64_t m = c.out[0].dims[0], w = c.in[0].dims[1], cap = c.in[0].dims[0];
+  LJ_ASSIGN_OR_RETURN(const int64_t w, row_words(c, c.in[0]));
+  const int64_t m = c.out[0].dims[0], cap = c.in[0].dims[0];
   const int64_t got = r.rows_in();
   if (r.rows_out() != m || got > cap) {
     return out_of_range(c.node.scope + ": ep_combine returns " + std::to_string(r.rows_out()) +

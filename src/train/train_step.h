@@ -12,6 +12,7 @@
 #include "runtime/executor.h"
 #include "runtime/fused_kernels.h"
 #include "train/adamw.h"
+#include "train/expert_params.h"
 #include "train/expert_sync.h"
 #include "train/grad_sync.h"
 #include "train/loss_scaler.h"
@@ -57,7 +58,7 @@ ExpertShard expert_shard(const DataParallel& dp);
 struct ForwardBackward {
   double loss = 0;
   Tensor logits;              // (B, T, V) when TrainStepConfig::output_logits
-  std::vector<Tensor> grads;  // one per parameter, in param_specs() order
+  std::vector<Tensor> grads;  // one per "grad:" output (the graph's parameters, in order)
 };
 
 class TrainStep final : public StepEngine {
@@ -102,7 +103,10 @@ class TrainStep final : public StepEngine {
   // Stage 3: takes this rank's shard from params() (changed, e.g. by a resume) and drops them;
   // below stage 3, nothing.
   void scatter_params();
-  const std::vector<ParamSpec>& param_specs() const override { return specs_; }
+  // The model's parameters (checkpoints hold these). The graph's are this rank's: under expert
+  // parallelism its experts' weights are its E / N experts (local_specs()).
+  const std::vector<ParamSpec>& param_specs() const override { return whole_specs_; }
+  const std::vector<ParamSpec>& local_specs() const { return specs_; }
   // Trains `owner`'s parameters and AdamW states from now on (shared storage; this step's own
   // are released): several steps of one model built with other graph options (recompute,
   // compile) train one set of weights in one process, as `ljperf plan --measure` times them in
@@ -119,17 +123,26 @@ class TrainStep final : public StepEngine {
   // fp16 loss scaling (TrainStepConfig::loss_scale); a scale of 1 that never changes otherwise.
   LossScaler& loss_scaler() override { return scaler_; }
   // StepEngine: the host state is the state itself (ZeRO-3: gather_params / scatter_params).
-  Status pull_state() override { return gather_params(); }
-  std::vector<Tensor>& host_params() override { return params(); }
-  std::vector<Tensor>& host_m() override { return optimizer().m(); }
-  std::vector<Tensor>& host_v() override { return optimizer().v(); }
+  // Expert parallelism: the whole model's, gathered (train/expert_params.h), as a run without
+  // it holds the state at the same stage.
+  Status pull_state() override;
+  std::vector<Tensor>& host_params() override;
+  std::vector<Tensor>& host_m() override;
+  std::vector<Tensor>& host_v() override;
   Status push_state(bool changed) override;
-  void set_optimizer_steps(int64_t steps) override { optimizer().set_steps(steps); }
+  void set_optimizer_steps(int64_t steps) override;
   StatusOr<EvalResult> evaluate(const TokenFile& data, const EvalOptions& options) override;
 
  private:
   TrainStep(Device& dev) : dev_(dev) {}
   Status rope_for(int64_t seq_len);
+  // Expert parallelism: moves the experts' gradients out of `grads` (one per "grad:" output)
+  // and returns them, in order.
+  std::vector<Tensor> take_expert_grads(std::vector<Tensor>& grads) const;
+  // Several ranks: the optimizer step over the world's ZeRO (and the experts' group).
+  StatusOr<ZeroStepResult> zero_step(std::vector<Tensor> grads, std::vector<Tensor> expert_grads,
+                                     double local_loss, double lr, bool grads_reduced,
+                                     double grad_unscale);
 
   Device& dev_;
   LlamaConfig model_;
@@ -137,7 +150,9 @@ class TrainStep final : public StepEngine {
   Graph graph_;
   PassReport passes_;
   LlamaGraph ids_;
-  std::vector<ParamSpec> specs_;
+  std::vector<ParamSpec> specs_;        // the graph's: this rank's experts only
+  std::vector<ParamSpec> whole_specs_;  // the model's
+  ParamSplit split_;                    // dense and expert parameters in specs_ (all dense without)
   std::vector<Tensor> params_;
   std::vector<Tensor> low_params_;  // 16-bit copies, see low_params()
   std::vector<size_t> low_inputs_;  // per "low:" graph input, in input order: its parameter
@@ -147,7 +162,14 @@ class TrainStep final : public StepEngine {
   std::unique_ptr<ZeroOptimizer> zero_;      // TrainStepConfig::data_parallel.comm set
   std::unique_ptr<GradSync> grad_sync_;      // the graph's gradient collectives, bound
   std::unique_ptr<ExpertSync> expert_sync_;  // the sparse layers' exchange, bound
-  size_t num_grad_outputs_ = 0;              // "grad:" outputs (none at stage 2 with collectives)
+  // Expert parallelism: the experts' weights (held whole at every stage; shared with params_
+  // below stage 3), their group's optimizer, the "grad:" outputs that are theirs, and the whole
+  // state between pull_state() and push_state().
+  std::vector<Tensor> expert_params_;
+  std::unique_ptr<ExpertParams> experts_;
+  std::vector<bool> grad_is_expert_;
+  std::vector<Tensor> whole_params_, whole_m_, whole_v_;
+  size_t num_grad_outputs_ = 0;  // "grad:" outputs (none at stage 2 with collectives)
   Tensor rope_cos_, rope_sin_;
   LossScaler scaler_{LossScaleConfig{}};
   Tensor loss_scale_;            // () f32: the graph's loss_scale input, when it has one
@@ -162,13 +184,19 @@ Status make_rope_inputs(Device& dev, const LlamaConfig& c, int64_t seq_len, Tens
                         Tensor* sin);
 
 // The same values for rank `rank`'s shard of the flat vector (dist/zero.h) only: f32 (S), the
-// padding zero. Whole parameters are never made (ZeRO-3).
+// padding zero. Whole parameters are never made (ZeRO-3). `in_specs`: the layout's parameters
+// are these of `specs` (empty: all of them, in order).
 Tensor init_llama_shard(Device& dev, const std::vector<ParamSpec>& specs, double std, uint64_t seed,
-                        const FlatLayout& layout, int rank);
+                        const FlatLayout& layout, int rank,
+                        const std::vector<size_t>& in_specs = {});
 
 // HF's initialisation: normal(0, initializer_range) for linear and embedding weights, ones for
-// norms; stream `seed + parameter index`, counter-based (core/random.h).
+// norms; stream `seed + parameter index`, counter-based (core/random.h), from the element
+// ParamSpec::expert_offset (a rank's experts are their slice of the whole tensor).
 std::vector<Tensor> init_llama_params(Device& dev, const std::vector<ParamSpec>& specs, double std,
                                       uint64_t seed);
+// Parameter `i` of `specs` alone.
+Tensor init_llama_param(Device& dev, const std::vector<ParamSpec>& specs, size_t i, double std,
+                        uint64_t seed);
 
 }  // namespace lj

@@ -21,6 +21,18 @@
 
 namespace lj {
 
+// reduce()'s result: the loss (over the ranks when asked) and the sum of the squared averaged
+// gradients over the group's ranks (the same on each of them).
+struct ZeroReduced {
+  double loss = 0;
+  double sum_squares = 0;
+  double comm_seconds = 0;  // the blocking collectives' wall time, packing included
+};
+
+// torch.nn.utils.clip_grad_norm_'s factor: max_norm / (norm + 1e-6) above max_norm, else 1
+// (grad_clip 0: no clipping).
+double clip_factor(double grad_norm, double grad_clip);
+
 struct ZeroStepResult {
   double loss = 0;       // mean over every rank's micro-batches
   double grad_norm = 0;  // global, before clipping
@@ -58,6 +70,21 @@ class ZeroOptimizer {
   StatusOr<ZeroStepResult> step(std::vector<Tensor>& params, std::vector<Tensor> grads,
                                 double local_loss, double lr, double grad_clip,
                                 bool grads_reduced = false, double grad_unscale = 1.0);
+  // step() in two halves, for a run whose parameters form several groups, each with its own
+  // optimizer and communicator, clipped by one global norm (expert parallelism: the dense
+  // weights over the world, the experts' over their expert-data-parallel group,
+  // train/expert_params.h):
+  //   reduce(): what step() does up to the norm: the loss over the ranks (reduce_loss; else
+  //     local_loss as it is), the gradients averaged (unless grads_reduced) and unscaled, and
+  //     the sum of their squares over the group. It keeps the gradients for update().
+  //   update(): scales them by `clip` (clip_factor of the global norm), updates with AdamW and
+  //     gathers the parameters (stages 1, 2); returns the gather's wall time.
+  //   discard(): drops the kept gradients (a step skipped after reduce()).
+  StatusOr<ZeroReduced> reduce(std::vector<Tensor> grads, double local_loss, bool grads_reduced,
+                               double grad_unscale, bool reduce_loss);
+  StatusOr<double> update(std::vector<Tensor>& params, double lr, double clip);
+  void discard();
+
   // Stages 2, 3: elements [begin, begin + count) of this rank's averaged gradient shard, a part
   // allocated (zeros) at its first use in a step: each bucket's part when its reduction lands
   // (train/grad_sync.h), or the whole shard in step() when backward did not reduce. A later
@@ -75,14 +102,20 @@ class ZeroOptimizer {
   const ZeroConfig& config() const { return zero_; }
 
  private:
-  ZeroOptimizer(Device& dev, Communicator& comm, ZeroConfig zero, FlatLayout layout)
-      : dev_(dev), comm_(comm), zero_(zero), layout_(std::move(layout)) {}
+  ZeroOptimizer(Device& dev, Communicator& comm, ZeroConfig zero, FlatLayout layout, int divisor)
+      : dev_(dev), comm_(comm), zero_(zero), layout_(std::move(layout)), divisor_(divisor) {}
+  // The gradient of a piece of this rank's shard (in grads_ or, stages 2-3, grad_parts_).
+  float* held_grad(const FlatPiece& p);
+  // Scales the gradients this rank updates: all of them (stage 0) or its shard's (1-3).
+  void scale_held(double factor);
 
   Device& dev_;
   Communicator& comm_;
   ZeroConfig zero_;
   FlatLayout layout_;
+  int divisor_;  // the gradients' sum over the ranks is divided by this (DataParallel::divisor)
   std::unique_ptr<AdamW> adamw_;
+  std::vector<Tensor> grads_;  // between reduce() and update(): stages 0, 1's averaged gradients
   // Stages 2, 3: this rank's reduced gradient, by offset in the shard, during a step only.
   std::map<int64_t, Tensor> grad_parts_;
   Tensor param_shard_;  // stage 3: (S) this rank's parameters

@@ -4,9 +4,11 @@
 # unchanged. --expert-parallel under mpirun: a size that does not divide the experts or the
 # world is refused by name before any work; a valid one runs each rank's share of the experts on
 # the rows its group sends them (all-to-all), and gives one process's losses at N = 2 over 2
-# ranks (ZeRO 0-3) and N = 3 over 3 ranks (ZeRO 1, 3); a rank killed as it enters a dispatch
-# ends the job within --comm-timeout; a checkpoint written at N = 2 resumes without expert
-# parallelism. The one-process refusals are in moe_test.sh.
+# ranks (ZeRO 0-3), N = 3 over 3 ranks (ZeRO 1, 3) and N = 2 over 4 ranks (ZeRO 1, 2: the
+# experts data parallel over 2 ranks); a rank holds only its experts' weights and AdamW states
+# (by the allocator's peaks); a rank killed as it enters a dispatch ends the job within
+# --comm-timeout; a checkpoint written at N = 2 resumes without expert parallelism, and one
+# written without it resumes at N = 2. The one-process refusals are in moe_test.sh.
 # Skips (prints "SKIP: ...") without mpirun or an MPI build.
 # Usage: bash dist_moe_test.sh <path-to-ljperf> <repo-root>
 source "$(dirname "$0")/lib.sh"
@@ -70,7 +72,8 @@ refused ep3_experts "--expert-parallel 3 does not divide the 8 experts of model 
 # them and back by all-to-all. The reference is one process over the same global batch
 # (--grad-accum N, as above), on one thread like the ranks. The bound is within's 1e-6.
 # Observed: max |diff| 0 in every check below (N = 2 at ZeRO 0-3 and with --compile and
-# selective recompute; N = 3 at ZeRO 1 and 3). Bitwise is not
+# selective recompute; N = 3 at ZeRO 1 and 3), and 1.2e-7 for N = 2 over 4 ranks (each expert's
+# gradient there sums two ranks' GEMMs, the reference four micro-batches'). Bitwise is not
 # promised: an expert's weight gradient is one GEMM over the rows of every rank of its group,
 # where the reference sums one GEMM per micro-batch.
 ep_run=(benchmark --steps 3 --seq-len 32 --batch-size 2 --threads 1)
@@ -85,7 +88,7 @@ ep_check() {
   [ "$rc" -eq 0 ] || { cat "$name.out" "$name.err" >&2; fail "$name exited $rc"; }
   grep -Eq '^ +expert_parallel = '"$n"' +\(--expert-parallel\)' "$name.out" ||
     { cat "$name.out" >&2; fail "$name: expert_parallel is not in the configuration"; }
-  grep -q "^expert parallel: groups of $n ranks; rank 0 runs experts \[0, " "$name.out" ||
+  grep -q "^expert parallel: groups of $n ranks; rank 0 holds and runs experts \[0, " "$name.out" ||
     { cat "$name.out" >&2; fail "$name: no expert-parallel line"; }
   # 2 sparse layers x (route, dispatch and combine forward; combine and dispatch backward).
   grep -q " 10 exchange nodes " "$name.out" || { grep '^expert parallel' "$name.out" >&2; fail "$name: not 10 exchange nodes"; }
@@ -100,6 +103,28 @@ for z in 0 1 2 3; do
   ep_check "ep2_zero$z" 2 2 "$ep_ref2" tiny-moe --zero "$z"
 done
 ep_check ep2_compile 2 2 "$ep_ref2" tiny-moe --compile --recompute selective
+
+echo "check: a rank holds only its experts: 4 of 8, so half of their weights and AdamW states"
+# tiny-moe's expert weights: 2 sparse layers x (gate_up 8 x 256 x 64 + down 8 x 64 x 128) =
+# 393,216 f32. At ZeRO 0 a rank of --expert-parallel 2 holds 196,608 of them fewer than a data
+# parallel rank (786,432 bytes), and as many fewer of m and of v; the allocator's peaks by
+# category (the benchmark record) must differ by exactly that.
+peak() { json_get "$1" 1 "summary.bytes_peak_by_category.$2"; }
+for cat in weights optimizer; do
+  want=786432
+  [ "$cat" = weights ] || want=$((2 * 786432))
+  got=$(($(peak d0.jsonl "$cat") - $(peak ep2_zero0.jsonl "$cat")))
+  [ "$got" -eq "$want" ] || fail "$cat: the expert-parallel rank holds $got bytes fewer, not $want"
+  pass "$cat: $got bytes fewer per rank at --expert-parallel 2"
+done
+
+echo "check: --expert-parallel 2 over 4 ranks (experts data parallel over 2 ranks), ZeRO 1 and 2"
+"$LJ" "${ep_run[@]}" --model tiny-moe --grad-accum 4 --out ep_ref4.jsonl >ep_ref4.out 2>ep_ref4.err ||
+  { cat ep_ref4.err >&2; fail "the one-process reference (grad-accum 4) failed"; }
+ep_ref4=$(json_get ep_ref4.jsonl 1 losses)
+for z in 1 2; do
+  ep_check "ep2_np4_zero$z" 4 2 "$ep_ref4" tiny-moe --zero "$z"
+done
 
 echo "check: --expert-parallel 3 over 3 ranks (a Mixtral of 6 experts, 2 each), ZeRO 1 and 3"
 cat >moe6.json <<'JSON'
@@ -153,7 +178,7 @@ step_losses() {
     END { print encode_json([map { $l{$_} } grep { $_ >= 3 } sort { $a <=> $b } keys %l]) }' "$1/metrics.jsonl"
 }
 rs_run() { timeout 300 mpirun "${mpi_flags[@]}" -np 2 "$LJ" train --model tiny-moe --data tok.bin --batch-size 2 \
-  --seq-len 32 --threads 1 --zero 1 --checkpoint-every 2 "$@"; }
+  --seq-len 32 --threads 1 --zero "${RS_ZERO:-1}" --checkpoint-every 2 "$@"; }
 rs_run --steps 2 --expert-parallel 2 --out rs.dir >rs1.out 2>rs1.err || { cat rs1.err >&2; fail "the expert-parallel run failed"; }
 rs_run --steps 4 --out rs.dir >rs2.out 2>rs2.err || { cat rs2.err >&2; fail "the resume without expert parallelism failed"; }
 grep -q 'resumed from step 2)' rs2.out || { cat rs2.out >&2; fail "the second run did not resume from step 2"; }
@@ -161,5 +186,15 @@ rs_run --steps 2 --out dp.dir >dp1.out 2>dp1.err || { cat dp1.err >&2; fail "the
 rs_run --steps 4 --out dp.dir >dp2.out 2>dp2.err || { cat dp2.err >&2; fail "the reference's resume failed"; }
 within "$(step_losses dp.dir)" "$(step_losses rs.dir)" "steps 3-4 resumed from an expert-parallel checkpoint" ||
   fail "the resumed run differs"
+
+echo "check: a checkpoint written without expert parallelism resumes at --expert-parallel 2 (ZeRO 2)"
+RS_ZERO=2 rs_run --steps 2 --out rv.dir >rv1.out 2>rv1.err || { cat rv1.err >&2; fail "the data-parallel run failed"; }
+RS_ZERO=2 rs_run --steps 4 --expert-parallel 2 --out rv.dir >rv2.out 2>rv2.err ||
+  { cat rv2.err >&2; fail "the resume at --expert-parallel 2 failed"; }
+grep -q 'resumed from step 2)' rv2.out || { cat rv2.out >&2; fail "the expert-parallel run did not resume from step 2"; }
+RS_ZERO=2 rs_run --steps 2 --out rv_dp.dir >rvd1.out 2>rvd1.err || { cat rvd1.err >&2; fail "the reference's first run failed"; }
+RS_ZERO=2 rs_run --steps 4 --out rv_dp.dir >rvd2.out 2>rvd2.err || { cat rvd2.err >&2; fail "the reference's resume failed"; }
+within "$(step_losses rv_dp.dir)" "$(step_losses rv.dir)" "steps 3-4 at --expert-parallel 2, resumed from a data-parallel checkpoint" ||
+  fail "the expert-parallel resume differs"
 
 e2e_finish

@@ -177,6 +177,58 @@ TEST(GradSyncPass, StageThreeGathersEachParameterForForwardAndAgainForBackward) 
   }
 }
 
+// Expert parallelism (tiny-moe's 8 experts over 2 ranks): the world's collectives are the dense
+// parameters' only. The experts' gradients stay "grad:" outputs at every stage, the buckets and
+// stage 3's shard cover the dense parameters, and the experts' weights stay inputs.
+TEST(GradSyncPass, ShardedExpertsAreLeftToTheirOwnGroup) {
+  auto model = llama_preset("tiny-moe");
+  ASSERT_TRUE(model.ok());
+  const ExpertShard experts{.size = 2, .rank = 1};
+  int64_t dense = 0;
+  std::vector<std::string> expert_names;
+  for (const ParamSpec& s : llama_param_specs(*model, experts)) {
+    if (s.is_expert) {
+      expert_names.push_back(s.name);
+    } else {
+      dense += numel_of(s.dims);
+    }
+  }
+  ASSERT_EQ(expert_names.size(), 4u);
+  for (int stage : {0, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    GraphOptions go;
+    go.grad_sync = GradSyncOptions::of({.stage = stage, .reduce_bucket_size = 20000}, 2, 0);
+    go.experts = experts;
+    Graph g;
+    ASSERT_TRUE(build_train_graph(*model, go, &g).ok());
+    ASSERT_TRUE(verify(g).ok());
+    int64_t reduced = 0;
+    for (const Node& n : g.nodes()) {
+      if (n.op == Op::grad_reduce_start) reduced += n.attrs.i("flat_end") - n.attrs.i("flat_begin");
+    }
+    EXPECT_EQ(reduced, dense);
+    std::vector<std::string> grads;
+    for (const NamedValue& o : g.outputs()) {
+      if (o.name.rfind("grad:", 0) == 0) grads.push_back(o.name.substr(5));
+    }
+    if (stage >= 2) {
+      EXPECT_EQ(grads, expert_names);  // the dense ones are in the optimizer's shard
+    } else {
+      EXPECT_EQ(grads.size(), llama_param_specs(*model, experts).size());
+    }
+    std::vector<std::string> param_inputs;
+    for (ValueId v : g.inputs()) {
+      if (g.input_role(v) == Role::param) param_inputs.push_back(g.input_name(v));
+    }
+    if (stage == 3) {
+      EXPECT_EQ(param_inputs, expert_names);
+      const ValueId shard = g.find_input("zero3.param_shard");
+      ASSERT_NE(shard, kNoValue);
+      EXPECT_EQ(g.type(shard).shape[0].coef(), (dense + 1) / 2);
+    }
+  }
+}
+
 // Backward gathers per parameter (by name) for a stage-3 graph of `tiny`.
 std::map<std::string, int> backward_gathers(const GradSyncOptions& gs) {
   const auto specs = llama_param_specs(*llama_preset("tiny"));

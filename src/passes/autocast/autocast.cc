@@ -21,8 +21,8 @@ constexpr AutocastRule kAutocastRules[] = {
     {Op::matmul_add,           P::low,    "GEMM with the residual add as epilogue, bf16"},
     {Op::grouped_matmul,       P::low,    "the experts' GEMMs, as matmul"},
     {Op::grouped_matmul_wgrad, P::low,    "the experts' weight gradients, as matmul's"},
-    {Op::ep_dispatch,          P::f32,    "expert parallelism moves f32 rows (bf16 -> f32 is exact)"},
-    {Op::ep_combine,           P::f32,    "as ep_dispatch"},
+    {Op::ep_dispatch,          P::follow, "the routed rows travel as they are (one process's gather)"},
+    {Op::ep_combine,           P::follow, "as ep_dispatch: bf16 rows back, as one process keeps them"},
     {Op::topk,                 P::keep,   "indices of the router's probabilities (softmax: f32)"},
     {Op::sdpa,                 P::low,    "bf16 q, k, v; the softmax inside runs in f32"},
     // Losses and softmax: f32, as torch.autocast and DeepSpeed keep them.

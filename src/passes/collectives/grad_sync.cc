@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "models/moe.h"
 #include "passes/collectives/param_gather.h"
 
 namespace lj {
@@ -48,8 +49,12 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
   std::vector<size_t> out_index;
   std::vector<int64_t> numels;
   std::vector<std::vector<int64_t>> dims;
+  const auto reduced_here = [&](const std::string& output) {
+    return output.rfind("grad:", 0) == 0 &&
+           !(options_.skip_experts && is_expert_param(output.substr(5)));
+  };
   for (size_t i = 0; i < g.outputs().size(); ++i) {
-    if (g.outputs()[i].name.rfind("grad:", 0) != 0) continue;
+    if (!reduced_here(g.outputs()[i].name)) continue;
     const TypedShape& t = g.type(g.outputs()[i].value);
     std::vector<int64_t> d;
     if (t.dtype != DType::f32 || !t.shape.eval(SymEnv(), &d)) {
@@ -130,7 +135,7 @@ StatusOr<bool> GradSyncPass::run(Graph& g) {
   if (zero_shards(stage, ZeroSharded::gradients)) {
     std::vector<NamedValue> kept;
     for (NamedValue& o : outputs) {
-      if (o.name.rfind("grad:", 0) != 0) kept.push_back(std::move(o));
+      if (!reduced_here(o.name)) kept.push_back(std::move(o));
     }
     outputs = std::move(kept);
   }

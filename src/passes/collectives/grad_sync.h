@@ -20,7 +20,8 @@
 //
 // Outputs: stages 0 and 1 rewire every "grad:<name>" output to the wait's averaged gradient;
 // stages 2 and 3 drop them (a rank keeps only its shard, in the optimizer) and adds one scalar
-// token per bucket, "grad_sync:<bucket>", so the waits stay reachable.
+// token per bucket, "grad_sync:<bucket>", so the waits stay reachable. With skip_experts the
+// experts' "grad:" outputs stay as they are.
 //
 // Before: every pass that adds, drops or reorders nodes (autodiff, remat, dce, fusion, the
 // schedule): the starts are placed by node position. Nothing may run after it.
@@ -42,6 +43,11 @@ struct GradSyncOptions {
   int world_size = 1;
   int rank = 0;
   bool on = false;
+  // Expert parallelism: the experts' weights (models/moe.h is_expert_param) are not this
+  // group's: their gradients stay "grad:" outputs, reduced over their own group after backward
+  // (train/expert_params.h), and stage 3 leaves them graph inputs. The flat vector, the buckets
+  // and the gathers are the other parameters'.
+  bool skip_experts = false;
   static GradSyncOptions of(const ZeroConfig& zero, int world_size, int rank) {
     return GradSyncOptions{zero, world_size, rank, true};
   }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "models/moe.h"
 
 namespace lj {
 namespace {
@@ -39,9 +40,12 @@ struct Layout {
   int phase_of(size_t node) const { return node >= bwd_start ? 1 : 0; }
 };
 
-StatusOr<Layout> read_layout(const Graph& g, const std::vector<int64_t>& numels) {
+StatusOr<Layout> read_layout(const Graph& g, const std::vector<int64_t>& numels,
+                             bool skip_experts) {
   Layout l;
-  l.params = g.params();
+  for (ValueId p : g.params()) {
+    if (!(skip_experts && is_expert_param(g.input_name(p)))) l.params.push_back(p);
+  }
   l.numels = numels;
   if (l.params.size() != numels.size()) {
     return invalid_argument("param_gather: " + std::to_string(l.params.size()) + " parameters, " +
@@ -300,7 +304,7 @@ std::vector<Node> reorder(const Graph& g, const Layout& l, NodeId shard_node,
 }  // namespace
 
 Status place_param_gathers(Graph& g, const GradSyncOptions& o, const std::vector<int64_t>& numels) {
-  LJ_ASSIGN_OR_RETURN(const Layout l, read_layout(g, numels));
+  LJ_ASSIGN_OR_RETURN(const Layout l, read_layout(g, numels, o.skip_experts));
   const std::vector<bool> keep = kept_for_backward(g, l, o.zero);
   Fetches fetches = collect_fetches(g, l, keep);
   const NodeId shard_node = add_shard_input(g, l, o.world_size);

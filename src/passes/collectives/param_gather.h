@@ -33,7 +33,8 @@
 
 namespace lj {
 
-// numels: the parameters' element counts in parameter order (g.params() order).
+// numels: the parameters' element counts in parameter order (g.params() order; with
+// options.skip_experts, the parameters other than the experts' weights, which stay inputs).
 Status place_param_gathers(Graph& g, const GradSyncOptions& options,
                            const std::vector<int64_t>& numels);
 

@@ -72,7 +72,8 @@ StatusOr<bool> MasterWeightsPass::run(Graph& g) {
       drop[i] = true;
     } else if (to == DType::f32 && from == DType::bf16 && uses[static_cast<size_t>(x)] == 1 &&
                !is_output[static_cast<size_t>(x)] &&
-               ((p->op == Op::matmul && !p->attrs.has("dtype")) ||
+               (((p->op == Op::matmul || p->op == Op::grouped_matmul_wgrad) &&
+                 !p->attrs.has("dtype")) ||
                 (p->op == Op::rms_norm_backward && g.value(x).index == 1 &&
                  !p->attrs.has("dw_dtype")))) {
       // 2. A 16-bit product (or norm weight gradient) read only by a cast up: the kernel writes
@@ -101,7 +102,7 @@ StatusOr<bool> MasterWeightsPass::run(Graph& g) {
       if (replace[static_cast<size_t>(v)] != kNoValue) v = replace[static_cast<size_t>(v)];
     }
     if (const auto it = folded_out.find(i); it != folded_out.end()) {
-      n.attrs.set(n.op == Op::matmul ? "dtype" : "dw_dtype", DType::f32);
+      n.attrs.set(n.op == Op::rms_norm_backward ? "dw_dtype" : "dtype", DType::f32);
       n.outputs[static_cast<size_t>(it->second.first)] = it->second.second;
     }
     out.push_back(std::move(n));

@@ -13,8 +13,11 @@
 //  2. folds `cast(matmul(a, b) -> f32)` where the 16-bit product has no other reader into the
 //     GEMM itself (matmul's `dtype` attribute): the weight gradient comes out of oneDNN's f32
 //     accumulator as it is, instead of rounded to bf16 and widened again (more accurate than
-//     the unfused pair by up to one bf16 rounding; no other value changes). The same for a norm
-//     weight's gradient, rms_norm_backward's dw (its `dw_dtype` attribute: the f32 sum).
+//     the unfused pair by up to one bf16 rounding; no other value changes). The same for the
+//     experts' weight gradients (grouped_matmul_wgrad's `dtype`: each expert's f32 sum, so an
+//     expert-parallel rank, whose GEMM sums the rows of several ranks at once, rounds nothing
+//     one process's micro-batches do not) and a norm weight's gradient, rms_norm_backward's dw
+//     (its `dw_dtype` attribute: the f32 sum).
 // The autocast table still decides every dtype: no value changes dtype here, only which node
 // makes it.
 //

@@ -21,7 +21,7 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   LJ_ASSIGN_OR_RETURN(LlamaGraph ids, build_llama(model, g, options.dtype, options.output_logits,
                                                   options.layer_callback, options.experts));
   std::vector<std::string> names;
-  for (const ParamSpec& s : llama_param_specs(model)) names.push_back(s.name);
+  for (const ParamSpec& s : llama_param_specs(model, options.experts)) names.push_back(s.name);
   PipelineOptions p;
   p.compile = options.compile;
   p.recompute = options.recompute;
@@ -29,6 +29,8 @@ StatusOr<LlamaGraph> build_train_graph(const LlamaConfig& model, const GraphOpti
   p.autocast = options.autocast;
   p.low_weight_copies = options.low_weight_copies;
   p.grad_sync = options.grad_sync;
+  // Sharded experts are reduced over their own group (train/expert_params.h), not the world's.
+  p.grad_sync.skip_experts = options.experts.size > 1;
   ValueId loss = ids.loss;
   if (options.loss_scaling) {
     Builder b(g);
