@@ -34,17 +34,7 @@ Status infer_matmul(const InferCtx& c, std::vector<TypedShape>* out) {
   std::vector<Dim> dims = batch.dims();
   dims.push_back(m);
   dims.push_back(n);
-  // An f32 output of 16-bit operands (attribute dtype): the f32 accumulator stored as it is, a
-  // cast up folded into the GEMM (passes/master_weights).
-  DType dt = c.in[0].dtype;
-  if (c.attrs.has("dtype")) {
-    const DType want = c.attrs.dtype("dtype");
-    if (want != dt && !(want == DType::f32 && (dt == DType::bf16 || dt == DType::f16))) {
-      return shape_error(c, std::string("output dtype ") + dtype_name(want) + " of " +
-                                dtype_name(dt) + " operands: only f32 of bf16 / f16 ones");
-    }
-    dt = want;
-  }
+  LJ_ASSIGN_OR_RETURN(const DType dt, infer::gemm_output_dtype(c));
   out->assign(1, TypedShape{dt, Shape(std::move(dims))});
   return ok_status();
 }

@@ -81,15 +81,7 @@ Status infer_grouped_matmul_wgrad(const InferCtx& c, std::vector<TypedShape>* ou
   const Shape& g = c.in[2].shape;
   if (g.rank() != 1 || !g[0].is_concrete()) return shape_error(c, "group_sizes must be (E)");
   LJ_RETURN_IF_ERROR(check_group_sizes(c, 2, g[0]));
-  DType dt = c.in[0].dtype;
-  if (c.attrs.has("dtype")) {
-    const DType want = c.attrs.dtype("dtype");
-    if (want != dt && !(want == DType::f32 && (dt == DType::bf16 || dt == DType::f16))) {
-      return shape_error(c, std::string("output dtype ") + dtype_name(want) + " of " +
-                                dtype_name(dt) + " operands: only f32 of bf16 / f16 ones");
-    }
-    dt = want;
-  }
+  LJ_ASSIGN_OR_RETURN(const DType dt, infer::gemm_output_dtype(c));
   out->assign(1, TypedShape{dt, Shape{g[0], a[1], b[1]}});
   return ok_status();
 }

@@ -40,6 +40,20 @@ inline Status require_float(const InferCtx& c, int i, const char* name = nullptr
   return shape_error(c, who + " must be a float type, got " + dtype_name(t.dtype));
 }
 
+// A GEMM's output dtype: its operands' (input 0), or the optional attribute dtype, f32 of bf16 /
+// f16 operands: the f32 accumulator stored as it is, a cast up folded into the GEMM
+// (passes/master_weights).
+inline StatusOr<DType> gemm_output_dtype(const InferCtx& c) {
+  const DType dt = c.in[0].dtype;
+  if (!c.attrs.has("dtype")) return dt;
+  const DType want = c.attrs.dtype("dtype");
+  if (want != dt && !(want == DType::f32 && (dt == DType::bf16 || dt == DType::f16))) {
+    return shape_error(c, std::string("output dtype ") + dtype_name(want) + " of " +
+                              dtype_name(dt) + " operands: only f32 of bf16 / f16 ones");
+  }
+  return want;
+}
+
 // Input i must hold integer indices (i32 or i64).
 inline Status require_index(const InferCtx& c, int i, const char* role) {
   const TypedShape& t = c.in[static_cast<size_t>(i)];

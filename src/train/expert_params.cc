@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/units.h"
+#include "train/sharded_checkpoint.h"
 
 namespace lj {
 namespace {
@@ -180,9 +181,7 @@ Status ExpertParams::set_moments(Device& dev, const FlatLayout& dense_layout,
   std::vector<Tensor> per = whole;
   if (dp_.zero.shards(ZeroSharded::optimizer_states)) {
     LJ_CHECK_EQ(whole.size(), 1u);
-    std::vector<int64_t> numels;
-    for (const ParamSpec& s : whole_) numels.push_back(numel_of(s.dims));
-    const FlatLayout layout(std::move(numels), dp_.comm->world_size());
+    const FlatLayout layout = flat_layout_of(whole_, dp_.comm->world_size());
     LJ_ASSIGN_OR_RETURN(Tensor flat, gather_flat(*dp_.comm, dev, layout, whole[0]));
     per = unflatten(dev, layout, flat.data<float>(), whole_, MemCategory::optimizer);
   }

@@ -116,10 +116,7 @@ StatusOr<std::unique_ptr<TrainStep>> TrainStep::create(const LlamaConfig& model,
   s->specs_ = llama_param_specs(model, built.options.experts);
   s->whole_specs_ = llama_param_specs(model);
   const bool ep = shards_experts(config.data_parallel);
-  s->split_ = ep ? ParamSplit::of(s->specs_) : ParamSplit{};
-  if (!ep) {
-    for (size_t i = 0; i < s->specs_.size(); ++i) s->split_.dense.push_back(i);
-  }
+  s->split_ = ParamSplit::of(s->specs_);  // all dense unless the experts are sharded
   s->scaler_ = LossScaler(config.loss_scale);
   if (config.graph.loss_scaling) {
     s->loss_scale_ = Tensor::empty(dev, DType::f32, {}, MemCategory::workspace);
