@@ -47,14 +47,13 @@
 # with timeout_s = budget_left_s - 150 rebuilds from nothing (about 100 s, estimated) and has
 # room for one or two phases only. GPU_CHECK_ONLY takes shell patterns ("bench_1b_*"); configure
 # and build always run, and the build makes only the selected phases' targets.
-# Estimate on one H200 (no GPU has run it yet): unpack 3 s, configure 8-15 s, build 65-90 s (16
-# cores, no ccache: tools/gpu_rehearse.sh's cold build of these targets took 2246 s here on 2
-# vCPUs under a load of 10-12, its 274 edges replayed on 16 slots 360 s, and the edges ran 5.1-7.2
-# times (median 5.6) their CPU time compiled alone), cuda_tests 5 s, gpu_tests 60 s, two 1B
-# benchmarks about 26 s each (limits below): the goals' numbers by about 200-230 s; then
-# train_cli and doctor; the budget cuts the 8B-shaped benchmarks (about 57 s each) and the
-# attention kernels, which the rerun takes.
-# What comes back under $OUT (6 files, flat; the limit is 8 files of 16 MiB, 2 folders deep):
+# Measured on one H200 (2026-12-04, bench/gpu/RESULTS.md): the whole default run took 115 s of
+# the call (the machine's start about 30 s more): unpack and configure 4 s, build 52-66 s (16
+# cores, no ccache), cuda_tests 2 s, gpu_tests 6-7 s, the 1B benchmarks 6-7 s each, train_cli 4
+# s, doctor 1 s, the 8B-shaped benchmarks 13-15 s each, the attention kernels 3 s. The extra
+# phases: profile_1b_* (ncu) 35-84 s each, peer_init 9 s, peer_1b_eager 21 s, peer_1b_compiled
+# 60 s (inductor's compile 38 s): all phases about 350 s of the default 400 s budget.
+# What comes back under $OUT (8 files, flat; the limit is 8 files of 16 MiB, 2 folders deep):
 #   summary.txt    the GPU, the NCCL and bundle used, where each dependency was found, every
 #                  phase's status and seconds, the benchmark table and the goals (MET / not met)
 #   results.jsonl  one line per benchmark run (ljperf benchmark --out)
@@ -62,6 +61,8 @@
 #   tests.log      cuda_tests, gpu_tests (errors each test observed), train_cli, doctor
 #   bench.log      the benchmarks and the attention kernels
 #   console.log    everything the script printed (the call's output_tail holds only the end)
+#   peers.jsonl    PyTorch's runs of the same step on the GPU (bench/peers/peer_train.py)
+#   profiles.tar.gz  Nsight Compute's per-kernel CSVs of two ljperf steps (eager, compiled)
 #
 # usage: tools/gpu_check.sh [--configure-only | --rehearsal] [OUT_DIR]  (default gpu_check_out/)
 #   --configure-only  the preflight and the configure, then stop: rehearses the device's first
@@ -103,7 +104,7 @@ readonly work=${GPU_CHECK_WORK:-/tmp/gpu_check}
 readonly prefix=$work/prefix
 mkdir -p "$out" || exit 2
 rm -f "$out"/summary.txt "$out"/results.jsonl "$out"/build.log "$out"/tests.log "$out"/bench.log \
-  "$out"/console.log
+  "$out"/console.log "$out"/peers.jsonl "$out"/profiles.tar.gz
 rm -rf "$work"
 mkdir -p "$work/logs" || exit 2
 exec > >(tee -a "$out/console.log") 2>&1
@@ -139,7 +140,7 @@ want() {
 group_of() {
   case $1 in
     configure | build) echo build ;;
-    bench_* | attention_*) echo bench ;;
+    bench_* | attention_* | profile_* | peer_*) echo bench ;;
     *) echo tests ;;
   esac
 }
@@ -375,7 +376,8 @@ fi
 targets=()
 want cuda_tests && targets+=(cuda_tests)
 want gpu_tests && targets+=(gpu_tests)
-for t in bench_1b_eager bench_1b_compiled train_cli doctor bench_8b12l_eager bench_8b12l_compiled; do
+for t in bench_1b_eager bench_1b_compiled train_cli doctor bench_8b12l_eager bench_8b12l_compiled \
+  profile_1b_eager profile_1b_compiled peer_init peer_1b_eager peer_1b_compiled; do
   want "$t" && { targets+=(ljperf); break; }
 done
 for t in attention_1b attention_1b_plain attention_8b; do
@@ -506,7 +508,54 @@ if [ -x "$build/gpu_attention_bench" ]; then
     --seq 2048 --head-dim 128 && cat "$work/logs/attention_8b.log"
 fi
 
-# 7. Summary against the goals (python3, which the device has; the JSONL is the record either way).
+# 7. Where the GPU's time goes in ljperf's step, kernel by kernel: Nsight Compute with one metric
+#    (each kernel's duration; clocks left alone), two steps of llama3.2-1b, summed by
+#    tools/gpu_kernel_profile.py (the CSVs come back in profiles.tar.gz). Then the same step in
+#    PyTorch on this GPU: bench/peers/peer_train.py --device cuda (transformers' LlamaForCausalLM
+#    with `ljperf init`'s config and weights, sdpa, autocast bf16, AdamW, each step synchronized),
+#    eager then torch.compile; its JSON lines go to peers.jsonl. Limits estimated (no run yet):
+#    ncu's per-launch overhead, a few ms, over about 5,500 launches; the peer's 5 GB load and 6
+#    steps, and inductor's compile of 16 layers, 60-100 s on 16 cores.
+ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+profile() {  # profile NAME MODEL BATCH LIMIT [--compile]
+  local name=$1 model=$2 batch=$3 limit=$4
+  shift 4
+  want "profile_$name" || return 0
+  if [ -z "$ncu_bin" ] || [ ! -x "$build/ljperf" ]; then
+    say "profile_$name: no ncu or no ljperf binary"
+    failures+=("profile_$name")
+    return 1
+  fi
+  phase "profile_$name" "$limit" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum \
+    --csv --page raw --print-units base --log-file "$work/ncu_$name.csv" "$build/ljperf" \
+    benchmark --device cuda --model "$model" --precision bf16 --batch-size "$batch" \
+    --seq-len 2048 --steps 2 --skip-steps 1 "$@"
+  grep -E "step time|kernels a step" "$work/logs/profile_$name.log"
+  [ -s "$work/ncu_$name.csv" ] &&
+    python3 tools/gpu_kernel_profile.py "$work/ncu_$name.csv" --steps 2 |
+    tee -a "$work/logs/profile_$name.log" "$out/bench.log"
+}
+peer() {  # peer NAME LIMIT [--compile]
+  local name=$1 limit=$2
+  shift 2
+  want "peer_$name" || return 0
+  [ -f "$work/llama3.2-1b-hf/config.json" ] || return 1
+  phase "peer_$name" "$limit" env PYTHONUNBUFFERED=1 python3 bench/peers/peer_train.py \
+    --model-dir "$work/llama3.2-1b-hf" --device cuda --precision bf16 --batch-size 4 \
+    --seq-len 2048 --steps "$steps" --warmup-steps 2 "$@"
+  grep '^{' "$work/logs/peer_$name.log" | tail -n 1 | tee -a "$out/peers.jsonl"
+}
+profile 1b_eager llama3.2-1b 4 100
+if [ -x "$build/ljperf" ] && { want peer_init || want peer_1b_eager || want peer_1b_compiled; }; then
+  phase peer_init 60 "$build/ljperf" init --model llama3.2-1b --out "$work/llama3.2-1b-hf"
+fi
+peer 1b_eager 90
+profile 1b_compiled llama3.2-1b 4 100 --compile
+peer 1b_compiled 180 --compile
+ls "$work"/ncu_*.csv >/dev/null 2>&1 && tar czf "$out/profiles.tar.gz" -C "$work" \
+  $(cd "$work" && ls ncu_*.csv)
+
+# 8. Summary against the goals (python3, which the device has; the JSONL is the record either way).
 goals() {
   python3 - "$results" <<'PY'
 import json, sys

@@ -45,6 +45,9 @@ def main():
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="bf16: autocast to bfloat16 (f32 master weights), as ljperf --precision bf16")
     p.add_argument("--round", type=int, default=0, help="written into the JSON line (0: omitted)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: the model, the batch and AdamW on the GPU (autocast on cuda), each "
+                        "step timed to its end (synchronized), peak bytes from torch.cuda")
     a = p.parse_args()
     if a.steps <= 0 or not 0 <= a.warmup_steps < a.steps:
         sys.exit("error: need --steps > 0 and 0 <= --warmup-steps < --steps")
@@ -59,6 +62,7 @@ def main():
     torch.manual_seed(a.seed)
     model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
                                              attn_implementation="sdpa")
+    model.to(a.device)
     model.train()
     vocab = model.config.vocab_size
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
@@ -70,9 +74,12 @@ def main():
     step_s, losses = [], []
     for step in range(a.steps):
         stream = torch.randint(0, vocab, (B, T + 1), generator=gen)
-        x, y = stream[:, :T].contiguous(), stream[:, 1:].contiguous()
+        x = stream[:, :T].contiguous().to(a.device)
+        y = stream[:, 1:].contiguous().to(a.device)
+        if a.device == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             out = forward(input_ids=x)
         loss = F.cross_entropy(out.logits.reshape(-1, vocab).float(), y.reshape(-1))
         if getattr(out, "aux_loss", None) is not None:
@@ -81,6 +88,8 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if a.device == "cuda":
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         step_s.append(dt)
         losses.append(loss.item())
@@ -104,9 +113,14 @@ def main():
         "threads": threads,
         "steps": a.steps,
         "warmup_steps": a.warmup_steps,
+        "device": a.device,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }
+    if a.device == "cuda":
+        out["gpu"] = torch.cuda.get_device_name()
+        out["peak_device_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        out["peak_device_reserved_bytes"] = torch.cuda.max_memory_reserved()
     if a.round > 0:
         out["round"] = a.round
     print(json.dumps(out))

@@ -70,7 +70,7 @@ std::vector<Case> cases() {
     v.push_back(Case{std::move(name), std::move(n), std::move(in), std::move(out)});
   };
   // llama3.2-1b's head: rows 8192 (batch 4 x 2048), hidden 2048, vocabulary 128256; bf16 takes
-  // 65-row chunks (workspace.h), so dw's f32 sum is in the request.
+  // 1024-row chunks (workspace.h), so dw's f32 sum is in the request.
   const int64_t rows = 8192, cols = 2048, vocab = 128256;
   for (DType dt : {DType::f32, DType::bf16}) {
     const std::string tag = dtype_name(dt);

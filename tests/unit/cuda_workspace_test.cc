@@ -49,9 +49,11 @@ TEST(CudaWorkspace, LossScratchAndChunk) {
   EXPECT_EQ(cuda::sdpa_backward_scratch_bytes(4, 32, 2048), size_t{4 * 32 * 2048 * 4});
   EXPECT_EQ(cuda::loss_scratch_bytes(10), size_t{56});
   Attrs none;
-  // 32 MiB of f32 logits per chunk at llama3's vocabulary: 65 rows.
-  EXPECT_EQ(cuda::linear_cross_entropy_chunk(none, 8192, 128256), 65);
-  EXPECT_EQ(cuda::linear_cross_entropy_chunk(none, 8192, 1000), 256);
+  // 512 MiB of f32 logits per chunk at llama3's vocabulary: 1046 rows, rounded down to 1024.
+  EXPECT_EQ(cuda::linear_cross_entropy_chunk(none, 8192, 128256), 1024);
+  // A small vocabulary: the 4096-row cap; a huge one: fewer than 128 rows, not rounded.
+  EXPECT_EQ(cuda::linear_cross_entropy_chunk(none, 8192, 1000), 4096);
+  EXPECT_EQ(cuda::linear_cross_entropy_chunk(none, 8192, 2'000'000), 67);
   EXPECT_EQ(cuda::linear_cross_entropy_chunk(none, 10, 1000), 10);
   Attrs chunk;
   chunk.set("chunk", int64_t{7});

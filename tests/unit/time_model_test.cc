@@ -101,7 +101,14 @@ TEST(HostRatesTest, Bf16GemmsAndAttentionTakeTheirOwnRates) {
   HostRates r = made_up_rates();
   const double sq = 2.0 * 1024 * 1024 * 1024;
   EXPECT_FALSE(r.gemm_seconds({1024, 1024, 1024, false, true, 0, true}) == 0);  // none: f32's
-  EXPECT_NEAR(sq / r.gemm_seconds({1024, 1024, 1024, false, true, 0, true}), 100e9, 1e3);
+  {
+    // Which f32 class is nearest depends on the host: a class another GEMM runs (ljperf's own
+    // bf16 GEMM on an AVX512_BF16 host, oneDNN's f32 one) is further (seen on AMD EPYC,
+    // 2026-12-04: the 50 GFLOP/s class). With one f32 class, that one.
+    HostRates one = r;
+    one.gemm.resize(1);
+    EXPECT_NEAR(sq / one.gemm_seconds({1024, 1024, 1024, false, true, 0, true}), 100e9, 1e3);
+  }
   r.gemm.push_back({1024, 1024, 1024, false, true, sq / 400e9, true});
   EXPECT_NEAR(sq / r.gemm_seconds({1024, 1024, 1024, false, true, 0, true}), 400e9, 1e3);
   EXPECT_NEAR(sq / r.gemm_seconds({1024, 1024, 1024, false, true}), 100e9, 1e3);  // f32 kept

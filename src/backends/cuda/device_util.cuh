@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/strided_walk.h"
 #include "core/dtype.h"
 
 namespace lj::cuda {

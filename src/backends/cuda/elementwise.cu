@@ -52,16 +52,26 @@ struct Broadcast {
 
 enum class B : int { add, sub, mul, div };
 
-template <class T>
-__global__ void binary_kernel(B op, const T* a, const T* b, T* y, int64_t n, Broadcast bc) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = i, oa = 0, ob = 0;
-    for (int k = bc.rank - 1; k >= 0; --k) {
-      const int64_t idx = rem % bc.dims[k];
-      rem /= bc.dims[k];
-      oa += idx * bc.sa[k];
-      ob += idx * bc.sb[k];
+// I: int64_t, or int32_t when every index fits (walk_fits_32). Dims merged (coalesce_walk), so
+// rank 1 is two dense operands or a scalar broadcast, with no division.
+template <class T, class I>
+__global__ void binary_kernel(B op, const T* a, const T* b, T* y, I n, Broadcast bc) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    I oa, ob;
+    if (bc.rank == 1) {
+      oa = i * static_cast<I>(bc.sa[0]);
+      ob = i * static_cast<I>(bc.sb[0]);
+    } else {
+      I rem = i;
+      oa = ob = 0;
+      for (int k = bc.rank - 1; k >= 0; --k) {
+        const I d = static_cast<I>(bc.dims[k]);
+        const I idx = rem % d;
+        rem /= d;
+        oa += idx * static_cast<I>(bc.sa[k]);
+        ob += idx * static_cast<I>(bc.sb[k]);
+      }
     }
     const float x = to_f32(a[oa]), z = to_f32(b[ob]);
     float r;
@@ -181,16 +191,21 @@ Status binary_forward(KernelContext& c, const KernelEnv& env) {
   for (int k = 0; k < bc.rank; ++k) bc.dims[k] = out.dims[static_cast<size_t>(k)];
   strides_for(c.in[0].dims, out.dims, bc.sa);
   strides_for(c.in[1].dims, out.dims, bc.sb);
-  if (bc.rank == 0) {
-    bc.rank = 1;
-    bc.dims[0] = 1;
-    bc.sa[0] = bc.sb[0] = 0;
-  }
+  coalesce_walk(&bc.rank, bc.dims, bc.sa, bc.sb);
   const B op = binary_of(c.node.op);
+  // Each operand's offsets stay below its numel, at most n.
+  const bool narrow = walk_fits_32(n, n);
   return dispatch_f32_bf16(out.dtype, op_name(c.node.op), [&](auto tag) -> Status {
     using T = decltype(tag);
-    binary_kernel<T><<<grid_for(n, env.multiprocessors), kBlock, 0, env.stream>>>(
-        op, c.in[0].as<const T>(), c.in[1].as<const T>(), out.as<T>(), n, bc);
+    const unsigned grid = grid_for(n, env.multiprocessors);
+    if (narrow) {
+      binary_kernel<T, int32_t><<<grid, kBlock, 0, env.stream>>>(op, c.in[0].as<const T>(),
+                                                                 c.in[1].as<const T>(), out.as<T>(),
+                                                                 static_cast<int32_t>(n), bc);
+    } else {
+      binary_kernel<T, int64_t><<<grid, kBlock, 0, env.stream>>>(
+          op, c.in[0].as<const T>(), c.in[1].as<const T>(), out.as<T>(), n, bc);
+    }
     return launched("binary_kernel");
   });
 }

@@ -6,7 +6,7 @@
 //   cross_entropy_backward(logits, labels, dloss ()) -> dlogits (N, V)
 //     (softmax(row) - onehot(label)) * dloss / num_valid; zero rows for ignored labels.
 //   linear_cross_entropy(x (N, C), w (V, C), labels (N)) -> loss () f32, dx (N, C), dw (V, C)
-//     without the (N, V) logits: chunks of rows (attr chunk; 0: 256 capped at 32 MiB of f32
+//     without the (N, V) logits: chunks of rows (attr chunk; 0: workspace.h, up to 512 MiB of f32
 //     logits) through cuBLASLt (gemm.h): logits = x w^T in f32, each row's loss and, in place,
 //     dlogits for dloss = 1, then dx = dlogits w and dw += dlogits^T x (3 GEMMs a chunk).
 // A label outside [0, V) that is not ignore_index is an out_of_range Status naming the first

@@ -18,18 +18,39 @@ struct CopyGeom {
   int64_t src_base, dst_base;
 };
 
-template <class E>
-__global__ void strided_copy_kernel(const E* s, E* d, int64_t n, CopyGeom g) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = i, so = g.src_base, dof = g.dst_base;
-    for (int k = g.rank - 1; k >= 0; --k) {
-      const int64_t idx = rem % g.dims[k];
-      rem /= g.dims[k];
-      so += idx * g.src[k];
-      dof += idx * g.dst[k];
+// I: int64_t, or int32_t when every offset fits (walk_fits_32); dims merged (coalesce_walk), so
+// a dense copy is rank 1 with no division.
+template <class E, class I>
+__global__ void strided_copy_kernel(const E* s, E* d, I n, CopyGeom g) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    I so = static_cast<I>(g.src_base), dof = static_cast<I>(g.dst_base);
+    if (g.rank == 1) {
+      so += i * static_cast<I>(g.src[0]);
+      dof += i * static_cast<I>(g.dst[0]);
+    } else {
+      I rem = i;
+      for (int k = g.rank - 1; k >= 0; --k) {
+        const I dk = static_cast<I>(g.dims[k]);
+        const I idx = rem % dk;
+        rem /= dk;
+        so += idx * static_cast<I>(g.src[k]);
+        dof += idx * static_cast<I>(g.dst[k]);
+      }
     }
     d[dof] = s[so];
+  }
+}
+
+template <class E>
+void launch_strided_copy(const void* src, void* dst, int64_t n, const CopyGeom& g, bool narrow,
+                         unsigned grid, cudaStream_t stream) {
+  if (narrow) {
+    strided_copy_kernel<E, int32_t><<<grid, kBlock, 0, stream>>>(
+        static_cast<const E*>(src), static_cast<E*>(dst), static_cast<int32_t>(n), g);
+  } else {
+    strided_copy_kernel<E, int64_t>
+        <<<grid, kBlock, 0, stream>>>(static_cast<const E*>(src), static_cast<E*>(dst), n, g);
   }
 }
 
@@ -43,26 +64,26 @@ std::vector<int64_t> dense_strides(const std::vector<int64_t>& dims) {
   return s;
 }
 
-Status strided_copy(const void* src, void* dst, int64_t elem, const CopyGeom& g, int64_t n,
+Status strided_copy(const void* src, void* dst, int64_t elem, CopyGeom g, int64_t n,
                     const KernelEnv& env) {
   if (n == 0) return ok_status();
+  coalesce_walk(&g.rank, g.dims, g.src, g.dst);
+  const int64_t src_max = walk_max_offset(g.rank, g.dims, g.src, g.src_base);
+  const int64_t dst_max = walk_max_offset(g.rank, g.dims, g.dst, g.dst_base);
+  const bool narrow = src_max >= 0 && dst_max >= 0 && walk_fits_32(n, std::max(src_max, dst_max));
   const unsigned grid = grid_for(n, env.multiprocessors);
   switch (elem) {
     case 1:
-      strided_copy_kernel<<<grid, kBlock, 0, env.stream>>>(static_cast<const uint8_t*>(src),
-                                                           static_cast<uint8_t*>(dst), n, g);
+      launch_strided_copy<uint8_t>(src, dst, n, g, narrow, grid, env.stream);
       break;
     case 2:
-      strided_copy_kernel<<<grid, kBlock, 0, env.stream>>>(static_cast<const uint16_t*>(src),
-                                                           static_cast<uint16_t*>(dst), n, g);
+      launch_strided_copy<uint16_t>(src, dst, n, g, narrow, grid, env.stream);
       break;
     case 4:
-      strided_copy_kernel<<<grid, kBlock, 0, env.stream>>>(static_cast<const uint32_t*>(src),
-                                                           static_cast<uint32_t*>(dst), n, g);
+      launch_strided_copy<uint32_t>(src, dst, n, g, narrow, grid, env.stream);
       break;
     case 8:
-      strided_copy_kernel<<<grid, kBlock, 0, env.stream>>>(static_cast<const uint64_t*>(src),
-                                                           static_cast<uint64_t*>(dst), n, g);
+      launch_strided_copy<uint64_t>(src, dst, n, g, narrow, grid, env.stream);
       break;
     default:
       return unimplemented("CUDA copy: element size " + std::to_string(elem));

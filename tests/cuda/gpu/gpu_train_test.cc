@@ -30,6 +30,9 @@ TEST_P(GpuTrainStep, TinyLossAndGradientsMatchTheCpu) {
   GraphOptions o;
   o.compile = c.compile;
   o.autocast = c.autocast;
+  // As the GPU trainer builds it (train/cuda/gpu_train.cc): no 16-bit weight copies among the
+  // inputs; the casts stay in the graph.
+  o.low_weight_copies = false;
   Graph g;
   auto built = build_train_graph(*model, o, &g);
   ASSERT_TRUE(built.ok()) << built.status().message();
@@ -75,7 +78,8 @@ TEST_P(GpuTrainStep, TinyLossAndGradientsMatchTheCpu) {
   EXPECT_LT(worst, c.tol);
 }
 
-// Bounds (not yet observed: no GPU was lent): f32 reassociated sums over C = 64..256 terms and
+// Bounds (observed on an H200, 2026-12-04: worst 6.51e-7 eager f32, 6.0e-7 compiled f32, 0.0115
+// eager bf16, 0.0116 compiled bf16): f32 reassociated sums over C = 64..256 terms and
 // 32 keys: ~1e-6 of each tensor's max; 1e-4 as the CPU's own compile test allows another sum
 // order. bf16: one rounding of every activation (2^-8) compounding over 2 layers: 5e-2.
 INSTANTIATE_TEST_SUITE_P(EagerCompiledF32Bf16, GpuTrainStep,

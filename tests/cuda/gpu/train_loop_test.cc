@@ -106,7 +106,8 @@ struct Case {
 
 class GpuTrainLoop : public testing::TestWithParam<Case> {};
 
-// Bounds (not yet observed: no GPU has been lent; tools/gpu_check.sh prints the figure): the step
+// Bounds (observed on an H200, 2026-12-04: worst step 9.28e-08 f32, 6.16e-05 bf16 compiled; the
+// evaluations 0 and 5.59e-06): the step
 // itself agrees to ~1e-6 (f32) and ~1e-2 (bf16) of the loss (gpu_train_test.cc); 20 AdamW steps
 // at lr 1e-3 move every weight by up to 2e-2 whatever the gradient's size, so a sign that differs
 // in a near-zero gradient element moves the losses apart: 1e-3 (f32), 3e-2 (bf16).
@@ -209,7 +210,7 @@ TEST(GpuTrainResume, GpuCheckpointResumesOnTheCpuAndBack) {
   EXPECT_EQ(gpu.summary.resumed_from, 6);
   EXPECT_EQ(gpu.losses.size(), 2u);
   // Against 8 steps on the GPU alone (the CPU's two steps differ by the kernels' rounding only;
-  // bound as in TwentyStepsAndTheirEvaluationFollowTheCpu, not yet observed).
+  // bound as in TwentyStepsAndTheirEvaluationFollowTheCpu; passed on an H200, 2026-12-04).
   Options whole;
   const TrainRun ref = train(whole, dir + "/whole", dir);
   EXPECT_LT(max_rel({gpu.losses.back()}, {ref.losses.back()}), 1e-3);
