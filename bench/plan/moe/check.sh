@@ -5,7 +5,7 @@
 # src/graph/moe_rows.h). Measures this host's MPI collectives for N ranks (mpirun -np N ljperf
 # calibrate --comm, all_to_all included), runs `ljperf benchmark` for each configuration, then
 # `ljperf plan` for the same one, and prints measured against predicted step time and the
-# predicted exchange.
+# predicted exchange, then the largest rank's peak RSS against the plan's per-rank peak.
 # Usage: bench/plan/moe/check.sh [path/to/ljperf] [N]
 #   MODEL (default bench/peers/models/mixtral-h256/config.json: hidden 256, 8 experts, top 2,
 #   4 layers), BATCH (4), SEQ (256), STEPS (8).
@@ -28,7 +28,8 @@ fi
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "${mpirun[@]}" "$lj" calibrate --comm | grep -E '^MPI|all_to_all'
 common=(--model "$model" --batch-size "$batch" --seq-len "$seq" --threads 1)
-printf "%-28s %12s %12s %8s %14s\n" "configuration" "measured" "predicted" "error" "exchange (pred)"
+printf "%-28s %12s %12s %8s %14s %11s %11s %8s\n" "configuration" "measured" "predicted" "error" \
+  "exchange (pred)" "peak MiB" "predicted" "error"
 # row NAME RANKS EP: measure, plan, print.
 row() {
   local name=$1 ranks=$2 ep=$3 launch=()
@@ -45,9 +46,15 @@ row() {
     open(my $p, "<", $plan) or die; local $/; my $j = decode_json(<$p>);
     my $measured = $m->{summary}{step_s_p50};
     my $c = $j->{candidates}[0];
-    printf "%-28s %10.1f ms %10.1f ms %+7.1f%% %11.1f ms\n", $name, 1e3 * $measured,
-      1e3 * $c->{step_seconds}, 100 * ($c->{step_seconds} / $measured - 1),
-      1e3 * ($c->{expert_exchange_seconds} // 0);
+    # Peak memory: the largest rank'"'"'s process peak RSS against the plan'"'"'s (per rank).
+    my $rss = 0;
+    for my $b (@{$m->{summary}{process_peak_rss_bytes_per_rank} // [$m->{summary}{process_peak_rss_bytes}]}) {
+      $rss = $b if $b > $rss;
+    }
+    printf "%-28s %10.1f ms %10.1f ms %+7.1f%% %11.1f ms %11.1f %11.1f %+7.1f%%\n", $name,
+      1e3 * $measured, 1e3 * $c->{step_seconds}, 100 * ($c->{step_seconds} / $measured - 1),
+      1e3 * ($c->{expert_exchange_seconds} // 0), $rss / 1048576, $c->{peak_bytes} / 1048576,
+      100 * ($c->{peak_bytes} / $rss - 1);
   ' "$name" "$work/$name.jsonl" "$work/$name.plan.json"
 }
 row "one process" 1 1
