@@ -230,7 +230,7 @@ std::optional<int64_t> graph_sgemm_buffer_bytes(const Graph& g, const SymEnv& en
     if (n.inputs.size() < 2 || n.outputs.empty()) continue;
     std::vector<int64_t> a, b, out;
     if (n.op == Op::linear_cross_entropy) {
-      // x (N, C), w (V, C); chunks of kChunkRows rows (at most 32 MiB of f32 logits), each:
+      // x (N, C), w (V, C); chunks of kChunkRows rows (at most 256 MiB of f32 logits), each:
       // logits = x wᵀ, dx = dlogits w, dw += dlogitsᵀ x (backends/cpu/loss.cc).
       if (!eval(g, n.inputs[0], env, &a) || !eval(g, n.inputs[1], env, &b)) continue;
       if (g.type(n.inputs[0]).dtype == DType::bf16 && bf16_own) {

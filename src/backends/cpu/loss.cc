@@ -257,12 +257,14 @@ Status cross_entropy_backward_bf16(KernelContext& c) {
 // ---- linear_cross_entropy -------------------------------------------------------------------
 
 // Rows per chunk when the node does not say: 256, capped so one chunk of logits stays within
-// 32 MiB (262 rows at V = 32000 in f32), at least one row. Measured on `small`'s lm_head (N = 1024,
-// C = 288, V = 32000, 2 loaded threads, fused fwd + bwd CPU time against matmul + cross_entropy):
-// 64 rows x1.12, 128 x1.00-1.04, 256 x1.04-1.05, 512 x0.94-0.96, 1024 x0.96. 512 rows (62.5 MiB)
-// would save a few percent more (fewer read-modify-write passes over dw) at twice the scratch.
+// 256 MiB, at least one row. Measured on `small`'s lm_head (N = 1024, C = 288, V = 32000, 2 loaded
+// threads, fused fwd + bwd CPU time against matmul + cross_entropy): 64 rows x1.12, 128
+// x1.00-1.04, 256 x1.04-1.05, 512 x0.94-0.96, 1024 x0.96. Each chunk reads w twice and reads and
+// writes all of dw, so few rows are slow at a large vocabulary: with the former cap of 32 MiB
+// (55 rows at Qwen's V = 151936, 19 chunks each rewriting a 622 MB dw) qwen3-0.6b-4l's compiled
+// step ran at 0.81x its eager one (AMD EPYC, 2026-12-04, bench/peers/families/).
 constexpr int64_t kChunkRows = 256;
-constexpr int64_t kChunkBytes = int64_t{32} << 20;
+constexpr int64_t kChunkBytes = int64_t{256} << 20;
 
 int64_t chunk_rows(const Attrs& attrs, int64_t n, int64_t vocab, int64_t elem_bytes) {
   int64_t rows = attrs.i_or("chunk", 0);
