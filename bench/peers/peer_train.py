@@ -9,7 +9,7 @@ The model is an HF folder written by `ljperf init --model <preset> --out DIR`: t
 config.json (so the shape is ljperf's one table, src/models/presets.cc, not a copy) and the same
 initial weights. What matches `ljperf benchmark`:
   - precision: fp32, or with --precision bf16 mixed precision as ljperf's (f32 weights, AdamW
-    and gradients; the forward and backward under torch.autocast("cpu", torch.bfloat16), the
+    and gradients; the forward and backward under torch.autocast(--device, torch.bfloat16), the
     loss in f32: what the DeepSpeed recipe does on a CPU); micro-batch x sequence length; `--steps` steps of which the first `--warmup-steps`
     are not measured; tokens/s = tokens per step / median measured step (ljperf's summary);
   - loss: mean cross-entropy over all B x T positions of next-token targets (ljperf's synthetic

@@ -106,9 +106,9 @@ ep_check ep2_compile 2 2 "$ep_ref2" tiny-moe --compile --recompute selective
 
 echo "check: --expert-parallel 2 in bf16 and fp16 (ZeRO 1) against one process in the same precision"
 # Bound 1e-3 on losses of 5.6: observed 1.1e-4 (bf16) and 2.4e-6 (fp16) at ZeRO 0 and 2 (AMD
-# EPYC, 2026-12-04), 1.5e-4 over 8 steps. A rank's expert GEMMs take its own rows and its
-# partner's in one call, where one process runs a micro-batch a call, so sums round to 16 bits
-# at other points; in f32 (above) the same runs are bitwise.
+# EPYC, 2026-12-04), 1.5e-4 over 8 steps; in f32 (above) the same runs are bitwise. The cause is
+# not established: likely that a rank's expert GEMMs take its own rows and its partner's in one
+# call, where one process runs a micro-batch a call, so sums round to 16 bits at other points.
 for p in bf16 fp16; do
   "$LJ" "${ep_run[@]}" --model tiny-moe --grad-accum 2 --precision "$p" --out "ep_ref_$p.jsonl" \
     >"ep_ref_$p.out" 2>"ep_ref_$p.err" || { cat "ep_ref_$p.err" >&2; fail "the $p reference failed"; }
