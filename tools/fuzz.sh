@@ -146,7 +146,14 @@ if [ "$save" -eq 1 ]; then
 fi
 
 log_dir=$(mktemp -d)
-trap 'rm -rf "$log_dir"' EXIT
+# The targets that read a path write each input to a file of their own under $TMPDIR
+# (tests/fuzz/fuzz_util.h). On a disk they wait on it (safetensors and megatron_idx got 2/3 of
+# a core at /tmp on ext4); in memory (/dev/shm) they run on the CPU. The folder goes at the end.
+scratch_parent=/dev/shm
+[ -d "$scratch_parent" ] && [ -w "$scratch_parent" ] || scratch_parent=${TMPDIR:-/tmp}
+scratch=$(mktemp -d "$scratch_parent/ljfuzz-scratch.XXXXXX")
+export TMPDIR=$scratch
+trap 'rm -rf "$log_dir" "$scratch"' EXIT
 touch "$log_dir/start"
 if [ "$replay" -eq 1 ]; then
   echo "replaying the seed and grown corpora of ${#targets[@]} targets, $jobs at a time"
