@@ -47,9 +47,15 @@ for m in $models; do
     echo "== $m, $p" >&2
     "$here/compare.sh" --model "$here/models/$m/config.json" --precision "$p" --rounds "$rounds" \
       --out "$dir" "${shape[@]}" "${rest[@]}"
-    # ljperf's +compile row against each peer, round by round (paired), then the median.
+    # ljperf's +compile row against each peer, round by round (paired), then the median (of an
+    # even count, the mean of the middle two, as the ablation table's medians; until session 21
+    # the lower of them, so 2 rounds printed the worse pair).
     line=$(perl -MJSON::PP -e '
-      sub med { my @v = sort { $a <=> $b } @_; return @v ? $v[$#v / 2] : 0 }
+      sub med {
+        my @v = sort { $a <=> $b } @_;
+        return 0 unless @v;
+        return @v % 2 ? $v[$#v / 2] : ($v[@v / 2 - 1] + $v[@v / 2]) / 2;
+      }
       my $r = decode_json(do { local $/; open my $f, "<", $ARGV[0] or die; <$f> });
       my %by;  # row name -> round -> tokens/s
       for my $row (@{$r->{rows}}) {

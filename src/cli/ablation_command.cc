@@ -25,12 +25,14 @@
 #include "cli/cli.h"
 #include "cli/doctor_host.h"
 #include "cli/progress.h"
+#include "core/dtype.h"
 #include "core/text_file.h"
 #include "dist/build_info.h"
 #include "io/atomic_file.h"
 #include "plan/host_plan.h"
 #include "probe/host_peak.h"
 #include "runtime/launch_env.h"
+#include "runtime/peak_probe.h"
 
 extern char** environ;
 
@@ -422,9 +424,14 @@ Status run_ablation(const AblationArgs& a) {
   // results (--from), the cached figure. Either way the runs' own probes where higher.
   const int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   const int threads = runs.front().threads;
+  // The runs' precision: bf16 rows divide by the bf16 peak, as each run's own MFU does.
+  DType precision = DType::f32;
+  if (!parse_dtype(runs.front().precision, &precision) || !peak_probe_supports(precision)) {
+    precision = DType::f32;
+  }
   LJ_ASSIGN_OR_RETURN(
       HostPeak hp,
-      host_peak(DType::f32, world_size > 1 ? std::clamp(threads * world_size, 1, cores) : threads,
+      host_peak(precision, world_size > 1 ? std::clamp(threads * world_size, 1, cores) : threads,
                 /*remeasure=*/a.from.empty()));
   const PeakFigure peak = highest_measured_peak(
       PeakFigure{hp.flops, hp.describe(), hp.nominal_flops, hp.threads, hp.isa}, runs);

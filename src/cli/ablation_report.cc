@@ -105,9 +105,12 @@ PeakFigure highest_measured_peak(const PeakFigure& probed, const std::vector<Abl
     }
   }
   if (best > probed.flops) {
+    // A run probes the peak of its own precision (cli/mfu_peak.h: for bf16 the higher of the
+    // bf16 dot-product and the f32 FMA peaks), so the figure is named for the runs' precision.
+    const std::string& precision = runs.front().precision;
     r.flops = best;
-    r.describe =
-        fmt::format("{:.1f} GFLOP/s fp32, measured, the highest of the runs' probes", best / 1e9);
+    r.describe = fmt::format("{:.1f} GFLOP/s {}, measured, the highest of the runs' probes",
+                             best / 1e9, precision == "f32" ? "fp32" : "for " + precision);
   }
   return r;
 }
@@ -140,6 +143,8 @@ StatusOr<AblationRun> run_from_benchmark_record(const std::string& line, const s
   LJ_ASSIGN_OR_RETURN(r.model, optional_at<std::string>(config_json, "model", "", at / "config"));
   LJ_ASSIGN_OR_RETURN(r.recompute,
                       optional_at<std::string>(config_json, "recompute", "", at / "config"));
+  LJ_ASSIGN_OR_RETURN(r.precision,
+                      optional_at<std::string>(config_json, "precision", "f32", at / "config"));
   LJ_ASSIGN_OR_RETURN(r.world_size, optional_at<int>(config_json, "world_size", 1, at / "config"));
   if (r.world_size == 1 && json_member(j, "host").is_object()) {
     const Json& host = json_member(j, "host");
@@ -436,9 +441,12 @@ std::string format_ablation_markdown(const AblationReport& r) {
   }
   s += fmt::format(
       "- MFU: {:.4g} GFLOP per token (6N + 12·L·H·Q·T, torchtitan's convention, recompute not "
-      "counted) × tokens/s ÷ {} ({} on {} threads; nominal {:.1f} GFLOP/s).\n",
+      "counted) × tokens/s ÷ {} ({} on {} threads{}).\n",
       r.flops_per_token / 1e9, r.peak.describe, r.peak.isa.empty() ? "FMA probe" : r.peak.isa,
-      r.peak.threads, r.peak.nominal_flops / 1e9);
+      r.peak.threads,
+      // A bf16 probe has no nominal figure (probe/host_peak.h: f32 only).
+      r.peak.nominal_flops > 0 ? fmt::format("; nominal {:.1f} GFLOP/s", r.peak.nominal_flops / 1e9)
+                               : std::string());
   for (const AblationRow& row : r.rows) {
     if (row.mfu > 1.0) {
       s += fmt::format(

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/builder_fused.h"
+#include "graph/builder_moe.h"
 #include "op_test_util.h"
 
 namespace lj::test {
@@ -97,6 +98,30 @@ TEST(ForwardBf16, MatmulAddAccumulatesIntoTheResidual) {
         return std::vector<Val>{matmul_add(in[0], in[1], in[2], false, true)};
       },
       1e-6 * 48);
+}
+
+// The experts' GEMMs on bf16 operands (backends/cpu/moe.cc: gemm_bf16 per group, not widened):
+// groups of 5, 0, 9 and 3 rows, both weight layouts, and the weight gradient in bf16 and, as
+// master weights ask for it, in f32.
+TEST(ForwardBf16, GroupedMatmulAndWeightGradient) {
+  const RefTensor sizes = make_tensor(DType::i32, {4}, {5, 0, 9, 3});
+  const RefTensor x = random_tensor(DType::f32, {17, 40}, 41);
+  const RefTensor dy = random_tensor(DType::f32, {17, 24}, 42);
+  for (bool tb : {true, false}) {
+    const RefTensor w = random_tensor(
+        DType::f32, tb ? std::vector<int64_t>{4, 24, 40} : std::vector<int64_t>{4, 40, 24}, 43);
+    // As matmul: exact products, f32 sums in oneDNN's order, one bf16 rounding (bound 1e-6 K).
+    expect_bf16_matches_f32(
+        std::string("bf16 grouped_matmul") + (tb ? " tb" : ""),
+        {{"x", x}, {"w", w}, {"g", sizes}, {"dy", dy}},
+        [tb](Builder& b, const std::vector<Val>& in) {
+          const Val f32_dw =
+              b.add1(Op::grouped_matmul_wgrad, {in[0], in[3], in[2]}, {{"dtype", DType::f32}});
+          return std::vector<Val>{grouped_matmul(in[0], in[1], in[2], tb),
+                                  grouped_matmul_wgrad(in[0], in[3], in[2]), f32_dw};
+        },
+        1e-6 * 40);
+  }
 }
 
 TEST(ForwardBf16, SdpaAndBackward) {

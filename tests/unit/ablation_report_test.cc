@@ -231,6 +231,27 @@ TEST(AblationReport, TheRunsOwnMeasuredPeaksRaiseALowProbe) {
   EXPECT_DOUBLE_EQ(highest_measured_peak(low, runs).flops, 117.5e9);
 }
 
+TEST(AblationReport, Bf16RunsNameTheirOwnPeak) {
+  // Session 20's bf16 tables read "MFU (of 469.7 GFLOP/s fp32 ...)": the runs' bf16 probes,
+  // named fp32.
+  nlohmann::json one = nlohmann::json::parse(two_rank_record(false, 0.01, 0.01));
+  one["config"]["world_size"] = 1;
+  one["config"]["threads"] = 2;
+  one["config"]["precision"] = "bf16";
+  one["host"] = {{"peak_flops", 469.7e9},
+                 {"peak_flops_source", "469.7 GFLOP/s bf16, measured; the higher of the probes"}};
+  auto r = run_from_benchmark_record(one.dump(), "+compile", 1);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->precision, "bf16");
+  const PeakFigure low{233.6e9, "233.6 GFLOP/s fp32, measured", 166.2e9, 2, "avx512 fma"};
+  const PeakFigure p = highest_measured_peak(low, {*r});
+  EXPECT_DOUBLE_EQ(p.flops, 469.7e9);
+  EXPECT_EQ(p.describe, "469.7 GFLOP/s for bf16, measured, the highest of the runs' probes");
+  // A record without the key is f32 (records before the key existed).
+  one["config"].erase("precision");
+  EXPECT_EQ(run_from_benchmark_record(one.dump(), "+compile", 1)->precision, "f32");
+}
+
 TEST(AblationReport, TwoRanksMeasureCommAndShowIt) {
   auto rep = summarize_ablation(ablation_configs(""), two_rank_runs(), {}, 2, fixed_peak());
   ASSERT_TRUE(rep.ok()) << rep.status().to_string();
