@@ -506,7 +506,8 @@ nlohmann::ordered_json ablation_to_json(const AblationReport& r) {
                                   {"grad_accum", run.grad_accum},
                                   {"threads", run.threads},
                                   {"flops_per_token", run.flops_per_token},
-                                  {"world_size", run.world_size}};
+                                  {"world_size", run.world_size},
+                                  {"precision", run.precision}};
       if (run.measured_peak_flops > 0) x["measured_peak_flops"] = run.measured_peak_flops;
       if (run.world_size > 1) {
         x["comm_s_per_step"] = run.comm_s;
@@ -580,6 +581,7 @@ StatusOr<std::vector<AblationRun>> runs_from_results_json(const std::string& tex
       LJ_ASSIGN_OR_RETURN(r.threads, optional_at<int>(x, "threads", 0, at));
       LJ_ASSIGN_OR_RETURN(r.flops_per_token, optional_at<double>(x, "flops_per_token", 0.0, at));
       LJ_ASSIGN_OR_RETURN(r.world_size, optional_at<int>(x, "world_size", 1, at));
+      LJ_ASSIGN_OR_RETURN(r.precision, optional_at<std::string>(x, "precision", "f32", at));
       LJ_ASSIGN_OR_RETURN(r.measured_peak_flops,
                           optional_at<double>(x, "measured_peak_flops", 0.0, at));
       LJ_ASSIGN_OR_RETURN(r.comm_s, optional_at<double>(x, "comm_s_per_step", 0.0, at));

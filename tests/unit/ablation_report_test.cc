@@ -443,11 +443,17 @@ TEST(AblationChart, ResultsJsonRoundTrips) {
   // The runs' own measured peaks travel too, so --from divides by the same figure.
   std::vector<AblationRun> measured = fixed_runs();
   measured[2].measured_peak_flops = 600.0e9;
+  // And the precision, which names that peak (session 21's first bf16 tables from --from read
+  // "fp32": results.json had no precision).
+  for (AblationRun& run : measured) run.precision = "bf16";
   auto mrep = summarize_ablation(ablation_configs(""), measured, {}, 1, fixed_peak());
   ASSERT_TRUE(mrep.ok());
   auto back = runs_from_results_json(ablation_to_json(*mrep).dump(), "results.json");
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_DOUBLE_EQ(highest_measured_peak(fixed_peak(), *back).flops, 600.0e9);
+  EXPECT_EQ(back->front().precision, "bf16");
+  EXPECT_NE(highest_measured_peak(fixed_peak(), *back).describe.find("for bf16"),
+            std::string::npos);
 }
 
 TEST(SvgChart, NiceAxis) {
