@@ -43,7 +43,7 @@ struct AblationRun {
   std::string model;
   int64_t micro_batch = 0, seq_len = 0, grad_accum = 0;
   int threads = 0;                // per rank
-  std::string precision = "f32";  // config.precision of the record ("f32", "bf16", "fp16")
+  std::string precision = "f32";  // config.precision of the record ("f32", "bf16", "f16")
   double flops_per_token = 0;     // torchtitan's 6N + 12·L·H·Q·T (0: unknown, peers)
   // Several ranks (tokens_per_s is then the sum over ranks): the time per step in gradient
   // collectives and the part of it the step waited for, each the mean over ranks.

@@ -122,7 +122,7 @@ char* element(const TensorView& v, int64_t i) {
 }
 
 // oneDNN builds one primitive per GEMM shape (gemm.cc gemm_bf16), and group sizes change every
-// step: one primitive per group size grew the process by 150 MiB and ran 5-16% slower than
+// step: one primitive per group size grew the process by 148 MiB and ran 5-16% slower than
 // widening (mixtral-h256 bf16, B4 T256). So a group's rows run as chunks of kRowChunk rows, then
 // the binary digits of the rest: a shape meets at most 10 row counts. fn(first row, rows).
 constexpr int64_t kRowChunk = 512;
