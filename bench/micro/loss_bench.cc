@@ -101,6 +101,12 @@ void BM_lce_fused_qwen(benchmark::State& state) {
   run_lce(state, 1024, 1024, state.range(0), 0, true, 151936);
 }
 
+// mixtral-h256's head at B4 T256: x (1024, 256), V 32000; arg 0: the chunk's rows, arg 1: the
+// vocabulary block (0: the defaults).
+void BM_lce_fused_mixtral(benchmark::State& state) {
+  run_lce(state, 1024, 256, state.range(0), state.range(1));
+}
+
 // The fused kernel at its defaults; arg 0: 0 `small`'s head, 1 the wider model's; arg 1: huge
 // pages (1) or 4 KiB pages (0).
 void BM_lce_pages(benchmark::State& state) {
@@ -214,6 +220,10 @@ BENCHMARK(BM_lce_fused_qwen)
     ->Arg(256)
     ->Arg(512)
     ->Arg(1024)
+    ->MeasureProcessCPUTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lce_fused_mixtral)
+    ->ArgsProduct({{0, 128, 512, 1024}, {0, 256, 1024}})
     ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lce_kernels)->Arg(0)->Arg(1)->Iterations(12)->Unit(benchmark::kMillisecond);

@@ -150,6 +150,61 @@ TEST(ForwardMoe, GroupedMatmulWgradSumsEachGroupAndZeroesEmptyOnes) {
   }
 }
 
+// The f32 kernels split the work over the threads once per call (the forward's rows across group
+// boundaries, the weight gradient's output rows): at sizes where the split cuts through groups
+// (151 rows, groups of 0 to 57), 1, 2 and 3 threads each give the reference (run_graph checks a
+// rerun gives the same bits). The weight gradient's elements each sum their group's rows whatever
+// the split, so it is bitwise the same at every thread count; the forward's rows are not (the
+// GEMM's kernel depends on a piece's row count: 2 and 3 threads differed from 1 in the last bit).
+TEST(ForwardMoe, GroupedMatmulsSplitOverThreads) {
+  const std::vector<int64_t> sizes = {57, 0, 33, 1, 40, 20};  // 151 of 160 rows; 9 padding
+  const int64_t rows = 160, k = 40, n = 36;
+  for (bool tb : {true, false}) {
+    const RefTensor x = random_tensor(DType::f32, {rows, k}, 41);
+    const RefTensor w = random_tensor(
+        DType::f32, tb ? std::vector<int64_t>{6, n, k} : std::vector<int64_t>{6, k, n}, 42);
+    const RefTensor dy = random_tensor(DType::f32, {rows, n}, 43);
+    std::vector<std::vector<RefTensor>> outs;
+    for (int threads : {1, 2, 3}) {
+      auto r = run_graph(
+          {{"x", x}, {"w", w}, {"dy", dy}, {"g", sizes_tensor(sizes)}},
+          [tb](Builder&, const std::vector<Val>& in) {
+            return std::vector<Val>{grouped_matmul(in[0], in[1], in[3], tb),
+                                    grouped_matmul_wgrad(in[2], in[0], in[3])};
+          },
+          RunOptions{threads});
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      outs.push_back(*r);
+    }
+    RefTensor head = ref::zeros(DType::f32, {151, k});
+    for (int64_t i = 0; i < 151 * k; ++i) head[i] = x[i];
+    RefTensor want = ref::zeros(DType::f32, {rows, n});
+    const RefTensor used = ref_grouped(head, w, sizes, tb);
+    for (int64_t i = 0; i < used.numel(); ++i) want[i] = used[i];
+    for (size_t t = 0; t < outs.size(); ++t) {
+      // 40-term dot products of values in [-1, 1): observed max abs error 1.6e-6.
+      expect_close(outs[t][0], want, 1e-5, 0,
+                   std::string(tb ? "grouped_matmul tb" : "grouped_matmul") + ", threads " +
+                       std::to_string(t + 1));
+    }
+    RefTensor want_w = ref::zeros(DType::f32, {6, n, k});
+    int64_t row = 0;
+    for (int64_t e = 0; e < 6; ++e) {
+      for (int64_t i = 0; i < sizes[static_cast<size_t>(e)]; ++i, ++row) {
+        for (int64_t p = 0; p < n; ++p) {
+          for (int64_t q = 0; q < k; ++q)
+            want_w[(e * n + p) * k + q] += dy[row * n + p] * x[row * k + q];
+        }
+      }
+    }
+    // Sums of up to 57 products in [-1, 1): observed max abs error 1.8e-6.
+    expect_close(outs[0][1], want_w, 1e-5, 0, "grouped_matmul_wgrad");
+    for (size_t t = 1; t < outs.size(); ++t) {
+      EXPECT_EQ(outs[t][1].data, outs[0][1].data) << "weight gradient, threads " << t + 1;
+    }
+  }
+}
+
 TEST(ForwardMoe, GroupSizesAboveTheRowsAreAnError) {
   auto r = run_graph({{"x", random_tensor(DType::f32, {4, 2}, 1)},
                       {"w", random_tensor(DType::f32, {2, 3, 2}, 2)},
