@@ -19,6 +19,7 @@
 #include "core/units.h"
 #include "graph/builder.h"
 #include "graph/builder_fused.h"
+#include "probe/full_speed.h"
 #include "probe/host_cache.h"
 #include "probe/host_peak.h"
 #include "probe/measured_ranking.h"
@@ -385,8 +386,18 @@ double HostRates::gemm_seconds(const GemmSample& shape) const {
   return best->seconds * flops_of(shape) / flops_of(*best);
 }
 
-StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes) {
+// The host's cached f32 peak on `threads` threads: a speed it is known to reach (0: none).
+double cached_peak_flops(int threads) {
+  const std::optional<HostPeak> p = cached_host_peak(DType::f32, threads);
+  return p ? p->flops : 0.0;
+}
+
+StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes,
+                                   SpeedWatch* watch) {
   Device dev(r->threads);
+  SpeedWatch own(r->threads, cached_peak_flops(r->threads));
+  SpeedWatch& w = watch != nullptr ? *watch : own;
+  const int repeated0 = w.repeated();
   int measured = 0;
   for (const GemmSample& s : shapes) {
     GemmSample c = gemm_class(s);
@@ -395,10 +406,12 @@ StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& 
     if (have) continue;
     // About 100 ms of GEMMs per class, the median of at least 5 runs: small classes repeat more.
     const int reps = std::clamp(static_cast<int>(1e-1 * 1e11 / flops_of(c)), 5, 40);
-    LJ_ASSIGN_OR_RETURN(c.seconds, gemm_seconds_measured(dev, c, reps));
+    LJ_ASSIGN_OR_RETURN(c.seconds,
+                        w.measure<double>([&] { return gemm_seconds_measured(dev, c, reps); }));
     r->gemm.push_back(c);
     ++measured;
   }
+  if (watch == nullptr) r->repeated_slow += w.repeated() - repeated0;
   return measured;
 }
 
@@ -465,11 +478,20 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   Device dev(threads);
   HostRates r;
   r.threads = dev.threads();
-  LJ_RETURN_IF_ERROR(measure_gemm_classes(&r, gemm_shapes()).status());
-  LJ_RETURN_IF_ERROR(
-      measure_attention(dev, DType::f32, &r.attention_forward_flops, &r.attention_backward_flops));
-  LJ_RETURN_IF_ERROR(measure_attention(dev, DType::bf16, &r.attention_bf16_forward_flops,
-                                       &r.attention_bf16_backward_flops));
+  // The compute-bound figures at the host's full speed (probe/full_speed.h).
+  SpeedWatch watch(r.threads, cached_peak_flops(r.threads));
+  LJ_RETURN_IF_ERROR(measure_gemm_classes(&r, gemm_shapes(), &watch).status());
+  for (DType dt : {DType::f32, DType::bf16}) {
+    using Rates = std::pair<double, double>;
+    LJ_ASSIGN_OR_RETURN(Rates a, watch.measure<Rates>([&]() -> StatusOr<Rates> {
+      Rates x;
+      LJ_RETURN_IF_ERROR(measure_attention(dev, dt, &x.first, &x.second));
+      return x;
+    }));
+    (dt == DType::f32 ? r.attention_forward_flops : r.attention_bf16_forward_flops) = a.first;
+    (dt == DType::f32 ? r.attention_backward_flops : r.attention_bf16_backward_flops) = a.second;
+  }
+  r.repeated_slow = watch.repeated();
   for (int64_t n : {int64_t{1} << 14, int64_t{1} << 17, int64_t{1} << 20, int64_t{1} << 23}) {
     LJ_ASSIGN_OR_RETURN(BandwidthSample s, measure_add(dev, n));
     r.pointwise.push_back(s);
@@ -627,6 +649,12 @@ std::string describe_host_rates(const HostRates& r) {
         "    measured while other processes used {:.0f}% of the cores{}\n",
         100.0 * r.other_cpu_share,
         r.contended() ? ": contended, the rates read low (remeasure on a quiet host)" : "");
+  }
+  if (r.repeated_slow > 0) {
+    s += fmt::format(
+        "    {} measurement(s) repeated: the host ran under {:.0f}% of its best speed while they "
+        "ran (a slow window; probe/full_speed.h)\n",
+        r.repeated_slow, 100.0 * kSlowShare);
   }
   return s;
 }

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "probe/full_speed.h"
 
 namespace lj {
 
@@ -89,6 +90,9 @@ struct HostRates {
   // time others held the cores, but it does count what they cost this process's caches and
   // memory bandwidth: a probe beside other work measures rates too low.
   double other_cpu_share = std::numeric_limits<double>::quiet_NaN();
+  // Compute-bound measurements repeated because the host ran in a slow window (probe/full_speed.h),
+  // in the measurement that made these rates (not cached).
+  int repeated_slow = 0;
   bool cached = false;
 
   // Seconds of one (M, N, K) GEMM: its class's measured seconds × FLOPs / the class's FLOPs
@@ -147,8 +151,10 @@ const std::vector<GemmSample>& gemm_shapes();
 
 // Runs the micro-benchmarks on `threads` threads (0: all), the GEMM classes of gemm_shapes().
 StatusOr<HostRates> measure_host_rates(int threads = 0);
-// Measures the classes of `shapes` that `r` lacks (on r->threads); the count measured.
-StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes);
+// Measures the classes of `shapes` that `r` lacks (on r->threads), each at the host's full speed
+// (probe/full_speed.h; a watch of its own when `watch` is null); the count measured.
+StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes,
+                                   SpeedWatch* watch = nullptr);
 
 // The cache entry's fields (without the host key) and back; from_json refuses an entry with a
 // missing or non-positive rate.
