@@ -222,6 +222,9 @@ StatusOr<std::vector<AblationRun>> runs_from_peer_lines(const std::string& text,
     LJ_ASSIGN_OR_RETURN(r.seq_len, optional_at<int64_t>(j, "seq_len", 0, at));
     LJ_ASSIGN_OR_RETURN(r.threads, optional_at<int>(j, "threads", 0, at));
     LJ_ASSIGN_OR_RETURN(r.step_s_p50, optional_at<double>(j, "step_s_p50", 0.0, at));
+    // peer_train.py says "fp32" or "bf16" (autocast); the records say "f32" for the former.
+    LJ_ASSIGN_OR_RETURN(r.precision, optional_at<std::string>(j, "precision", "f32", at));
+    if (r.precision == "fp32") r.precision = "f32";
     runs.push_back(std::move(r));
   }
   if (runs.empty()) return invalid_argument(source + " holds no peer result");

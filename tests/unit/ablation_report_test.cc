@@ -423,6 +423,20 @@ TEST(AblationChart, PeersAreRowsWithARatioColumn) {
   EXPECT_NE(svg.find("PyTorch peers"), std::string::npos);
 }
 
+// A peer under autocast says so (peer_train.py --precision bf16), and results.json keeps it.
+TEST(AblationChart, PeersKeepTheirPrecision) {
+  auto peers = runs_from_peer_lines(
+      "{\"peer\": \"a\", \"tokens_per_s\": 1, \"peak_rss_bytes\": 1, \"precision\": \"bf16\"}\n"
+      "{\"peer\": \"b\", \"tokens_per_s\": 1, \"peak_rss_bytes\": 1, \"precision\": \"fp32\"}\n"
+      "{\"peer\": \"c\", \"tokens_per_s\": 1, \"peak_rss_bytes\": 1}\n",
+      "peers.jsonl");
+  ASSERT_TRUE(peers.ok()) << peers.status().to_string();
+  ASSERT_EQ(peers->size(), 3u);
+  EXPECT_EQ((*peers)[0].precision, "bf16");
+  EXPECT_EQ((*peers)[1].precision, "f32");
+  EXPECT_EQ((*peers)[2].precision, "f32");
+}
+
 TEST(AblationChart, BadPeerLinesAreOneLineErrors) {
   EXPECT_FALSE(runs_from_peer_lines("not json\n", "p.jsonl").ok());
   EXPECT_FALSE(runs_from_peer_lines("{\"tokens_per_s\": 1}\n", "p.jsonl").ok());
