@@ -5,7 +5,8 @@
 // in the others, and a time model calibrated in such a window priced the wide model's bf16 step
 // 10.9% long (AMD EPYC, 2026-12-04). A SpeedWatch brackets each measurement with a short FMA
 // probe (runtime/peak_probe.h) and repeats a measurement whose probes ran under kSlowShare of the
-// fastest probe seen (or of the host's cached peak), keeping the one taken at the highest speed.
+// fastest probe seen (or of the host's cached peak), keeping the one taken at the highest speed;
+// the peak probe's own reading is retried against the cached peak (peak_at_full_speed).
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <utility>
 
 #include "core/status.h"
+#include "runtime/peak_probe.h"
 
 namespace lj {
 
@@ -65,5 +67,12 @@ class SpeedWatch {
   double best_;
   int repeated_ = 0;
 };
+
+// The peak probe itself at full speed: a reading under kSlowShare of `floor_flops` (the figure
+// this host reached before; 0: none) is taken again, at most kFullSpeedTries readings in all, and
+// the highest is returned. `repeated`, when given, receives the readings taken again.
+StatusOr<PeakMeasurement> peak_at_full_speed(
+    const std::function<StatusOr<PeakMeasurement>()>& probe, double floor_flops,
+    int* repeated = nullptr);
 
 }  // namespace lj

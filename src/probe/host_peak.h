@@ -8,6 +8,8 @@
 // per (CPU model, hostname, threads, dtype, ISA the probe ran); `calibrate --measure` remeasures.
 // A missing, unreadable or foreign cache is never an error: the probe runs and the cache is
 // rewritten (atomically).
+// A reading under 80% of the cached figure, as a slow window gives (probe/full_speed.h), is taken
+// again up to twice and the highest kept.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
-// SpeedWatch (probe/full_speed.h) with a scripted probe: a measurement whose bracketing probes
-// ran in a slow window is repeated, the one taken at the highest speed is kept, the tries are
-// bounded, and the host's known peak counts as a speed seen.
+// SpeedWatch and peak_at_full_speed (probe/full_speed.h) with scripted probes: a measurement
+// whose bracketing probes ran in a slow window is repeated, the one taken at the highest speed is
+// kept, the tries are bounded, and the host's known peak counts as a speed seen.
 #include "probe/full_speed.h"
 
 #include <gtest/gtest.h>
@@ -90,6 +90,48 @@ TEST(SpeedWatch, AFailedMeasurementIsItsStatus) {
   auto m = w.measure<int>([]() -> StatusOr<int> { return invalid_argument("bad shape"); });
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().to_string().find("bad shape"), std::string::npos);
+}
+
+// Peak readings in turn (the last repeated), as measure_peak_flops would return them.
+std::function<StatusOr<PeakMeasurement>()> peaks(std::vector<double> flops, int* calls) {
+  return [flops, calls]() -> StatusOr<PeakMeasurement> {
+    PeakMeasurement m;
+    m.flops = flops[std::min(static_cast<size_t>(*calls), flops.size() - 1)];
+    ++*calls;
+    return m;
+  };
+}
+
+TEST(PeakAtFullSpeed, AReadingNearTheCachedFigureIsTakenOnce) {
+  int calls = 0, repeated = -1;
+  auto m = peak_at_full_speed(peaks({90, 200}, &calls), 100, &repeated);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->flops, 90);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(repeated, 0);
+}
+
+TEST(PeakAtFullSpeed, ASlowReadingIsTakenAgainAndTheHighestKept) {
+  int calls = 0, repeated = -1;
+  auto m = peak_at_full_speed(peaks({50, 95, 60}, &calls), 100, &repeated);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->flops, 95);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(repeated, 1);
+}
+
+TEST(PeakAtFullSpeed, ReadingsAreBoundedAndWithoutACachedFigureNotRepeated) {
+  int calls = 0, repeated = -1;
+  auto m = peak_at_full_speed(peaks({50, 70, 60, 99}, &calls), 100, &repeated);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->flops, 70);
+  EXPECT_EQ(calls, kFullSpeedTries);
+  EXPECT_EQ(repeated, kFullSpeedTries - 1);
+  calls = 0;
+  auto first = peak_at_full_speed(peaks({50, 99}, &calls), 0);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->flops, 50);
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace
