@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 36's figures on this host, in one sitting (about 35 minutes on 2 quiet vCPUs), so that a
+# Issue 36's figures on this host, in one sitting (about 15 minutes on 2 quiet vCPUs), so that a
 # session that draws a host class (Intel with AMX, Intel without, AMD Zen 4) spends its time on
 # the levers, not on assembling commands. Run it on a quiet host, with nothing else running:
 #
