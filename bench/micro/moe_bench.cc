@@ -85,6 +85,36 @@ void BM_grouped_down_wgrad(benchmark::State& state) {
       {kExperts, kHidden, kWidth}, false, flops(kHidden, kWidth));
 }
 
+// The experts' SwiGLU over the gate-up output (R, 2F): arg 0: 0 swiglu_packed on it, 1 swiglu on
+// the two halves as separate (R, F) tensors (what slice copies feed it); arg 1: 1 the backward.
+void BM_experts_swiglu(benchmark::State& state) {
+  const bool packed = state.range(0) == 0, backward = state.range(1) != 0;
+  OwnedTensor x({kRows, 2 * kWidth}, 1), gate({kRows, kWidth}, 2), up({kRows, kWidth}, 3),
+      d({kRows, kWidth}, 4), y({kRows, kWidth}, 5), dx({kRows, 2 * kWidth}, 6),
+      dg({kRows, kWidth}, 7), du({kRows, kWidth}, 8);
+  Node node;
+  node.op = packed ? (backward ? Op::swiglu_packed_backward : Op::swiglu_packed)
+                   : (backward ? Op::swiglu_backward : Op::swiglu);
+  std::vector<TensorView> in, out;
+  if (packed) {
+    in = backward ? std::vector<TensorView>{d.view, x.view} : std::vector<TensorView>{x.view};
+    out = backward ? std::vector<TensorView>{dx.view} : std::vector<TensorView>{y.view};
+  } else {
+    in = backward ? std::vector<TensorView>{d.view, gate.view, up.view}
+                  : std::vector<TensorView>{gate.view, up.view};
+    out = backward ? std::vector<TensorView>{dg.view, du.view} : std::vector<TensorView>{y.view};
+  }
+  MallocWorkspace ws;
+  KernelContext c{node, in, out, bench_threads(), &ws};
+  const KernelFn fn = cpu::kernels()[node.op];
+  for (auto _ : state) {
+    Status st = fn(c);
+    if (!st.ok()) state.SkipWithError(st.to_string().c_str());
+    benchmark::ClobberMemory();
+  }
+}
+
+BENCHMARK(BM_experts_swiglu)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_grouped_gate_up)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_grouped_down)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_grouped_gate_up_dx)->Unit(benchmark::kMicrosecond);

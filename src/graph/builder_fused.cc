@@ -35,6 +35,16 @@ SwigluGrads swiglu_backward(Val dout, Val gate, Val up) {
   return {out[0], out[1]};
 }
 
+Val swiglu_packed(Val x) {
+  if (!x.valid()) return {};
+  return x.b->add1(Op::swiglu_packed, {x});
+}
+
+Val swiglu_packed_backward(Val dout, Val x) {
+  if (!dout.valid() || !x.valid()) return {};
+  return dout.b->add1(Op::swiglu_packed_backward, {dout, x});
+}
+
 Val rope(Val x, Val cos, Val sin, bool inverse) {
   if (!x.valid() || !cos.valid() || !sin.valid()) return {};
   return x.b->add1(Op::rope, {x, cos, sin}, {{"inverse", inverse}});

@@ -37,6 +37,10 @@ struct SwigluGrads {
   Val dgate, dup;
 };
 SwigluGrads swiglu_backward(Val dout, Val gate, Val up);
+// x (..., 2F) -> silu(x[..., :F]) * x[..., F:] (..., F), and its gradient dx (..., 2F): swiglu
+// over a tensor that holds gate and up side by side (the experts' fused gate-up GEMM's output).
+Val swiglu_packed(Val x);
+Val swiglu_packed_backward(Val dout, Val x);
 
 // x (..., T, D), cos, sin (T, D): x * cos + rotate_half(x) * sin, HF's rotate_half = cat(-x2, x1)
 // on the last dim; inverse applies the transpose rotation (rope's VJP).

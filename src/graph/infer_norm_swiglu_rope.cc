@@ -87,6 +87,31 @@ Status infer_swiglu_backward(const InferCtx& c, std::vector<TypedShape>* out) {
   return ok_status();
 }
 
+// swiglu_packed(x (..., 2F)) -> (..., F), the last dim concrete and even.
+Status infer_swiglu_packed(const InferCtx& c, std::vector<TypedShape>* out) {
+  LJ_RETURN_IF_ERROR(infer::require_float(c, 0, "x"));
+  const Shape& x = c.in[0].shape;
+  if (x.rank() < 1) return shape_error(c, "x must be (..., 2F)");
+  const Dim d = x.dim(-1);
+  if (!d.is_concrete() || d.value() % 2 != 0)
+    return shape_error(c, "the last dim must be concrete and even");
+  TypedShape y = c.in[0];
+  y.shape[x.rank() - 1] = Dim(d.value() / 2);
+  out->assign(1, y);
+  return ok_status();
+}
+
+// swiglu_packed_backward(dout (..., F), x (..., 2F)) -> dx (..., 2F), of x's type.
+Status infer_swiglu_packed_backward(const InferCtx& c, std::vector<TypedShape>* out) {
+  LJ_RETURN_IF_ERROR(infer::require_float(c, 1, "x"));
+  LJ_RETURN_IF_ERROR(infer::require_same_dtype(c, 0, 1));
+  std::vector<TypedShape> y;
+  LJ_RETURN_IF_ERROR(infer_swiglu_packed(InferCtx{c.def, c.in.subspan(1), c.attrs}, &y));
+  if (c.in[0].shape != y[0].shape) return shape_error(c, "dout must be swiglu_packed(x)'s shape");
+  out->assign(1, c.in[1]);
+  return ok_status();
+}
+
 // rope(x (..., T, D), cos (T, D), sin (T, D)) -> (..., T, D), D even.
 Status infer_rope(const InferCtx& c, std::vector<TypedShape>* out) {
   LJ_RETURN_IF_ERROR(infer::require_float(c, 0, "x"));

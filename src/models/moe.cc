@@ -1,5 +1,6 @@
 #include "models/moe.h"
 
+#include "graph/builder_fused.h"
 #include "graph/builder_moe.h"
 
 namespace lj {
@@ -34,7 +35,6 @@ MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_d
                const ExpertShard& experts) {
   Builder& b = *h.b;
   const int64_t C = c.hidden_size, E = c.moe.num_experts, K = c.moe.top_k;
-  const int64_t F = c.moe.moe_intermediate_size;
   const Dim N = kB * kT;
   MoeMlp r;
   Val x = reshape(h, {N, C});
@@ -63,7 +63,9 @@ MoeMlp moe_mlp(const LlamaConfig& c, Val h, Val w_router, Val w_gate_up, Val w_d
       rows = ep_dispatch(rows, sizes, route.recv_sizes, ranks);  // (ranks*N*K, C)
     }
     Val gate_up = grouped_matmul(rows, w_gate_up, local_sizes, true);  // (N*K, 2F)
-    Val act = silu(slice(gate_up, -1, 0, F)) * slice(gate_up, -1, F, 2 * F);
+    // silu(gate) * up over the packed halves: no slice copies, and the backward writes the
+    // gate-up gradient whole instead of concatenating two halves.
+    Val act = swiglu_packed(gate_up);                        // (N*K, F)
     Val y = grouped_matmul(act, w_down, local_sizes, true);  // (N*K, C)
     if (ranks > 1) y = ep_combine(y, sizes, route.recv_sizes, ranks);
     Val back = reshape(gather(y, inverse), {N, K, C});  // (token, choice) order

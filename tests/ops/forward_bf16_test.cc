@@ -223,6 +223,24 @@ TEST(ForwardBf16, NormSwigluRope) {
       1.0 / 512);
 }
 
+// swiglu_packed in bf16 is bitwise swiglu on the two halves as separate tensors, forward and
+// backward (F = 550: a 512-element block and a tail per half, as the packed kernel blocks rows).
+TEST(ForwardBf16, PackedSwigluIsSwigluOnTheHalves) {
+  const RefTensor x = rounded(random_tensor(DType::f32, {3, 7, 1100}, 18, -4, 4), DType::bf16);
+  const RefTensor d = rounded(random_tensor(DType::f32, {3, 7, 550}, 19), DType::bf16);
+  auto r = run_graph({{"x", x}, {"d", d}}, [](Builder&, const std::vector<Val>& in) {
+    const Val gate = slice(in[0], -1, 0, 550), up = slice(in[0], -1, 550, 1100);
+    const SwigluGrads g = swiglu_backward(in[1], gate, up);
+    return std::vector<Val>{swiglu_packed(in[0]), swiglu(gate, up),
+                            swiglu_packed_backward(in[1], in[0]), concat({g.dgate, g.dup}, -1)};
+  });
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ((*r)[0].dtype, DType::bf16);
+  ASSERT_EQ((*r)[2].dtype, DType::bf16);
+  EXPECT_EQ((*r)[0].data, (*r)[1].data) << "forward";
+  EXPECT_EQ((*r)[2].data, (*r)[3].data) << "backward";
+}
+
 TEST(ForwardBf16, ElementwiseReductionsSoftmaxLoss) {
   const RefTensor a = random_tensor(DType::f32, {4, 33, 48}, 20, -3, 3);
   const RefTensor b = random_tensor(DType::f32, {48}, 21, 0.5, 2);

@@ -94,6 +94,18 @@ std::vector<FusedCase> cases() {
                  [](const Ins& in) { return Ins{swiglu(in[0], in[1])}; },
                  [](const Ins& in) { return Ins{silu(in[0]) * in[1]}; }});
   }
+  // The packed form (the experts' gate-up output): F = 37, and F = 896 (mixtral-h256's experts,
+  // more than one 512-element block per half).
+  for (const Dims& x : {Dims{3, 74}, Dims{2, 3, 1792}}) {
+    const int64_t f = x.back() / 2;
+    c.push_back({"swiglu_packed" + dims_to_string(x),
+                 {x},
+                 {wide},
+                 [](const Ins& in) { return Ins{swiglu_packed(in[0])}; },
+                 [f](const Ins& in) {
+                   return Ins{silu(slice(in[0], -1, 0, f)) * slice(in[0], -1, f, 2 * f)};
+                 }});
+  }
   // D = 8 and the `small` model's head dim 48 (h = 24, not a multiple of 16).
   for (const Dims& x : {Dims{2, 3, 7, 8}, Dims{1, 2, 5, 48}}) {
     const Dims table{x[2], x[3]};

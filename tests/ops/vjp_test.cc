@@ -299,6 +299,9 @@ std::vector<GradCase> make_cases() {
   c.push_back(GradCase{"swiglu_fused",
                        {x_in("gate", {3, 13}, 116, -3, 3), x_in("up", {3, 13}, 117)},
                        [](Builder&, const Ins& in) { return Ins{swiglu(in[0], in[1])}; }});
+  c.push_back(GradCase{"swiglu_packed_fused",
+                       {x_in("x", {3, 26}, 124, -3, 3)},
+                       [](Builder&, const Ins& in) { return Ins{swiglu_packed(in[0])}; }});
   c.push_back(
       GradCase{"rope_fused",
                {x_in("x", {2, 3, 5, 8}, 118), x_in("cos", {5, 8}, 119), x_in("sin", {5, 8}, 120)},

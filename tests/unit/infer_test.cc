@@ -535,6 +535,7 @@ void build_every_op(EveryOpModel* m) {
       rope(transpose(reshape(h, Shape{kB, kT, 2, 4}), 1, 2), rope_table, rope_table * 0.5);
   h = h + reshape(transpose(rotated, 1, 2), Shape{kB, kT, 8});
   h = swiglu(h, hn);
+  h = h + swiglu_packed(concat({h, hn}, -1));  // (B, T, 16) -> (B, T, 8)
   // A mixture of experts: top 2 of 3 experts, rows sorted by expert, a grouped GEMM and its
   // weight gradient, the rows gathered back and summed over the 2.
   const Val router = b.param("router", DType::f32, Shape{3, 8});

@@ -63,6 +63,14 @@ Status vjp_swiglu(VjpCtx& c) {
   return ok_status();
 }
 
+// out = silu(x[..., :F]) * x[..., F:]: dx = swiglu_packed_backward(dout, x).
+Status vjp_swiglu_packed(VjpCtx& c) {
+  const Val dout = c.dout[0];
+  if (!dout.valid() || !c.needs_grad[0]) return ok_status();
+  c.din[0] = swiglu_packed_backward(dout, c.in[0]);
+  return ok_status();
+}
+
 // y = x * cos + R(x) * sin with R = rotate_half, an orthogonal map with R^T = -R:
 //   dx = dy * cos + R^T(dy * sin)         = rope(dy, cos, sin, inverse)
 //   dcos = sum_to(dy * x), dsin = sum_to(dy * R(x)).

@@ -61,6 +61,7 @@ constexpr AutocastRule kAutocastRules[] = {
     {Op::rms_norm,             P::follow, "bf16 in and out, f32 statistics in the kernel"},
     {Op::add_rms_norm,         P::follow, "bf16 in and out, f32 statistics in the kernel"},
     {Op::swiglu,               P::follow, "elementwise"},
+    {Op::swiglu_packed,        P::follow, "elementwise, as swiglu"},
     {Op::rope,                 P::follow, "elementwise; cos and sin are cast to x's dtype"},
     // The embedding reads the f32 table (its scatter_add gradient stays f32); its rows go bf16.
     {Op::gather,               P::low_output, "embedding output in bf16"},
