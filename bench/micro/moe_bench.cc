@@ -7,6 +7,8 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu.h"
@@ -114,7 +116,49 @@ void BM_experts_swiglu(benchmark::State& state) {
   }
 }
 
+// The same in bf16 (the autocast step's operands): arg 0 and 1 as above.
+void BM_experts_swiglu_bf16(benchmark::State& state) {
+  const bool packed = state.range(0) == 0, backward = state.range(1) != 0;
+  const auto bf16 = [](std::vector<int64_t> dims, uint32_t seed) {
+    auto t = std::make_unique<std::pair<std::vector<uint16_t>, TensorView>>();
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    for (float v : filled(static_cast<size_t>(n), seed)) t->first.push_back(f32_to_bf16(v));
+    t->second.dtype = DType::bf16;
+    t->second.dims = std::move(dims);
+    t->second.data = t->first.data();
+    return t;
+  };
+  auto x = bf16({kRows, 2 * kWidth}, 1), gate = bf16({kRows, kWidth}, 2),
+       up = bf16({kRows, kWidth}, 3), d = bf16({kRows, kWidth}, 4), y = bf16({kRows, kWidth}, 5),
+       dx = bf16({kRows, 2 * kWidth}, 6), dg = bf16({kRows, kWidth}, 7),
+       du = bf16({kRows, kWidth}, 8);
+  Node node;
+  node.op = packed ? (backward ? Op::swiglu_packed_backward : Op::swiglu_packed)
+                   : (backward ? Op::swiglu_backward : Op::swiglu);
+  std::vector<TensorView> in, out;
+  if (packed) {
+    in = backward ? std::vector<TensorView>{d->second, x->second}
+                  : std::vector<TensorView>{x->second};
+    out = backward ? std::vector<TensorView>{dx->second} : std::vector<TensorView>{y->second};
+  } else {
+    in = backward ? std::vector<TensorView>{d->second, gate->second, up->second}
+                  : std::vector<TensorView>{gate->second, up->second};
+    out = backward ? std::vector<TensorView>{dg->second, du->second}
+                   : std::vector<TensorView>{y->second};
+  }
+  MallocWorkspace ws;
+  KernelContext c{node, in, out, bench_threads(), &ws};
+  const KernelFn fn = cpu::kernels()[node.op];
+  for (auto _ : state) {
+    Status st = fn(c);
+    if (!st.ok()) state.SkipWithError(st.to_string().c_str());
+    benchmark::ClobberMemory();
+  }
+}
+
 BENCHMARK(BM_experts_swiglu)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_experts_swiglu_bf16)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_grouped_gate_up)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_grouped_down)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_grouped_gate_up_dx)->Unit(benchmark::kMicrosecond);
