@@ -7,7 +7,6 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -87,24 +86,38 @@ void BM_grouped_down_wgrad(benchmark::State& state) {
       {kExperts, kHidden, kWidth}, false, flops(kHidden, kWidth));
 }
 
-// The experts' SwiGLU over the gate-up output (R, 2F): arg 0: 0 swiglu_packed on it, 1 swiglu on
-// the two halves as separate (R, F) tensors (what slice copies feed it); arg 1: 1 the backward.
-void BM_experts_swiglu(benchmark::State& state) {
-  const bool packed = state.range(0) == 0, backward = state.range(1) != 0;
-  OwnedTensor x({kRows, 2 * kWidth}, 1), gate({kRows, kWidth}, 2), up({kRows, kWidth}, 3),
-      d({kRows, kWidth}, 4), y({kRows, kWidth}, 5), dx({kRows, 2 * kWidth}, 6),
-      dg({kRows, kWidth}, 7), du({kRows, kWidth}, 8);
+// A bf16 tensor that owns its storage, filled from the same LCG as OwnedTensor.
+struct Bf16Tensor {
+  std::vector<uint16_t> storage;
+  TensorView view;
+  Bf16Tensor(std::vector<int64_t> dims, uint32_t seed) {
+    view.dtype = DType::bf16;
+    view.dims = std::move(dims);
+    for (float v : filled(static_cast<size_t>(view.numel()), seed))
+      storage.push_back(f32_to_bf16(v));
+    view.data = storage.data();
+  }
+};
+
+// The operands of the experts' SwiGLU at mixtral-h256's sizes, in one dtype.
+struct SwigluViews {
+  TensorView x, gate, up, d, y, dx, dg, du;  // x, dx (R, 2F); the rest (R, F)
+};
+
+// Times swiglu_packed on x, or swiglu on the halves as separate tensors; with `backward` their
+// backward ops.
+void time_swiglu(benchmark::State& state, bool packed, bool backward, const SwigluViews& v) {
   Node node;
   node.op = packed ? (backward ? Op::swiglu_packed_backward : Op::swiglu_packed)
                    : (backward ? Op::swiglu_backward : Op::swiglu);
   std::vector<TensorView> in, out;
   if (packed) {
-    in = backward ? std::vector<TensorView>{d.view, x.view} : std::vector<TensorView>{x.view};
-    out = backward ? std::vector<TensorView>{dx.view} : std::vector<TensorView>{y.view};
+    in = backward ? std::vector<TensorView>{v.d, v.x} : std::vector<TensorView>{v.x};
+    out = {backward ? v.dx : v.y};
   } else {
-    in = backward ? std::vector<TensorView>{d.view, gate.view, up.view}
-                  : std::vector<TensorView>{gate.view, up.view};
-    out = backward ? std::vector<TensorView>{dg.view, du.view} : std::vector<TensorView>{y.view};
+    in = backward ? std::vector<TensorView>{v.d, v.gate, v.up}
+                  : std::vector<TensorView>{v.gate, v.up};
+    out = backward ? std::vector<TensorView>{v.dg, v.du} : std::vector<TensorView>{v.y};
   }
   MallocWorkspace ws;
   KernelContext c{node, in, out, bench_threads(), &ws};
@@ -116,45 +129,23 @@ void BM_experts_swiglu(benchmark::State& state) {
   }
 }
 
+// The experts' SwiGLU over the gate-up output (R, 2F): arg 0: 0 swiglu_packed on it, 1 swiglu on
+// the two halves as separate (R, F) tensors (what slice copies feed it); arg 1: 1 the backward.
+void BM_experts_swiglu(benchmark::State& state) {
+  OwnedTensor x({kRows, 2 * kWidth}, 1), gate({kRows, kWidth}, 2), up({kRows, kWidth}, 3),
+      d({kRows, kWidth}, 4), y({kRows, kWidth}, 5), dx({kRows, 2 * kWidth}, 6),
+      dg({kRows, kWidth}, 7), du({kRows, kWidth}, 8);
+  time_swiglu(state, state.range(0) == 0, state.range(1) != 0,
+              {x.view, gate.view, up.view, d.view, y.view, dx.view, dg.view, du.view});
+}
+
 // The same in bf16 (the autocast step's operands): arg 0 and 1 as above.
 void BM_experts_swiglu_bf16(benchmark::State& state) {
-  const bool packed = state.range(0) == 0, backward = state.range(1) != 0;
-  const auto bf16 = [](std::vector<int64_t> dims, uint32_t seed) {
-    auto t = std::make_unique<std::pair<std::vector<uint16_t>, TensorView>>();
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    for (float v : filled(static_cast<size_t>(n), seed)) t->first.push_back(f32_to_bf16(v));
-    t->second.dtype = DType::bf16;
-    t->second.dims = std::move(dims);
-    t->second.data = t->first.data();
-    return t;
-  };
-  auto x = bf16({kRows, 2 * kWidth}, 1), gate = bf16({kRows, kWidth}, 2),
-       up = bf16({kRows, kWidth}, 3), d = bf16({kRows, kWidth}, 4), y = bf16({kRows, kWidth}, 5),
-       dx = bf16({kRows, 2 * kWidth}, 6), dg = bf16({kRows, kWidth}, 7),
-       du = bf16({kRows, kWidth}, 8);
-  Node node;
-  node.op = packed ? (backward ? Op::swiglu_packed_backward : Op::swiglu_packed)
-                   : (backward ? Op::swiglu_backward : Op::swiglu);
-  std::vector<TensorView> in, out;
-  if (packed) {
-    in = backward ? std::vector<TensorView>{d->second, x->second}
-                  : std::vector<TensorView>{x->second};
-    out = backward ? std::vector<TensorView>{dx->second} : std::vector<TensorView>{y->second};
-  } else {
-    in = backward ? std::vector<TensorView>{d->second, gate->second, up->second}
-                  : std::vector<TensorView>{gate->second, up->second};
-    out = backward ? std::vector<TensorView>{dg->second, du->second}
-                   : std::vector<TensorView>{y->second};
-  }
-  MallocWorkspace ws;
-  KernelContext c{node, in, out, bench_threads(), &ws};
-  const KernelFn fn = cpu::kernels()[node.op];
-  for (auto _ : state) {
-    Status st = fn(c);
-    if (!st.ok()) state.SkipWithError(st.to_string().c_str());
-    benchmark::ClobberMemory();
-  }
+  Bf16Tensor x({kRows, 2 * kWidth}, 1), gate({kRows, kWidth}, 2), up({kRows, kWidth}, 3),
+      d({kRows, kWidth}, 4), y({kRows, kWidth}, 5), dx({kRows, 2 * kWidth}, 6),
+      dg({kRows, kWidth}, 7), du({kRows, kWidth}, 8);
+  time_swiglu(state, state.range(0) == 0, state.range(1) != 0,
+              {x.view, gate.view, up.view, d.view, y.view, dx.view, dg.view, du.view});
 }
 
 BENCHMARK(BM_experts_swiglu)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
