@@ -79,6 +79,18 @@ constexpr auto swiglu_backward_lanes = [](const V<float>* x, V<float>* y) {
   y[1] = dout * (g / e_neg);
 };
 
+// The f64 formulas, per element (the same operations in the same order as the lanes above).
+inline double swiglu_f64(double g, double u) {
+  const double silu = g / (1.0 + std::exp(-g));
+  return silu * u;
+}
+inline void swiglu_backward_f64(double dout, double g, double u, double* dg, double* du) {
+  const double e_neg = 1.0 + std::exp(-g);
+  const double s = 1.0 / e_neg;
+  *dg = (dout * u) * (s * (1.0 + g * (1.0 - s)));
+  *du = dout * (g / e_neg);
+}
+
 // map_lanes over bf16 operands: blocks are loaded into f32, mapped exactly as f32 is, and each
 // output rounded once (so a bf16 result is the f32 kernel's, rounded).
 template <int K, int M, class F>
@@ -123,10 +135,7 @@ Status swiglu_forward(KernelContext& c) {
   const double* u = c.in[1].as<double>();
   double* o = c.out[0].as<double>();
   parallel_for(c.threads, n, kPointwiseGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const double silu = g[i] / (1.0 + std::exp(-g[i]));
-      o[i] = silu * u[i];
-    }
+    for (int64_t i = b; i < e; ++i) o[i] = swiglu_f64(g[i], u[i]);
   });
   return ok_status();
 }
@@ -153,12 +162,7 @@ Status swiglu_backward(KernelContext& c) {
   double* dg = c.out[0].as<double>();
   double* du = c.out[1].as<double>();
   parallel_for(c.threads, n, kPointwiseGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const double e_neg = 1.0 + std::exp(-g[i]);
-      const double s = 1.0 / e_neg;
-      dg[i] = (dout[i] * u[i]) * (s * (1.0 + g[i] * (1.0 - s)));
-      du[i] = dout[i] * (g[i] / e_neg);
-    }
+    for (int64_t i = b; i < e; ++i) swiglu_backward_f64(dout[i], g[i], u[i], &dg[i], &du[i]);
   });
   return ok_status();
 }
@@ -220,7 +224,7 @@ void packed_rows(KernelContext& c, bool backward) {
   });
 }
 
-// f64: the formulas of the f64 kernels above, per element.
+// f64 rows, through the f64 formulas above.
 void packed_rows_f64(KernelContext& c, bool backward) {
   const TensorView& x = c.in[backward ? 1 : 0];
   const int64_t two_f = x.dims.back(), f = two_f / 2;
@@ -231,18 +235,13 @@ void packed_rows_f64(KernelContext& c, bool backward) {
       const double* u = g + f;
       if (!backward) {
         double* o = c.out[0].as<double>() + r * f;
-        for (int64_t i = 0; i < f; ++i) o[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+        for (int64_t i = 0; i < f; ++i) o[i] = swiglu_f64(g[i], u[i]);
         continue;
       }
       const double* dout = c.in[0].as<double>() + r * f;
       double* dg = c.out[0].as<double>() + r * two_f;
       double* du = dg + f;
-      for (int64_t i = 0; i < f; ++i) {
-        const double e_neg = 1.0 + std::exp(-g[i]);
-        const double s = 1.0 / e_neg;
-        dg[i] = (dout[i] * u[i]) * (s * (1.0 + g[i] * (1.0 - s)));
-        du[i] = dout[i] * (g[i] / e_neg);
-      }
+      for (int64_t i = 0; i < f; ++i) swiglu_backward_f64(dout[i], g[i], u[i], &dg[i], &du[i]);
     }
   });
 }
