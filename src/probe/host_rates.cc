@@ -352,6 +352,12 @@ bool same_class(const GemmSample& a, const GemmSample& b) {
   return a.m == b.m && a.n == b.n && a.k == b.k && a.ta == b.ta && a.tb == b.tb && a.bf16 == b.bf16;
 }
 
+// The host's cached f32 peak on `threads` threads: a speed it is known to reach (0: none).
+double cached_peak_flops(int threads) {
+  const std::optional<HostPeak> p = cached_host_peak(DType::f32, threads);
+  return p ? p->flops : 0.0;
+}
+
 // Which GEMM runs the class: ljperf's own or oneDNN's (backends/cpu/gemm.h).
 bool runs_own(const GemmSample& c) {
   return c.bf16 ? cpu::gemm_bf16_uses_own()
@@ -390,12 +396,6 @@ double HostRates::gemm_seconds(const GemmSample& shape) const {
   return best->seconds * flops_of(shape) / flops_of(*best);
 }
 
-// The host's cached f32 peak on `threads` threads: a speed it is known to reach (0: none).
-double cached_peak_flops(int threads) {
-  const std::optional<HostPeak> p = cached_host_peak(DType::f32, threads);
-  return p ? p->flops : 0.0;
-}
-
 StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& shapes,
                                    SpeedWatch* watch) {
   Device dev(r->threads);
@@ -415,7 +415,7 @@ StatusOr<int> measure_gemm_classes(HostRates* r, const std::vector<GemmSample>& 
     r->gemm.push_back(c);
     ++measured;
   }
-  if (watch == nullptr) r->repeated_slow += w.repeated() - repeated0;
+  r->repeated_slow += w.repeated() - repeated0;
   return measured;
 }
 
@@ -485,6 +485,7 @@ StatusOr<HostRates> measure_host_rates(int threads) {
   // The compute-bound figures at the host's full speed (probe/full_speed.h).
   SpeedWatch watch(r.threads, cached_peak_flops(r.threads));
   LJ_RETURN_IF_ERROR(measure_gemm_classes(&r, gemm_shapes(), &watch).status());
+  const int repeated0 = watch.repeated();  // the GEMM classes' are counted already
   for (DType dt : {DType::f32, DType::bf16}) {
     using Rates = std::pair<double, double>;
     LJ_ASSIGN_OR_RETURN(Rates a, watch.measure<Rates>([&]() -> StatusOr<Rates> {
@@ -495,7 +496,7 @@ StatusOr<HostRates> measure_host_rates(int threads) {
     (dt == DType::f32 ? r.attention_forward_flops : r.attention_bf16_forward_flops) = a.first;
     (dt == DType::f32 ? r.attention_backward_flops : r.attention_bf16_backward_flops) = a.second;
   }
-  r.repeated_slow = watch.repeated();
+  r.repeated_slow += watch.repeated() - repeated0;
   for (int64_t n : {int64_t{1} << 14, int64_t{1} << 17, int64_t{1} << 20, int64_t{1} << 23}) {
     LJ_ASSIGN_OR_RETURN(BandwidthSample s, measure_add(dev, n));
     r.pointwise.push_back(s);
@@ -699,8 +700,7 @@ std::shared_ptr<HostRates> plan_host_rates(int threads, bool may_probe) {
     return c ? std::make_shared<HostRates>(*c) : nullptr;
   }
   const double load = load_per_core();
-  const std::optional<HostPeak> peak = c ? cached_host_peak(DType::f32, c->threads) : std::nullopt;
-  const double peak_flops = peak ? peak->flops : 0.0;
+  const double peak_flops = c ? cached_peak_flops(c->threads) : 0.0;
   const bool remeasure = c && should_remeasure(*c, load, peak_flops);
   if (remeasure && c->contended()) {
     LJ_LOG(info) << fmt::format(
