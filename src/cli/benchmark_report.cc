@@ -185,8 +185,9 @@ void print_profile(const BenchmarkArgs& a, const CpuRun& run, const StepLog& log
   // MFU at the mean step of the profile's clock, so that both sides read the same clock.
   const double mfu = m.p50 > 0 && step > 0 ? m.mfu * m.p50 / step : 0.0;
   fmt::print(
-      "  GEMM-bound MFU {:.1f}%   (MFU {:.1f}% at the mean step, if the contraction kernels at "
-      "their speed here were all the step ran: the ceiling this host's GEMMs set)\n",
+      "  GEMM-bound MFU {:.1f}%   (MFU {:.1f}% at the mean step, if the contraction and "
+      "attention kernels at their speed here were all the step ran: the ceiling this host's "
+      "matrix products set)\n",
       100.0 * gemm_bound_mfu(profile, n, mfu, step), 100.0 * mfu);
 }
 

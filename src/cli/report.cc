@@ -25,11 +25,12 @@ std::string torchtitan_line(const StepLine& s) {
 
 double gemm_bound_mfu(const std::vector<OpProfile>& profile, int64_t steps, double mfu,
                       double step_seconds) {
-  double contraction = 0;
+  double products = 0;
   for (const OpProfile& p : profile) {
-    if (op_def(p.op).category == OpCategory::contraction) contraction += p.seconds;
+    const OpCategory c = op_def(p.op).category;
+    if (c == OpCategory::contraction || c == OpCategory::attention) products += p.seconds;
   }
-  const double per_step = contraction / static_cast<double>(std::max<int64_t>(steps, 1));
+  const double per_step = products / static_cast<double>(std::max<int64_t>(steps, 1));
   return per_step > 0 ? mfu * step_seconds / per_step : 0.0;
 }
 

@@ -125,12 +125,16 @@ TEST(ProfileTable, ShowsTheOptimizerAndTheTimeOutsideKernels) {
   EXPECT_NE(t.find("60.0%"), std::string::npos) << "matmul's share of the step\n" << t;
 }
 
-TEST(ProfileTable, GemmBoundMfuScalesMfuByTheContractionShare) {
-  // 2 steps; matmul 0.6 s and linear_cross_entropy 0.2 s of contraction in all: 0.4 s a step.
-  const std::vector<OpProfile> prof{{Op::matmul, Phase::forward, 4, 0.6, 6e9},
+TEST(ProfileTable, GemmBoundMfuScalesMfuByTheProductsShare) {
+  // 2 steps; matmul 0.5 s, linear_cross_entropy 0.2 s and the two attention kernels 0.1 s in
+  // all: 0.4 s a step of the products the MFU counts.
+  const std::vector<OpProfile> prof{{Op::matmul, Phase::forward, 4, 0.5, 6e9},
                                     {Op::linear_cross_entropy, Phase::forward, 2, 0.2, 2e9},
+                                    {Op::sdpa, Phase::forward, 2, 0.04, 1e9},
+                                    {Op::sdpa_backward, Phase::backward, 2, 0.06, 2e9},
                                     {Op::add, Phase::backward, 8, 0.2, 1e6}};
-  // MFU 40% at a 0.5 s step: the contraction alone (0.4 s) would give 50%.
+  // MFU 40% at a 0.5 s step: those kernels alone (0.4 s) would give 50%; without attention's
+  // 0.05 s a step the figure would read 57.1%, a ceiling the step's own FLOPs could not reach.
   EXPECT_NEAR(cli::gemm_bound_mfu(prof, 2, 0.40, 0.5), 0.50, 1e-12);
   EXPECT_EQ(cli::gemm_bound_mfu({{Op::add, Phase::forward, 1, 0.1, 0}}, 1, 0.4, 0.5), 0.0);
 }
