@@ -1,5 +1,8 @@
 // sdpa micro-benchmarks at a small Llama's attention size: B=4, H=6 query heads, G=2 kv heads,
-// T=256, D=48, causal. FLOPs follow the flash-attention convention: the causal forward is
+// T=256, D=48, causal; and (BM_sdpa_wide) the wider model's (bench/speed/wide: H=16, G=4, D=64)
+// at B=1 T=2048, in f32 (arg 0) and as the kernel runs for bf16 tensors (arg 1: the f32 copies
+// widen.cc makes, P rounded, bf16 dot products where the CPU has them; the widening's own
+// conversions are not timed). FLOPs follow the flash-attention convention: the causal forward is
 // 4·B·H·T²·D / 2 (two GEMMs over half the score matrix), the backward 2.5x that (five GEMMs), so
 // forward+backward is 3.5x. Run: build/micro_bench --benchmark_filter=sdpa
 #include <benchmark/benchmark.h>
@@ -13,7 +16,6 @@ namespace lj::bench {
 namespace {
 
 constexpr int64_t kB = 4, kH = 6, kG = 2, kT = 256, kD = 48;
-constexpr double kForwardFlops = 4.0 * kB * kH * kT * kT * kD / 2;
 
 void set_counters(benchmark::State& state, double flops, int threads) {
   const double n = static_cast<double>(state.iterations());
@@ -23,10 +25,15 @@ void set_counters(benchmark::State& state, double flops, int threads) {
   state.counters["threads"] = threads;
 }
 
-void run_sdpa(benchmark::State& state, bool backward) {
-  OwnedTensor q({kB, kH, kT, kD}, 1), k({kB, kG, kT, kD}, 2), v({kB, kG, kT, kD}, 3);
-  OwnedTensor out({kB, kH, kT, kD}, 4), lse({kB, kH, kT}, 5), dout({kB, kH, kT, kD}, 6);
-  OwnedTensor dq({kB, kH, kT, kD}, 7), dk({kB, kG, kT, kD}, 8), dv({kB, kG, kT, kD}, 9);
+struct Shape {
+  int64_t b, h, g, t, d;
+};
+
+void run_sdpa(benchmark::State& state, bool backward, Shape s = {kB, kH, kG, kT, kD},
+              DType widened_from = DType::f32) {
+  OwnedTensor q({s.b, s.h, s.t, s.d}, 1), k({s.b, s.g, s.t, s.d}, 2), v({s.b, s.g, s.t, s.d}, 3);
+  OwnedTensor out({s.b, s.h, s.t, s.d}, 4), lse({s.b, s.h, s.t}, 5), dout({s.b, s.h, s.t, s.d}, 6);
+  OwnedTensor dq({s.b, s.h, s.t, s.d}, 7), dk({s.b, s.g, s.t, s.d}, 8), dv({s.b, s.g, s.t, s.d}, 9);
   Node fwd_node, bwd_node;
   fwd_node.op = Op::sdpa;
   fwd_node.attrs = Attrs{{"causal", true}, {"scale", 0.0}};
@@ -38,8 +45,8 @@ void run_sdpa(benchmark::State& state, bool backward) {
   TensorView bwd_out[] = {dq.view, dk.view, dv.view};
   MallocWorkspace ws;
   const int threads = bench_threads();
-  KernelContext fwd{fwd_node, fwd_in, fwd_out, threads, &ws};
-  KernelContext bwd{bwd_node, bwd_in, bwd_out, threads, &ws};
+  KernelContext fwd{fwd_node, fwd_in, fwd_out, threads, &ws, widened_from};
+  KernelContext bwd{bwd_node, bwd_in, bwd_out, threads, &ws, widened_from};
   const KernelTable& t = cpu::kernels();
   for (auto _ : state) {
     Status st = t[Op::sdpa](fwd);
@@ -49,7 +56,9 @@ void run_sdpa(benchmark::State& state, bool backward) {
     if (!st.ok()) state.SkipWithError(st.to_string().c_str());
     benchmark::ClobberMemory();
   }
-  set_counters(state, backward ? 3.5 * kForwardFlops : kForwardFlops, threads);
+  const double forward_flops =
+      4.0 * static_cast<double>(s.b * s.h * s.t) * static_cast<double>(s.t * s.d) / 2;
+  set_counters(state, backward ? 3.5 * forward_flops : forward_flops, threads);
 }
 
 void BM_sdpa_forward(benchmark::State& state) {
@@ -59,8 +68,18 @@ void BM_sdpa_forward_backward(benchmark::State& state) {
   run_sdpa(state, true);
 }
 
+// arg 0: 0 the forward, 1 forward and backward; arg 1: 0 f32, 1 as for bf16 tensors.
+void BM_sdpa_wide(benchmark::State& state) {
+  run_sdpa(state, state.range(0) != 0, Shape{1, 16, 4, 2048, 64},
+           state.range(1) != 0 ? DType::bf16 : DType::f32);
+}
+
 BENCHMARK(BM_sdpa_forward)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_sdpa_forward_backward)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_sdpa_wide)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace lj::bench

@@ -57,6 +57,10 @@ struct KernelContext {
   std::span<TensorView> out;
   int threads = 1;
   Workspace* workspace = nullptr;
+  // bf16 or f16 when the CPU's widening (backends/cpu/widen.cc) runs this kernel on f32 copies of
+  // 16-bit operands, which it rounds back: a kernel may then multiply at that precision (the
+  // attention's bf16 dot products). f32 otherwise.
+  DType widened_from = DType::f32;
 
   const Attrs& attrs() const { return node.attrs; }
 };

@@ -30,8 +30,9 @@
 namespace lj {
 namespace {
 
-// 10: GEMM classes and attention per dtype (format 9 priced bf16 GEMMs at f32 rates). 9: huge
-// pages opt-in again (format-8 probes ran on them). 8: the runtime's blocks on
+// 11: bf16 attention on bf16 dot products (format-10 bf16 attention rates measured the f32 kernel
+// on widened copies). 10: GEMM classes and attention per dtype (format 9 priced bf16 GEMMs at f32
+// rates). 9: huge pages opt-in again (format-8 probes ran on them). 8: the runtime's blocks on
 // transparent huge pages by default (format-7 probes ran on 4 KiB pages). 7: a layer's GEMMs go to
 // ljperf's own GEMM from 128 in every dimension (format-6 classes measured oneDNN's). 6: AdamW's
 // kernel divides by a reciprocal (1.75x the speed): format-5 optimizer rates are stale. 5: each
@@ -40,7 +41,7 @@ namespace {
 // (reading the add before's output), no longer one add rerun in cache. 4: pointwise also measured
 // hot, the optimizer on AdamW's own kernels (3: GEMMs, pointwise, movement and reduction cold; 1,
 // 2: some hot, in cache).
-constexpr const char* kFormat = "ljperf host rates 10";
+constexpr const char* kFormat = "ljperf host rates 11";
 
 // One micro-graph, run once to warm up (oneDNN's JIT, first-touch page faults) and then
 // `reps` times: the median process CPU time per run divided by the threads (other processes on

@@ -3,13 +3,17 @@
 // result rounded to bf16. The kernels compute in f32 and round their outputs once, so the bound
 // is one bf16 rounding (relative 2^-9 = 0.2%; rtol 2^-8 leaves a factor 2 for f32 ops summed in
 // another order) plus the f32 kernel's own error (atol). Observed errors: LJ_OPS_VERBOSE=1.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "backends/cpu/attention_tiles.h"
 #include "graph/builder_fused.h"
 #include "graph/builder_moe.h"
 #include "op_test_util.h"
@@ -131,10 +135,12 @@ TEST(ForwardBf16, SdpaAndBackward) {
   const RefTensor k = random_tensor(DType::f32, {2, 2, 19, 16}, 5);
   const RefTensor v = random_tensor(DType::f32, {2, 2, 19, 16}, 6);
   const RefTensor dout = random_tensor(DType::f32, {2, 4, 19, 16}, 7);
-  // Softmax in f32 inside the kernel, outputs rounded once. Outputs are averages of v (|.| < 1)
-  // and may be near 0, so the bound is absolute at the scale of v: 2^-9 plus f32 noise.
-  // lse is f32 (as flash attention keeps it). Observed: out and lse bitwise equal; dq, dk, dv
-  // max_abs 9.8e-4, 2.0e-3, 0 (with a bf16 lse they were 2.0e-3, 2.0e-3, 7.8e-3); bound 1e-2.
+  // Softmax in f32 inside the kernel, outputs rounded once; the products multiply bf16 operands
+  // (P rounded, as flash attention's; the f32 reference does not round it). Outputs are
+  // averages of v (|.| < 1) and may be near 0, so the bound is absolute at the scale of v: 2^-9
+  // of P's rounding plus one of the output's. lse is f32 (as flash attention keeps it).
+  // Observed: lse bitwise equal; out, dq, dk, dv max_abs 3.9e-3, 2.0e-3, 2.0e-3, 7.8e-3 (with P
+  // in f32: 0, 9.8e-4, 2.0e-3, 0; with a bf16 lse as well: 2.0e-3, 2.0e-3, 7.8e-3); bound 1e-2.
   expect_bf16_matches_f32(
       "bf16 sdpa", {{"q", q}, {"k", k}, {"v", v}, {"dout", dout}},
       [](Builder&, const std::vector<Val>& in) {
@@ -146,6 +152,68 @@ TEST(ForwardBf16, SdpaAndBackward) {
       },
       // The backward reads a bf16 out: 2^-9 perturbations amplified by the softmax Jacobian.
       1e-2, kBf16Rtol);
+}
+
+// bf16 attention multiplies bf16 operands (attention.cc product(): P rounds to bf16), on
+// the bf16 dot products where the CPU has them, else on the f32 kernel with rounded copies: the
+// two agree up to f32 summation order, and both differ from the f32 kernel, whose P does not
+// round. Causal over two key tiles (T 80), GQA 2:1, and a sliding window.
+TEST(ForwardBf16, SdpaRoundsAlikeWithAndWithoutDotProducts) {
+  if (!cpu::attn::bf16_dot_available()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  struct DotOff {
+    DotOff() { cpu::attn::set_bf16_dot_enabled(false); }
+    ~DotOff() { cpu::attn::set_bf16_dot_enabled(true); }
+  };
+  for (const int64_t window : {int64_t{0}, int64_t{23}}) {
+    std::vector<GraphInput> in = {{"q", random_tensor(DType::f32, {1, 4, 80, 32}, 51)},
+                                  {"k", random_tensor(DType::f32, {1, 2, 80, 32}, 52)},
+                                  {"v", random_tensor(DType::f32, {1, 2, 80, 32}, 53)},
+                                  {"dout", random_tensor(DType::f32, {1, 4, 80, 32}, 54)}};
+    std::vector<GraphInput> f32_in, bf16_in;
+    for (const GraphInput& g : in) {
+      f32_in.push_back({g.name, rounded(rounded(g.value, DType::bf16), DType::f32)});
+      bf16_in.push_back({g.name, rounded(g.value, DType::bf16)});
+    }
+    const BuildFn build = [window](Builder&, const std::vector<Val>& v) {
+      SdpaResult s = sdpa(v[0], v[1], v[2], true, 0.0, window);
+      std::vector<Val> d = v[0].b->add(Op::sdpa_backward, {v[0], v[1], v[2], s.out, s.lse, v[3]},
+                                       {{"causal", true}, {"scale", 0.0}, {"window", window}});
+      return std::vector<Val>{s.out, d[0], d[1], d[2]};
+    };
+    auto dot = run_graph(bf16_in, build);
+    StatusOr<std::vector<RefTensor>> plain = [&] {
+      DotOff off;
+      return run_graph(bf16_in, build);
+    }();
+    auto wide = run_graph(f32_in, build);
+    ASSERT_TRUE(dot.ok() && plain.ok() && wide.ok());
+    const char* names[] = {"out", "dq", "dk", "dv"};
+    for (size_t i = 0; i < 4; ++i) {
+      const RefTensor& a = (*dot)[i];
+      const RefTensor& b = (*plain)[i];
+      const RefTensor w = rounded((*wide)[i], DType::bf16);
+      int64_t apart = 0, from_f32 = 0;
+      double worst = 0;
+      for (int64_t e = 0; e < a.numel(); ++e) {
+        apart += a[e] != b[e];
+        from_f32 += a[e] != w[e];
+        // One bf16 ulp of the larger value: a flipped rounding of the output or of a dS entry.
+        const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(a[e]), 1e-3)) - 7);
+        worst = std::max(worst, std::fabs(a[e] - b[e]) / ulp);
+      }
+      const std::string what = std::string(names[i]) + " window " + std::to_string(window);
+      if (std::getenv("LJ_OPS_VERBOSE")) {
+        std::printf(
+            "[observed] %s: %lld of %lld differ with and without dot products (worst "
+            "%.2f ulp), %lld from the f32 kernel's\n",
+            what.c_str(), static_cast<long long>(apart), static_cast<long long>(a.numel()), worst,
+            static_cast<long long>(from_f32));
+      }
+      EXPECT_LE(worst, 2.0) << what;
+      EXPECT_LE(apart, a.numel() / 20) << what;
+      EXPECT_GT(from_f32, apart) << what << ": the f32 kernel's P does not round";
+    }
+  }
 }
 
 // rms_norm_backward's own bf16 kernel (rows widened one at a time) gives bitwise what the f32

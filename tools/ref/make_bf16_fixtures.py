@@ -28,7 +28,9 @@ which the test compares with ljperf's within one bf16 ulp (an f32 result does no
 
 Regenerate (the venv of bench/peers; pinned: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0;
 the qwen2, qwen2_window, qwen3, mistral_window and the mixture-of-experts files were written with
-transformers 5.24.0, bf16_ops.safetensors with transformers 5.25.0):
+transformers 5.24.0, bf16_ops.safetensors with transformers 5.25.0, its logits rewritten with
+5.23.0 in session 23 when the attention's probabilities began to round; the other tensors
+came out bit for bit the same):
   /tmp/peers-venv/bin/python tools/ref/make_bf16_fixtures.py tests/model/fixtures [name ...]
 With names, only those fixtures are (re)written; the name `ops` writes bf16_ops.safetensors. The
 model class is the config's model_type's (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
@@ -121,9 +123,11 @@ def rms_norm_rounded_rstd(self, x):
 
 
 def attention_f32(module, q, k, v, mask, scaling, dropout=0.0, **kwargs):
-    """Attention as ljperf's (and flash attention's) kernel: q @ k^T, the softmax and p @ v in f32
-    from the bf16 q, k, v; the output rounded once (HF's eager attention rounds the scores and
-    the probabilities to bf16)."""
+    """Attention as ljperf's (and flash attention's) kernel: q @ k^T and the softmax in f32 from
+    the bf16 q, k, v; the unnormalised probabilities e = exp(w - max) rounded to bf16 for e @ v
+    (as flash attention and PyTorch's CPU flash kernel multiply them), the sum of e unrounded,
+    f32 sums, the output rounded once. One key tile (T <= 64), so the running max is the row's.
+    (HF's eager attention rounds the scores and the normalised probabilities to bf16.)"""
     from transformers.models.llama.modeling_llama import repeat_kv
 
     k = repeat_kv(k, module.num_key_value_groups).float()
@@ -131,8 +135,9 @@ def attention_f32(module, q, k, v, mask, scaling, dropout=0.0, **kwargs):
     w = torch.matmul(q.float(), k.transpose(2, 3)) * scaling
     if mask is not None:
         w = w + mask[:, :, :, : k.shape[-2]].float()
-    out = torch.matmul(torch.softmax(w, dim=-1), v).to(q.dtype)
-    return out.transpose(1, 2).contiguous(), None
+    e = torch.exp(w - w.amax(dim=-1, keepdim=True))
+    out = torch.matmul(e.to(torch.bfloat16).float(), v) * (1.0 / e.sum(dim=-1, keepdim=True))
+    return out.to(q.dtype).transpose(1, 2).contiguous(), None
 
 
 def linear_then_bias(self, x):

@@ -64,8 +64,10 @@ Status widened_forward(KernelContext& c) {
   if (!needs_widening(c.node.op, c.in, c.out)) return inner(c);
   std::vector<TensorView> in(c.in.begin(), c.in.end());
   std::vector<TensorView> out(c.out.begin(), c.out.end());
+  DType from = DType::f32;
   for (TensorView& v : in) {
     if (!is_half(v.dtype)) continue;
+    from = v.dtype;
     auto* f = static_cast<float*>(c.workspace->get(rounded_bytes(v.numel())));
     to_f32(v, f, c.threads);
     v.data = f;
@@ -76,7 +78,7 @@ Status widened_forward(KernelContext& c) {
     v.data = c.workspace->get(rounded_bytes(v.numel()));
     v.dtype = DType::f32;
   }
-  KernelContext wide{c.node, in, out, c.threads, c.workspace};
+  KernelContext wide{c.node, in, out, c.threads, c.workspace, from};
   LJ_RETURN_IF_ERROR(inner(wide));
   for (size_t i = 0; i < out.size(); ++i) {
     if (is_half(c.out[i].dtype)) from_f32(out[i].as<float>(), c.out[i], c.threads);
