@@ -30,6 +30,12 @@ constexpr Shape kWideDownDx{1024, 2816, 1024, false, false, false};
 constexpr Shape kWideUpDw{2816, 1024, 1024, true, false, true};
 constexpr Shape kSmallUp{2048, 768, 288, false, true, false};
 constexpr Shape kSmallUpDw{768, 288, 2048, true, false, true};
+// The bf16 fused LM head's three GEMMs per chunk of 256 rows (backends/cpu/loss.cc
+// linear_cross_entropy_bf16) at Qwen3-0.6B's head (C 1024, V 151936): logits = x wᵀ (f32 out),
+// dx = dlogits w (bf16 out), dw += dlogitsᵀ x (f32 out).
+constexpr Shape kQwenLceLogits{256, 151936, 1024, false, true, true};
+constexpr Shape kQwenLceDx{256, 1024, 151936, false, false, false};
+constexpr Shape kQwenLceDw{151936, 1024, 256, true, false, true};
 
 std::vector<uint16_t> bf16_of(const std::vector<float>& f) {
   std::vector<uint16_t> v(f.size());
@@ -102,6 +108,9 @@ LJ_GEMM_BF16_SHAPE(wide_down_dx, kWideDownDx)
 LJ_GEMM_BF16_SHAPE(wide_up_dw, kWideUpDw)
 LJ_GEMM_BF16_SHAPE(small_up, kSmallUp)
 LJ_GEMM_BF16_SHAPE(small_up_dw, kSmallUpDw)
+LJ_GEMM_BF16_SHAPE(qwen_lce_logits, kQwenLceLogits)
+LJ_GEMM_BF16_SHAPE(qwen_lce_dx, kQwenLceDx)
+LJ_GEMM_BF16_SHAPE(qwen_lce_dw, kQwenLceDw)
 
 }  // namespace
 }  // namespace lj::bench

@@ -339,22 +339,29 @@ TEST(ForwardBf16, ElementwiseReductionsSoftmaxLoss) {
 }
 
 TEST(ForwardBf16, LinearCrossEntropyBf16Gemms) {
-  const RefTensor x = random_tensor(DType::f32, {70, 48}, 24);
-  const RefTensor w = random_tensor(DType::f32, {300, 48}, 25);
-  const RefTensor labels = random_ints(DType::i32, {70}, 26, 0, 300);
-  // The three GEMMs on bf16 operands, the softmax and loss in f32; chunk 32 rows (3 chunks, dw
-  // accumulated in f32 across them). The loss matches f32's bitwise here; dx and dw differ by the
-  // bf16 rounding of dlogits (2^-9 relative each, the target entry -1/N dominating) summed over
-  // V or N terms, then one bf16 rounding: as matmul + cross_entropy under torch.autocast.
-  // Observed: loss exact, dx and dw max_abs 1.2e-4 with entries up to ~1.4e-2 (under 1%);
-  // bound 2.5e-4 absolute + 2^-8 relative (a missing chunk or transposed GEMM is O(1e-2)).
-  expect_bf16_matches_f32(
-      "bf16 linear_cross_entropy", {{"x", x}, {"w", w}, {"y", labels}},
-      [](Builder&, const std::vector<Val>& in) {
-        LinearCrossEntropyResult r = linear_cross_entropy(in[0], in[1], in[2], -100, 32);
-        return std::vector<Val>{r.loss, r.dx, r.dw};
-      },
-      2.5e-4);
+  // The three GEMMs on bf16 operands, the softmax and loss in f32. Both ways dw is made
+  // (loss.cc bf16_lce_whole_dw): C 48 with chunks of 32 rows (3 chunks; 70 rows <= 32 + 2C, so
+  // one dw GEMM over every row at the end), and C 16 with chunks of 8 (9 chunks; 70 > 8 + 2C, so
+  // dw accumulated in f32 across them). The loss matches f32's bitwise here; dx and dw differ by
+  // the bf16 rounding of dlogits (2^-9 relative each, the target entry -1/N dominating) summed
+  // over V or N terms, then one bf16 rounding: as matmul + cross_entropy under torch.autocast.
+  // Observed: loss exact, dx and dw max_abs 1.2e-4 with entries up to ~1.4e-2 (under 1%), both
+  // ways; bound 2.5e-4 absolute + 2^-8 relative (a missing chunk or transposed GEMM is O(1e-2)).
+  struct Case {
+    int64_t dim, chunk;
+  };
+  for (const Case k : {Case{48, 32}, Case{16, 8}}) {
+    const RefTensor x = random_tensor(DType::f32, {70, k.dim}, 24);
+    const RefTensor w = random_tensor(DType::f32, {300, k.dim}, 25);
+    const RefTensor labels = random_ints(DType::i32, {70}, 26, 0, 300);
+    expect_bf16_matches_f32(
+        "bf16 linear_cross_entropy C " + std::to_string(k.dim), {{"x", x}, {"w", w}, {"y", labels}},
+        [chunk = k.chunk](Builder&, const std::vector<Val>& in) {
+          LinearCrossEntropyResult r = linear_cross_entropy(in[0], in[1], in[2], -100, chunk);
+          return std::vector<Val>{r.loss, r.dx, r.dw};
+        },
+        2.5e-4);
+  }
 }
 
 TEST(ForwardBf16, MovementAndCastAreExact) {

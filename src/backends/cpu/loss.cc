@@ -588,11 +588,21 @@ Status linear_cross_entropy_f32(KernelContext& c) {
   return ok_status();
 }
 
+// Whether the bf16 kernel keeps the dlogits of all n rows and makes dw in one GEMM at the end
+// (bf16 out, its f32 sum over every row rounded once), rather than accumulating each chunk's
+// product in an f32 dw (V, C) and rounding that: when n bf16 rows of dlogits take no more than one
+// chunk's and the f32 dw would (n <= rows + 2C), so the workspace never grows. Qwen3-0.6B's head at
+// B4 T256 (n 1024, 256-row chunks, C 1024): 311 MB of dlogits against 78 MB + 622 MB, and no
+// more f32 dw read and written per chunk (4 x 1.24 GB) and converted at the end.
+bool bf16_lce_whole_dw(int64_t n, int64_t rows, int64_t dim) {
+  return n <= rows + 2 * dim;
+}
+
 // bf16 x and w (mixed precision): the same chunks, with the three GEMMs on bf16 operands
 // (gemm_bf16: f32 accumulation). Each chunk's logits come out in f32 and go through the f32 row
 // function; its dlogits are rounded to bf16 for the two backward GEMMs. dx is rounded once per
-// row; dw accumulates over the chunks in f32 (workspace) and is rounded once at the end. The loss
-// is f32.
+// row; dw is one GEMM over every row (bf16_lce_whole_dw), else accumulates over the chunks in f32
+// (workspace) and is rounded once at the end. The loss is f32.
 template <class L>
 Status linear_cross_entropy_bf16(KernelContext& c) {
   const TensorView& xv = c.in[0];
@@ -616,13 +626,18 @@ Status linear_cross_entropy_bf16(KernelContext& c) {
   }
   if (n > 0 && vocab > 0 && dim > 0) {
     LJ_CHECK(c.workspace != nullptr) << "linear_cross_entropy needs a workspace";
+    const bool whole = bf16_lce_whole_dw(n, rows, dim);
     auto* logits = static_cast<float*>(c.workspace->get(static_cast<size_t>(rows * vocab) * 4));
-    auto* dlogits = static_cast<uint16_t*>(c.workspace->get(static_cast<size_t>(rows * vocab) * 2));
-    auto* dw_acc = static_cast<float*>(c.workspace->get(static_cast<size_t>(vocab * dim) * 4));
+    auto* dlogits_all = static_cast<uint16_t*>(
+        c.workspace->get(static_cast<size_t>((whole ? n : rows) * vocab) * 2));
+    auto* dw_acc =
+        whole ? nullptr
+              : static_cast<float*>(c.workspace->get(static_cast<size_t>(vocab * dim) * 4));
     ScopedOmpThreads scoped(threads);
     for (int64_t r0 = 0; r0 < n; r0 += rows) {
       const int64_t m = std::min(rows, n - r0);
       const uint16_t* xc = x + r0 * dim;
+      uint16_t* dlogits = dlogits_all + (whole ? r0 * vocab : 0);
       gemm_bf16(false, true, m, vocab, dim, xc, w, logits, /*c_f32=*/true, false);
 #pragma omp parallel for num_threads(threads) schedule(static)
       for (int64_t i = 0; i < m; ++i) {
@@ -637,10 +652,15 @@ Status linear_cross_entropy_bf16(KernelContext& c) {
       }
       // dx[chunk] (m, C) = dlogits (m, V) w (V, C); dw (V, C) += dlogits^T (V, m) x[chunk] (m, C).
       gemm_bf16(false, false, m, dim, vocab, dlogits, w, dx + r0 * dim, /*c_f32=*/false, false);
-      gemm_bf16(true, false, vocab, dim, m, dlogits, xc, dw_acc, /*c_f32=*/true, r0 > 0);
+      if (!whole)
+        gemm_bf16(true, false, vocab, dim, m, dlogits, xc, dw_acc, /*c_f32=*/true, r0 > 0);
     }
-    parallel_for(threads, vocab * dim, kPointwiseGrain,
-                 [&](int64_t b, int64_t e) { f32_to_bf16_row(dw_acc + b, dw + b, e - b); });
+    if (whole) {
+      gemm_bf16(true, false, vocab, dim, n, dlogits_all, x, dw, /*c_f32=*/false, false);
+    } else {
+      parallel_for(threads, vocab * dim, kPointwiseGrain,
+                   [&](int64_t b, int64_t e) { f32_to_bf16_row(dw_acc + b, dw + b, e - b); });
+    }
   }
   double total = 0;
   for (float l : row_loss) total += static_cast<double>(l);
@@ -711,7 +731,8 @@ Status linear_cross_entropy_forward(KernelContext& c) {
 }  // namespace
 
 // What linear_cross_entropy's get() asks for: one chunk of logits; for bf16 operands an f32
-// chunk, its bf16 copy and the f32 accumulator of dw (V, C).
+// chunk and either the bf16 dlogits of every row or one chunk's and the f32 accumulator of dw
+// (V, C) (bf16_lce_whole_dw).
 static size_t linear_cross_entropy_workspace(const Node& n, std::span<const TensorView> in,
                                              int threads) {
   const auto round = [](int64_t bytes) { return (static_cast<size_t>(bytes) + 63) / 64 * 64; };
@@ -720,6 +741,9 @@ static size_t linear_cross_entropy_workspace(const Node& n, std::span<const Tens
   if (in[0].dtype == DType::bf16) {
     if (dim == 0) return 0;
     const int64_t rows = chunk_rows(n.attrs, rows_total, vocab, 4);
+    if (bf16_lce_whole_dw(rows_total, rows, dim)) {
+      return round(rows * vocab * 4) + round(rows_total * vocab * 2);
+    }
     return round(rows * vocab * 4) + round(rows * vocab * 2) + round(vocab * dim * 4);
   }
   if (in[0].dtype == DType::f32) {
