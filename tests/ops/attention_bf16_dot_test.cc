@@ -12,20 +12,12 @@
 
 #include "backends/cpu/attention_tiles.h"
 #include "core/dtype.h"
+#include "op_test_util.h"
 
 namespace lj::test {
 namespace {
 
 using cpu::attn::Tri;
-
-std::vector<float> filled(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-  return v;
-}
 
 double bf16_of(float x) {
   return static_cast<double>(bf16_to_f32(f32_to_bf16(x)));
@@ -72,9 +64,9 @@ TEST(AttentionBf16Dot, MatchesTheRoundedProductAtTheKernelsShapes) {
                                    {1, 1, 1, false},    {13, 33, 64, false}};
   for (const Case& t : cases) {
     for (const bool acc : {false, true}) {
-      const std::vector<float> a = filled(static_cast<size_t>(t.m * t.k), 1 + t.m);
-      const std::vector<float> b = filled(static_cast<size_t>(t.k * t.n), 2 + t.n);
-      const std::vector<float> c0 = filled(static_cast<size_t>(t.m * t.n), 3);
+      const std::vector<float> a = lcg_floats(static_cast<size_t>(t.m * t.k), 1 + t.m);
+      const std::vector<float> b = lcg_floats(static_cast<size_t>(t.k * t.n), 2 + t.n);
+      const std::vector<float> c0 = lcg_floats(static_cast<size_t>(t.m * t.n), 3);
       std::vector<double> want(c0.size(), 0.0), bound(c0.size(), 0.0);
       if (acc) {
         for (size_t i = 0; i < c0.size(); ++i) want[i] = c0[i];
@@ -111,8 +103,8 @@ TEST(AttentionBf16Dot, TriangularModesKeepTheOutputsTheyNeed) {
     for (const bool rows : {true, false}) {
       const Case t{s, s, s, rows};
       for (const Tri tri : {Tri::out_upper, Tri::out_lower, Tri::k_upto_row, Tri::k_from_row}) {
-        std::vector<float> a = filled(static_cast<size_t>(s * s), 7);
-        const std::vector<float> b = filled(static_cast<size_t>(s * s), 8);
+        std::vector<float> a = lcg_floats(static_cast<size_t>(s * s), 7);
+        const std::vector<float> b = lcg_floats(static_cast<size_t>(s * s), 8);
         for (int i = 0; i < s; ++i) {
           for (int kk = 0; kk < s; ++kk) {
             const bool zero =

@@ -41,6 +41,15 @@ RefTensor random_tensor(DType dtype, std::vector<int64_t> dims, uint64_t seed, d
   return t;
 }
 
+std::vector<float> lcg_floats(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  return v;
+}
+
 RefTensor random_ints(DType dtype, std::vector<int64_t> dims, uint64_t seed, int64_t lo,
                       int64_t hi) {
   RefTensor t = ref::zeros(dtype, std::move(dims));

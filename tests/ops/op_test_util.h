@@ -21,6 +21,9 @@ using ref::RefTensor;
 // what `dtype` stores, so the reference sees exactly the values the kernel sees.
 RefTensor random_tensor(DType dtype, std::vector<int64_t> dims, uint64_t seed, double lo = -1.0,
                         double hi = 1.0);
+// n floats in [-1, 1) from a 32-bit LCG (identical on every platform): raw operands for the
+// kernel-level tests that call a kernel on plain arrays.
+std::vector<float> lcg_floats(size_t n, uint32_t seed);
 // Integer values in [lo, hi) (ids, labels, small-integer floats that compare equal).
 RefTensor random_ints(DType dtype, std::vector<int64_t> dims, uint64_t seed, int64_t lo,
                       int64_t hi);

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "op_test_util.h"
+
 namespace lj::test {
 namespace {
 
@@ -24,15 +26,6 @@ struct Case {
   float alpha, beta;
   int64_t pad;  // added to each leading dimension
 };
-
-std::vector<float> filled(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-  return v;
-}
 
 struct Operands {
   int64_t lda, ldb, ldc;
@@ -44,9 +37,9 @@ Operands operands(const Case& t) {
   o.lda = (t.ta ? t.m : t.k) + t.pad;
   o.ldb = (t.tb ? t.k : t.n) + t.pad;
   o.ldc = t.n + t.pad;
-  o.a = filled(static_cast<size_t>((t.ta ? t.k : t.m) * o.lda), 1);
-  o.b = filled(static_cast<size_t>((t.tb ? t.n : t.k) * o.ldb), 2);
-  o.c0 = filled(static_cast<size_t>(t.m * o.ldc), 3);
+  o.a = lcg_floats(static_cast<size_t>((t.ta ? t.k : t.m) * o.lda), 1);
+  o.b = lcg_floats(static_cast<size_t>((t.tb ? t.n : t.k) * o.ldb), 2);
+  o.c0 = lcg_floats(static_cast<size_t>(t.m * o.ldc), 3);
   if (t.beta == 0.0f) o.c0.assign(o.c0.size(), std::numeric_limits<float>::quiet_NaN());
   return o;
 }

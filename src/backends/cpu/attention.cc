@@ -54,6 +54,7 @@
 namespace lj::cpu {
 namespace {
 
+using attn::block_rows;
 using attn::Tri;
 using simd::V;
 using std::ptrdiff_t;
@@ -61,7 +62,6 @@ using std::ptrdiff_t;
 // Queries and keys per tile. At B=4 H=6 T=256 D=48 causal, one thread, 64 beat 32, 48, 80 and
 // 128 (forward 2.6 ms vs 3.0, 2.9, 3.5, 2.8; backward 5.6 ms vs 6.7, 5.8, 6.0, 5.9).
 constexpr int kTile = 64;
-constexpr int kMr = 6;  // micro-kernel rows
 
 // ---- tile products ---------------------------------------------------------------------------
 
@@ -100,14 +100,6 @@ inline void micro_kernel(int k, const T* a, ptrdiff_t rs_a, ptrdiff_t cs_a, cons
       simd::store(ci, accumulate ? simd::load(ci) + acc[i][v] : acc[i][v]);
     }
   }
-}
-
-// Rows per micro-kernel call for the rows [i, m): 6 while at least 12 remain, then the rest in
-// at most two near-equal blocks, so a 32-row tile runs 6+6+6+6+4+4 rather than ending on a
-// load-bound 2-row block.
-inline int block_rows(int remaining) {
-  if (remaining >= 2 * kMr || remaining <= kMr) return std::min(remaining, kMr);
-  return (remaining + 1) / 2;
 }
 
 // All rows of the column panel [j, j + NV * W).

@@ -28,7 +28,6 @@
 namespace lj::cpu::attn {
 namespace {
 
-constexpr int kMr = 6;  // micro-kernel rows (as the f32 kernel's)
 // The all-lanes mask of the maskz_ forms below: GCC 12's plain forms pass an undefined vector,
 // which -Wmaybe-uninitialized flags under a target pragma (as in sgemm_avx512_kernels.cc).
 constexpr __mmask16 kAll = 0xFFFF;
@@ -145,13 +144,6 @@ void rows_kernel(int mr, int p0, int p1, const uint32_t* a, std::ptrdiff_t ars, 
       micro_kernel<1, NV>(p0, p1, a, ars, acs, bp, nv, c, ldc, last, accumulate);
       break;
   }
-}
-
-// Rows per micro-kernel call for the rows [i, m): 6 while at least 12 remain, then the rest in
-// at most two near-equal blocks (as attention.cc's block_rows).
-int block_rows(int remaining) {
-  if (remaining >= 2 * kMr || remaining <= kMr) return std::min(remaining, kMr);
-  return (remaining + 1) / 2;
 }
 
 struct Buffers {
