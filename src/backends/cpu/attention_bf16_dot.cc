@@ -6,7 +6,8 @@
 // k = 2p + 1, a missing k = 2p + 1 past the end 0):
 //   B: bp[p * nv + j] for column j of n, nv = n rounded up to 16 (columns past n are 0).
 //   A: rows (cs_a == 1): ap[i * kv + p], kv = the pair count rounded up to 16;
-//      columns (rs_a == 1, a transposed operand): ap[p * mv + i], mv = m rounded up to 16.
+//      columns (rs_a == 1, a transposed operand): ap[p * mv + i], mv = m rounded up to 16: B's
+//      layout of the source read as (k, m) with row stride cs_a, packed by pack_b.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -76,14 +77,6 @@ void pack_a_rows(int m, int k, const float* a, std::ptrdiff_t rs_a, int kv, uint
   }
 }
 
-// a's columns (a(i, kk) = a[i + kk * cs_a]): rows 2p and 2p + 1 of the source pair up as b's do.
-void pack_a_cols(int m, int k, const float* a, std::ptrdiff_t cs_a, int mv, uint32_t* ap) {
-  for (int p = 0; 2 * p < k; ++p) {
-    const float* r0 = a + 2 * p * cs_a;
-    pair_rows(r0, 2 * p + 1 < k ? r0 + cs_a : nullptr, m, mv, ap + p * mv);
-  }
-}
-
 // c (MR rows, NV vectors of 16 columns, the last `last` lanes wide) [+]= the pairs [p0, p1) of
 // A (row i's pair p at a[i * ars + p * acs]) times bp (row stride nv).
 template <int MR, int NV>
@@ -112,7 +105,7 @@ inline void micro_kernel(int p0, int p1, const uint32_t* a, std::ptrdiff_t ars, 
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       float* ci = c + i * ldc + 16 * v;
-      const __mmask16 m = v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      const __mmask16 m = v == NV - 1 ? last : kAll;
       const __m512 r =
           accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]) : acc[i][v];
       _mm512_mask_storeu_ps(ci, m, r);
@@ -120,30 +113,17 @@ inline void micro_kernel(int p0, int p1, const uint32_t* a, std::ptrdiff_t ars, 
   }
 }
 
+// micro_kernel<mr, NV> for mr in 1..kMr.
 template <int NV>
 void rows_kernel(int mr, int p0, int p1, const uint32_t* a, std::ptrdiff_t ars, std::ptrdiff_t acs,
                  const uint32_t* bp, int nv, float* c, std::ptrdiff_t ldc, __mmask16 last,
                  bool accumulate) {
-  switch (mr) {
-    case 6:
-      micro_kernel<6, NV>(p0, p1, a, ars, acs, bp, nv, c, ldc, last, accumulate);
-      break;
-    case 5:
-      micro_kernel<5, NV>(p0, p1, a, ars, acs, bp, nv, c, ldc, last, accumulate);
-      break;
-    case 4:
-      micro_kernel<4, NV>(p0, p1, a, ars, acs, bp, nv, c, ldc, last, accumulate);
-      break;
-    case 3:
-      micro_kernel<3, NV>(p0, p1, a, ars, acs, bp, nv, c, ldc, last, accumulate);
-      break;
-    case 2:
-      micro_kernel<2, NV>(p0, p1, a, ars, acs, bp, nv, c, ldc, last, accumulate);
-      break;
-    default:
-      micro_kernel<1, NV>(p0, p1, a, ars, acs, bp, nv, c, ldc, last, accumulate);
-      break;
-  }
+  using Fn = void (*)(int, int, const uint32_t*, std::ptrdiff_t, std::ptrdiff_t, const uint32_t*,
+                      int, float*, std::ptrdiff_t, __mmask16, bool);
+  static constexpr Fn kByRows[kMr] = {micro_kernel<1, NV>, micro_kernel<2, NV>,
+                                      micro_kernel<3, NV>, micro_kernel<4, NV>,
+                                      micro_kernel<5, NV>, micro_kernel<6, NV>};
+  kByRows[mr - 1](p0, p1, a, ars, acs, bp, nv, c, ldc, last, accumulate);
 }
 
 struct Buffers {
@@ -177,7 +157,7 @@ void tile_gemm_bf16_dot(int m, int n, int k, const float* a, std::ptrdiff_t rs_a
   if (rows) {
     pack_a_rows(m, k, a, rs_a, kv, ap);
   } else {
-    pack_a_cols(m, k, a, cs_a, mv, ap);
+    pack_b(k, m, a, cs_a, mv, ap);
   }
   const std::ptrdiff_t ars = rows ? kv : 1, acs = rows ? 1 : mv;
   for (int j = 0; j < n; j += 32) {

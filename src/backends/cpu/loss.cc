@@ -652,8 +652,9 @@ Status linear_cross_entropy_bf16(KernelContext& c) {
       }
       // dx[chunk] (m, C) = dlogits (m, V) w (V, C); dw (V, C) += dlogits^T (V, m) x[chunk] (m, C).
       gemm_bf16(false, false, m, dim, vocab, dlogits, w, dx + r0 * dim, /*c_f32=*/false, false);
-      if (!whole)
+      if (!whole) {
         gemm_bf16(true, false, vocab, dim, m, dlogits, xc, dw_acc, /*c_f32=*/true, r0 > 0);
+      }
     }
     if (whole) {
       gemm_bf16(true, false, vocab, dim, n, dlogits_all, x, dw, /*c_f32=*/false, false);
